@@ -1,0 +1,531 @@
+//! `InferenceJob`: a model to run on whichever GPU class suits it.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements, Toleration, Volume, VolumeMount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{KvCacheType, Plan, Quantization};
+use crate::schema;
+
+/// A GPU inference job. vramfit plans its configuration (dtype, quantization, GPU count,
+/// flash attention, allocator settings, image tiles, llama.cpp offload) for each node class,
+/// picks a class with room, runs a pod there, and retries one step down after an
+/// out-of-memory failure.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "vramfit.io",
+    version = "v1alpha1",
+    kind = "InferenceJob",
+    namespaced,
+    status = "InferenceJobStatus",
+    shortname = "ij",
+    category = "vramfit",
+    doc = "A GPU inference job whose configuration vramfit plans for the GPU it lands on.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
+    printcolumn(name = "GPUs", type_ = "integer", json_path = ".status.plan.gpuCount"),
+    printcolumn(name = "Dtype", type_ = "string", json_path = ".status.plan.dtype"),
+    printcolumn(name = "Quant", type_ = "string", json_path = ".status.plan.quantization"),
+    printcolumn(name = "Attempts", type_ = "integer", json_path = ".status.attemptCount", priority = 1),
+    printcolumn(name = "Pod", type_ = "string", json_path = ".status.podName", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(validation = Rule::new("self.gpus.min <= self.gpus.max").message("gpus.min must not exceed gpus.max"))]
+#[x_kube(validation = Rule::new("self.runtime != 'llamacpp' || has(self.model.ggufFileBytes) || has(self.model.preset)").message("a llamacpp job needs a GGUF model: a GGUF preset or model.ggufFileBytes"))]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceJobSpec {
+    /// The model: a preset from vramfit's catalog (`vramfit presets`), explicit numbers, or
+    /// a preset with some numbers overridden.
+    pub model: ModelSpec,
+    /// The serving runtime; decides the arguments and env vramfit adds to the container.
+    pub runtime: Runtime,
+    /// Container image of the workload.
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+    /// Container entrypoint; the image's when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Container arguments. For vllm and llamacpp, vramfit appends its planned flags after these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Context length in tokens (prompt + output, image tokens included). Defaults to 4096,
+    /// capped at the model's context limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 128, max = 1048576))]
+    pub context_length: Option<u32>,
+    /// Sequences processed at once.
+    #[serde(default = "default_batch_size")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub batch_size: u32,
+    /// `auto` picks bfloat16 where compute capability >= 8.0 and float16 below. A pinned
+    /// `bfloat16` never lands on a GPU below 8.0, where it is emulated and answers garbage.
+    #[serde(default)]
+    pub dtype: DtypeRequest,
+    /// Quantizations vramfit may choose, tried in the order none → int8 → nf4. Unset means
+    /// all of them (`auto`); `[none]` forbids quantization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 3))]
+    pub allowed_quantizations: Option<Vec<Quantization>>,
+    /// Bounds on the GPUs of one node the job may take.
+    #[serde(default)]
+    pub gpus: GpuBounds,
+    /// `quality` (default): full precision on more GPUs before quantizing.
+    /// `economy`: fewest GPUs and lowest price first, quantizing before adding GPUs.
+    #[serde(default)]
+    pub preference: Preference,
+    /// llama.cpp settings (runtime `llamacpp` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama_cpp: Option<LlamaCppSpec>,
+    /// Per-job overrides of the planned defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<JobOverrides>,
+    /// Which node classes the job may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_classes: Option<NodeClassSelection>,
+    /// Pods vramfit may create for this job, the first included; after an out-of-memory
+    /// failure it retries one step down until this many have run.
+    #[serde(default = "default_max_attempts")]
+    #[schemars(range(min = 1, max = 10))]
+    pub max_attempts: u32,
+    /// Pod settings passed through to the workload pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodTemplate>,
+}
+
+fn default_batch_size() -> u32 {
+    1
+}
+fn default_max_attempts() -> u32 {
+    3
+}
+
+/// The model to run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.preset) || (has(self.parameters) && has(self.layers) && has(self.hiddenSize) && has(self.attentionHeads))").message("model needs a preset, or parameters, layers, hiddenSize and attentionHeads"))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSpec {
+    /// A catalog preset, e.g. `internvl3-8b`, `llama-3.2-11b-vision-instruct`,
+    /// `mistral-7b-instruct-v0.3`, `mistral-7b-instruct-v0.3-q4_k_m`. Explicit fields below
+    /// override the preset's numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub preset: Option<String>,
+    /// Model identifier passed to the runtime (e.g. a Hugging Face repo or a GGUF path).
+    /// Defaults to the preset's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub name: Option<String>,
+    /// Parameter count (all of them: vision tower included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1000000, max = 10000000000000_u64))]
+    pub parameters: Option<u64>,
+    /// Transformer layers (decoder layers for the KV cache and llama.cpp offload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub layers: Option<u32>,
+    /// Hidden size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 64, max = 1048576))]
+    pub hidden_size: Option<u32>,
+    /// Attention heads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub attention_heads: Option<u32>,
+    /// Key/value heads (grouped-query attention). Unset: as many as attention heads, which
+    /// over-estimates the KV cache but never under-estimates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub kv_heads: Option<u32>,
+    /// Dimension of one head. Unset: hiddenSize / attentionHeads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub head_dim: Option<u32>,
+    /// Longest context the model supports, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 128, max = 10485760))]
+    pub context_limit: Option<u32>,
+    /// Size of the GGUF file in bytes (llama.cpp models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub gguf_file_bytes: Option<u64>,
+    /// Whether the model takes images (enables MAX_TILES planning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<bool>,
+}
+
+/// The serving runtime.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// Hugging Face transformers (reads the env contract).
+    Transformers,
+    /// vLLM (env contract plus `--dtype`, `--quantization`, `--tensor-parallel-size`, ...).
+    Vllm,
+    /// llama.cpp server (env contract plus `--n-gpu-layers`, `--ctx-size`, `--cache-type-k/v`, ...).
+    Llamacpp,
+    /// Any other program: env contract only.
+    Custom,
+}
+
+/// The dtype a job asks for.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DtypeRequest {
+    /// bfloat16 on compute capability >= 8.0, float16 below.
+    #[default]
+    Auto,
+    /// Pinned bfloat16: only classes with compute capability >= 8.0.
+    Bfloat16,
+    /// Pinned float16: every class.
+    Float16,
+}
+
+/// Plan preference.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Preference {
+    /// Full precision on more GPUs before quantizing; the best plan wins.
+    #[default]
+    Quality,
+    /// Fewest GPUs first, quantize before adding GPUs; the cheapest class that fits wins.
+    Economy,
+}
+
+/// Bounds on GPU count (GPUs of one node).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuBounds {
+    /// Fewest GPUs to use.
+    #[serde(default = "default_min_gpus")]
+    #[schemars(range(min = 1, max = 64))]
+    pub min: u32,
+    /// Most GPUs to use.
+    #[serde(default = "default_max_gpus")]
+    #[schemars(range(min = 1, max = 64))]
+    pub max: u32,
+}
+
+fn default_min_gpus() -> u32 {
+    1
+}
+fn default_max_gpus() -> u32 {
+    8
+}
+
+impl Default for GpuBounds {
+    fn default() -> Self {
+        Self {
+            min: default_min_gpus(),
+            max: default_max_gpus(),
+        }
+    }
+}
+
+/// llama.cpp offload settings.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LlamaCppSpec {
+    /// `auto` (default): the most layers that fit. A number is respected as given, with a
+    /// warning in status when it cannot fit.
+    #[serde(default)]
+    #[schemars(schema_with = "schema::int_or_auto")]
+    pub gpu_layers: GpuLayers,
+    /// KV-cache types vramfit may choose, tried in order f16 → q8_0 → q4_0. Unset: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 3))]
+    pub kv_cache_types: Option<Vec<KvCacheType>>,
+    /// Share of VRAM the offload may plan for, in percent (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 100))]
+    pub target_usage_percent: Option<u32>,
+}
+
+/// llama.cpp GPU layers: `auto` or a number.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuLayers {
+    /// The most layers that fit.
+    #[default]
+    Auto,
+    /// Exactly this many layers.
+    Count(u32),
+}
+
+impl Serialize for GpuLayers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GpuLayers::Auto => s.serialize_str("auto"),
+            GpuLayers::Count(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuLayers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u32),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(GpuLayers::Count(n)),
+            Raw::Text(t) if t == "auto" => Ok(GpuLayers::Auto),
+            Raw::Text(t) => t.parse().map(GpuLayers::Count).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "gpuLayers must be `auto` or a non-negative integer, got {t:?}"
+                ))
+            }),
+        }
+    }
+}
+
+/// Per-job overrides of planned defaults.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOverrides {
+    /// MAX_TILES for vision models (otherwise from VRAM per GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub max_tiles: Option<u32>,
+    /// `false` turns flash attention off everywhere. `true` cannot turn it on below compute
+    /// capability 8.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash_attention: Option<bool>,
+    /// PYTORCH_CUDA_ALLOC_CONF value (otherwise from the class).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub pytorch_cuda_alloc_conf: Option<String>,
+}
+
+/// Allowed / denied node classes.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassSelection {
+    /// Only these classes (by name). Empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::name_set")]
+    pub allowed: Vec<String>,
+    /// Never these classes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::name_set")]
+    pub denied: Vec<String>,
+}
+
+/// Pod settings passed through to the workload pod as written.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplate {
+    /// Extra environment variables. vramfit's planned variables win on a name clash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    pub env: Vec<EnvVar>,
+    /// Container resources. `nvidia.com/gpu` is always set by vramfit from the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::preserve_unknown_object")]
+    pub resources: Option<ResourceRequirements>,
+    /// Pod volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    pub volumes: Vec<Volume>,
+    /// Container volume mounts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    pub volume_mounts: Vec<VolumeMount>,
+    /// Extra tolerations (the `nvidia.com/gpu` taint is always tolerated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    pub tolerations: Vec<Toleration>,
+    /// Extra node selector, combined with the class's node affinity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Service account of the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Extra pod labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Extra pod annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Priority class of the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+/// Where a job stands.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    /// Not planned yet.
+    Pending,
+    /// No node class can run the job now; see the Scheduled condition.
+    Unschedulable,
+    /// A pod exists and waits to run.
+    Scheduled,
+    /// The pod runs.
+    Running,
+    /// The pod finished successfully.
+    Succeeded,
+    /// The job failed for good (attempts exhausted, a failure vramfit cannot step down from,
+    /// or an invalid spec).
+    Failed,
+}
+
+impl Phase {
+    /// Every phase, for metrics that report zeros too.
+    pub const ALL: [Phase; 6] = [
+        Phase::Pending,
+        Phase::Unschedulable,
+        Phase::Scheduled,
+        Phase::Running,
+        Phase::Succeeded,
+        Phase::Failed,
+    ];
+
+    /// Finished for good: nothing more is reconciled.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed)
+    }
+
+    /// The name as it appears in status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Unschedulable => "Unschedulable",
+            Phase::Scheduled => "Scheduled",
+            Phase::Running => "Running",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+/// What vramfit observed and decided.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceJobStatus {
+    /// Pending, Unschedulable, Scheduled, Running, Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Scheduled, InvalidSpec, OutOfMemory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "schema::conditions")]
+    pub conditions: Vec<Condition>,
+    /// The node class chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class: Option<String>,
+    /// The plan of the current attempt, with its reasons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// Why each class that cannot run the job cannot (when no class fits, or a class was
+    /// passed over).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected_classes: Vec<ClassRejection>,
+    /// The pod of the current attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    /// The node the pod runs on, once bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Number of attempts so far.
+    #[serde(default)]
+    pub attempt_count: u32,
+    /// Every attempt, oldest first, with its plan and how it ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// Steps taken down after out-of-memory failures; the planner applies them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+    /// When the first pod was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the job reached Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+}
+
+/// A status condition (same shape as metav1.Condition).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// Spec generation the condition was set for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When status last changed.
+    pub last_transition_time: Time,
+}
+
+/// Why a class cannot run the job.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassRejection {
+    /// The class.
+    pub node_class: String,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+/// One pod vramfit created for the job.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// 1 for the first pod.
+    pub number: u32,
+    /// The pod.
+    pub pod_name: String,
+    /// The class it was planned for.
+    pub node_class: String,
+    /// One-line summary of its plan.
+    pub plan_summary: String,
+    /// Why this attempt differs from the previous one (the step taken down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// How it ended: Succeeded, OutOfMemory, Failed; unset while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The failure message (termination message or reason), trimmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Steps taken down after out-of-memory failures (DOMAIN §8).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Fallback {
+    /// Steps down the MAX_TILES ladder.
+    #[serde(default)]
+    pub tile_steps: u32,
+    /// Extra quantization levels (transformers) or KV-cache levels (llama.cpp).
+    #[serde(default)]
+    pub quantization_steps: u32,
+    /// GPUs added beyond the plan's first choice.
+    #[serde(default)]
+    pub extra_gpus: u32,
+    /// Flash attention turned off.
+    #[serde(default)]
+    pub flash_attention_off: bool,
+    /// llama.cpp: tenths of the offload budget given up.
+    #[serde(default)]
+    pub offload_steps: u32,
+}
+
+impl Fallback {
+    /// No step taken.
+    pub fn is_empty(&self) -> bool {
+        *self == Fallback::default()
+    }
+}

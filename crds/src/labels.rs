@@ -1,0 +1,268 @@
+//! Node labels: the keys the vramfit agent writes, the NVIDIA GPU Feature Discovery (GFD)
+//! keys read as a fallback, and the [`GpuFacts`] the operator plans from.
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Prefix of every label the agent owns.
+pub const PREFIX: &str = "vramfit.io/";
+
+/// `true` when the node has at least one usable NVIDIA GPU.
+pub const GPU_PRESENT: &str = "vramfit.io/gpu.present";
+/// Product name, GFD style (spaces as `-`): `NVIDIA-A10G`.
+pub const GPU_PRODUCT: &str = "vramfit.io/gpu.product";
+/// GPUs on the node.
+pub const GPU_COUNT: &str = "vramfit.io/gpu.count";
+/// Memory per GPU in MiB, as NVML reports it (the smallest GPU on mixed nodes).
+pub const GPU_MEMORY_MIB: &str = "vramfit.io/gpu.memory-mib";
+/// CUDA compute capability, `8.6`.
+pub const GPU_COMPUTE_CAPABILITY: &str = "vramfit.io/gpu.compute-capability";
+/// Architecture family, `ampere`.
+pub const GPU_FAMILY: &str = "vramfit.io/gpu.family";
+/// vramfit tier, `datacenter_mid_memory`.
+pub const GPU_TIER: &str = "vramfit.io/gpu.tier";
+/// `true` where bfloat16 runs natively (compute capability >= 8.0).
+pub const GPU_BF16: &str = "vramfit.io/gpu.bf16";
+/// `true` where Flash Attention 2 runs (compute capability >= 8.0).
+pub const GPU_FLASH_ATTENTION: &str = "vramfit.io/gpu.flash-attention";
+/// NVIDIA driver version.
+pub const GPU_DRIVER: &str = "vramfit.io/gpu.driver";
+/// Highest CUDA version the driver supports, `12.4`.
+pub const GPU_CUDA_DRIVER: &str = "vramfit.io/gpu.cuda-driver";
+/// MIG mode: `enabled`, `disabled` or `unsupported`.
+pub const GPU_MIG: &str = "vramfit.io/gpu.mig";
+/// `true` when the node has GPUs of more than one model.
+pub const GPU_MIXED: &str = "vramfit.io/gpu.mixed";
+/// Why `gpu.present` is false: `no-gpus`, `nvml-unavailable`, `nvml-error`.
+pub const GPU_ABSENT_REASON: &str = "vramfit.io/gpu.absent-reason";
+
+/// GFD's product label.
+pub const GFD_PRODUCT: &str = "nvidia.com/gpu.product";
+/// GFD's GPU count label.
+pub const GFD_COUNT: &str = "nvidia.com/gpu.count";
+/// GFD's memory label (MiB per GPU).
+pub const GFD_MEMORY: &str = "nvidia.com/gpu.memory";
+/// GFD's compute capability major.
+pub const GFD_COMPUTE_MAJOR: &str = "nvidia.com/gpu.compute.major";
+/// GFD's compute capability minor.
+pub const GFD_COMPUTE_MINOR: &str = "nvidia.com/gpu.compute.minor";
+/// GFD's architecture family.
+pub const GFD_FAMILY: &str = "nvidia.com/gpu.family";
+
+/// The extended resource GPUs are requested with.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// A CUDA compute capability; compared as a number pair, never as a string
+/// ("10.0" > "9.0", which a string comparison gets wrong).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ComputeCapability {
+    /// Major version.
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+}
+
+impl ComputeCapability {
+    /// A capability from its parts.
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+
+    /// Parses `8.6`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (major, minor) = s.trim().split_once('.')?;
+        Some(Self::new(major.parse().ok()?, minor.parse().ok()?))
+    }
+
+    /// bfloat16 and Flash Attention 2 need Ampere (8.0) or newer.
+    pub fn supports_bf16(self) -> bool {
+        self >= Self::new(8, 0)
+    }
+}
+
+impl fmt::Display for ComputeCapability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Where a node's GPU facts were read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelSource {
+    /// The vramfit agent's labels.
+    Vramfit,
+    /// NVIDIA GPU Feature Discovery's labels.
+    Gfd,
+}
+
+/// What the operator knows of a node's GPUs, read from its labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuFacts {
+    /// Product label value, e.g. `NVIDIA-A10G`.
+    pub product: String,
+    /// GPUs on the node.
+    pub count: u32,
+    /// Memory per GPU in MiB.
+    pub memory_mib: u64,
+    /// Compute capability, when the labels carry it.
+    pub compute_capability: Option<ComputeCapability>,
+    /// Which labels they came from.
+    pub source: LabelSource,
+}
+
+/// Reads a node's GPU facts: the vramfit agent's labels first, GFD's when the agent's are
+/// absent. `None` for a node without (usable) GPUs or without enough labels to plan from.
+pub fn gpu_facts(labels: &BTreeMap<String, String>) -> Option<GpuFacts> {
+    if labels.contains_key(GPU_PRESENT) {
+        if labels.get(GPU_PRESENT).map(String::as_str) != Some("true") {
+            return None;
+        }
+        return read_facts(
+            labels,
+            LabelSource::Vramfit,
+            GPU_PRODUCT,
+            GPU_COUNT,
+            GPU_MEMORY_MIB,
+            |l| l.get(GPU_COMPUTE_CAPABILITY).and_then(|v| ComputeCapability::parse(v)),
+        );
+    }
+    read_facts(labels, LabelSource::Gfd, GFD_PRODUCT, GFD_COUNT, GFD_MEMORY, |l| {
+        Some(ComputeCapability::new(
+            l.get(GFD_COMPUTE_MAJOR)?.parse().ok()?,
+            l.get(GFD_COMPUTE_MINOR)?.parse().ok()?,
+        ))
+    })
+}
+
+fn read_facts(
+    labels: &BTreeMap<String, String>,
+    source: LabelSource,
+    product_key: &str,
+    count_key: &str,
+    memory_key: &str,
+    capability: impl Fn(&BTreeMap<String, String>) -> Option<ComputeCapability>,
+) -> Option<GpuFacts> {
+    let count: u32 = labels.get(count_key)?.parse().ok()?;
+    let memory_mib: u64 = labels.get(memory_key)?.parse().ok()?;
+    if count == 0 || memory_mib == 0 {
+        return None;
+    }
+    Some(GpuFacts {
+        product: labels.get(product_key)?.clone(),
+        count,
+        memory_mib,
+        compute_capability: capability(labels),
+        source,
+    })
+}
+
+/// Turns any text into a valid label value the way GFD does (spaces become `-`), replacing
+/// other invalid characters with `_`, trimming to 63 characters and to alphanumerics at both
+/// ends. Empty results become `unknown`.
+pub fn to_label_value(text: &str) -> String {
+    let mapped: String = text
+        .trim()
+        .chars()
+        .map(|c| match c {
+            ' ' => '-',
+            c if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') => c,
+            _ => '_',
+        })
+        .collect();
+    let trimmed: String = mapped
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .chars()
+        .take(63)
+        .collect();
+    let trimmed = trimmed.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    if trimmed.is_empty() {
+        "unknown".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// Whether `value` is a valid Kubernetes label value.
+pub fn is_valid_label_value(value: &str) -> bool {
+    value.len() <= 63
+        && (value.is_empty()
+            || (value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && value.ends_with(|c: char| c.is_ascii_alphanumeric())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn compute_capability_compares_as_numbers() {
+        let ten = ComputeCapability::parse("10.0").unwrap();
+        let nine = ComputeCapability::parse("9.0").unwrap();
+        assert!(ten > nine, "a string comparison would put 10.0 below 9.0");
+        assert!(!ComputeCapability::parse("7.5").unwrap().supports_bf16());
+        assert!(ComputeCapability::parse("8.0").unwrap().supports_bf16());
+        assert_eq!(ComputeCapability::parse("8"), None);
+        assert_eq!(ComputeCapability::parse("a.b"), None);
+    }
+
+    #[test]
+    fn vramfit_labels_win_over_gfd() {
+        let l = labels(&[
+            (GPU_PRESENT, "true"),
+            (GPU_PRODUCT, "NVIDIA-A10G"),
+            (GPU_COUNT, "4"),
+            (GPU_MEMORY_MIB, "23028"),
+            (GPU_COMPUTE_CAPABILITY, "8.6"),
+            (GFD_PRODUCT, "NVIDIA-H100"),
+            (GFD_COUNT, "8"),
+            (GFD_MEMORY, "81559"),
+        ]);
+        let facts = gpu_facts(&l).unwrap();
+        assert_eq!(facts.product, "NVIDIA-A10G");
+        assert_eq!(facts.count, 4);
+        assert_eq!(facts.memory_mib, 23028);
+        assert_eq!(facts.compute_capability, Some(ComputeCapability::new(8, 6)));
+        assert_eq!(facts.source, LabelSource::Vramfit);
+    }
+
+    #[test]
+    fn gfd_labels_are_the_fallback() {
+        let l = labels(&[
+            (GFD_PRODUCT, "NVIDIA-H100-80GB-HBM3"),
+            (GFD_COUNT, "8"),
+            (GFD_MEMORY, "81559"),
+            (GFD_COMPUTE_MAJOR, "9"),
+            (GFD_COMPUTE_MINOR, "0"),
+        ]);
+        let facts = gpu_facts(&l).unwrap();
+        assert_eq!(facts.source, LabelSource::Gfd);
+        assert_eq!(facts.compute_capability, Some(ComputeCapability::new(9, 0)));
+        assert_eq!(facts.count, 8);
+    }
+
+    #[test]
+    fn absent_or_incomplete_gpus_give_no_facts() {
+        assert_eq!(gpu_facts(&labels(&[(GPU_PRESENT, "false"), (GFD_COUNT, "8")])), None);
+        assert_eq!(gpu_facts(&labels(&[(GFD_PRODUCT, "Tesla-T4"), (GFD_COUNT, "1")])), None);
+        assert_eq!(gpu_facts(&labels(&[(GFD_PRODUCT, "X"), (GFD_COUNT, "0"), (GFD_MEMORY, "1")])), None);
+        assert_eq!(gpu_facts(&labels(&[(GFD_PRODUCT, "X"), (GFD_COUNT, "two"), (GFD_MEMORY, "1")])), None);
+    }
+
+    #[test]
+    fn label_values_follow_gfd_and_stay_valid() {
+        assert_eq!(to_label_value("NVIDIA H100 80GB HBM3"), "NVIDIA-H100-80GB-HBM3");
+        assert_eq!(to_label_value("Tesla V100-SXM2-16GB"), "Tesla-V100-SXM2-16GB");
+        assert_eq!(to_label_value("  (weird) name/with+chars  "), "weird_-name_with_chars");
+        assert_eq!(to_label_value("---"), "unknown");
+        let long = "A".repeat(62) + "-B";
+        let v = to_label_value(&long);
+        assert!(is_valid_label_value(&v), "{v}");
+        assert_eq!(v.len(), 62);
+        assert!(!is_valid_label_value("-a"));
+        assert!(!is_valid_label_value("a b"));
+    }
+}

@@ -1,0 +1,24 @@
+//! vramfit's Kubernetes API, shared by the operator, the agent and the CLI.
+//!
+//! * [`InferenceJob`] (namespaced): what a team wants to run.
+//! * [`GpuNodeClass`] (cluster-scoped): how an admin defines or overrides a class of GPU nodes.
+//! * [`Plan`]: the configuration vramfit chose for a job on a node class (kept in status).
+//! * [`labels`]: the node-label keys the agent writes and the operator reads, and the
+//!   mapping from NVIDIA GPU Feature Discovery's labels.
+#![forbid(unsafe_code)]
+
+pub mod crdgen;
+pub mod job;
+pub mod labels;
+pub mod nodeclass;
+pub mod plan;
+mod schema;
+
+pub use job::*;
+pub use nodeclass::*;
+pub use plan::*;
+
+/// The API group of every vramfit resource.
+pub const GROUP: &str = "vramfit.io";
+/// The API version this crate describes.
+pub const VERSION: &str = "v1alpha1";

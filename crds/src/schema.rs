@@ -1,0 +1,59 @@
+//! Hand-written schema fragments for shapes schemars cannot express structurally.
+use schemars::{Schema, generate::SchemaGenerator, json_schema};
+
+/// `conditions`: a list-map keyed by `type`, as `kubectl` and dashboards expect.
+pub fn conditions(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "required": ["type", "status", "reason", "message", "lastTransitionTime"],
+            "properties": {
+                "type": { "type": "string", "description": "Condition type, e.g. Ready, Scheduled, InvalidSpec." },
+                "status": { "type": "string", "enum": ["True", "False", "Unknown"] },
+                "reason": { "type": "string", "description": "CamelCase reason, stable for alerting." },
+                "message": { "type": "string", "description": "Human-readable explanation." },
+                "observedGeneration": { "type": "integer", "format": "int64" },
+                "lastTransitionTime": { "type": "string", "format": "date-time" }
+            }
+        }
+    })
+}
+
+/// `gpuLayers`: an integer, or the string `auto`.
+pub fn int_or_auto(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "description": "`auto` (default) or a number of layers to offload.",
+        "x-kubernetes-validations": [{
+            "rule": "type(self) == int ? self >= 0 : self == 'auto'",
+            "message": "gpuLayers must be `auto` or a non-negative integer"
+        }]
+    })
+}
+
+/// A string set (`x-kubernetes-list-type: set`) of class names.
+pub fn name_set(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "set",
+        "maxItems": 64,
+        "items": { "type": "string", "maxLength": 253 }
+    })
+}
+
+/// Free-form Kubernetes objects we pass through to the pod untouched
+/// (volumes, tolerations, env entries): validated by the API server when the pod is created.
+pub fn preserve_unknown_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+    })
+}
+
+/// A free-form object (resource requirements), passed to the pod as written.
+pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
