@@ -502,22 +502,25 @@ pub struct Attempt {
     pub message: Option<String>,
 }
 
-/// Steps taken down after out-of-memory failures (DOMAIN §8).
+/// Steps taken down after out-of-memory failures (DOMAIN §8); the planner applies them.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Fallback {
-    /// Steps down the MAX_TILES ladder.
+    /// Steps down the MAX_TILES ladder (vision models).
     #[serde(default)]
     pub tile_steps: u32,
-    /// Extra quantization levels (transformers) or KV-cache levels (llama.cpp).
-    #[serde(default)]
-    pub quantization_steps: u32,
-    /// GPUs added beyond the plan's first choice.
-    #[serde(default)]
-    pub extra_gpus: u32,
+    /// No quantization better than this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_quantization: Option<Quantization>,
+    /// At least this many GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_gpus: Option<u32>,
     /// Flash attention turned off.
     #[serde(default)]
     pub flash_attention_off: bool,
+    /// llama.cpp: no KV-cache type better than this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_kv_cache_type: Option<KvCacheType>,
     /// llama.cpp: tenths of the offload budget given up.
     #[serde(default)]
     pub offload_steps: u32,

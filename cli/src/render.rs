@@ -1,0 +1,331 @@
+//! The output of each command: tables for people, JSON/YAML for scripts.
+use std::fmt::Write;
+
+use serde::Serialize;
+use vramfit_api::{Fallback, Plan};
+use vramfit_planner::gib;
+use vramfit_planner::{JobInput, NodeClass, model_catalog, plan_for_class, ranking, resolve_job, workload};
+
+use crate::args::{ClassesArgs, CrdsArgs, Format, PlanArgs};
+use crate::error::CliError;
+use crate::manifest;
+
+/// One class's outcome, for JSON/YAML output.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClassOutcome {
+    node_class: String,
+    gpus: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<Plan>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env: Option<Vec<(String, String)>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cannot_run: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanReport {
+    job: String,
+    model: String,
+    runtime: String,
+    preference: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chosen: Option<String>,
+    classes: Vec<ClassOutcome>,
+}
+
+/// `vramfit plan`.
+pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
+    let job = manifest::read_job(&args.file)?;
+    let input = resolve_job(&job.spec).map_err(|message| CliError::InvalidSpec {
+        path: args.file.clone(),
+        message,
+    })?;
+    let mut classes = manifest::classes(args.node_classes.as_ref())?;
+    if let Some(name) = &args.class {
+        classes.retain(|c| &c.name == name);
+        if classes.is_empty() {
+            let known = manifest::classes(args.node_classes.as_ref())?
+                .iter()
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(CliError::UnknownClass { name: name.clone(), known });
+        }
+    }
+    let fallback = Fallback::default();
+    let outcomes: Vec<(&NodeClass, Result<Plan, String>)> =
+        classes.iter().map(|c| (c, plan_for_class(&input, c, &fallback))).collect();
+    let plans: Vec<Plan> = outcomes.iter().filter_map(|(_, r)| r.as_ref().ok().cloned()).collect();
+    let chosen = ranking::best(input.preference, &plans).map(|p| p.node_class.clone());
+    let name = job.metadata.name.clone().unwrap_or_else(|| "<unnamed>".into());
+    let namespace = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let report = PlanReport {
+        job: format!("{namespace}/{name}"),
+        model: input.model.name.clone(),
+        runtime: serde_plain(&input.runtime),
+        preference: serde_plain(&input.preference),
+        chosen,
+        classes: outcomes
+            .iter()
+            .map(|(class, result)| outcome(&input, class, result, args.class.is_some() || args.output != Format::Table))
+            .collect(),
+    };
+    match args.output {
+        Format::Json => to_json(&report),
+        Format::Yaml => to_yaml(&report),
+        Format::Table => Ok(plan_table(&input, &report, args.class.is_some())),
+    }
+}
+
+fn outcome(input: &JobInput, class: &NodeClass, result: &Result<Plan, String>, with_pod: bool) -> ClassOutcome {
+    let gpus = format!("{}×{} {}", class.gpus_per_node, class.describe_model(), gib(class.memory_mib));
+    match result {
+        Ok(plan) => ClassOutcome {
+            node_class: class.name.clone(),
+            gpus,
+            env: with_pod.then(|| workload::plan_env(input, plan)),
+            args: with_pod.then(|| workload::runtime_args(input, plan)),
+            plan: Some(plan.clone()),
+            cannot_run: None,
+        },
+        Err(reason) => ClassOutcome {
+            node_class: class.name.clone(),
+            gpus,
+            plan: None,
+            env: None,
+            args: None,
+            cannot_run: Some(reason.clone()),
+        },
+    }
+}
+
+fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "InferenceJob {}: {} under {}, context {} × batch {}, preference {}\n",
+        report.job, report.model, report.runtime, input.context_length, input.batch_size, report.preference
+    );
+    let header = [
+        "CLASS", "NODE", "GPUS", "DTYPE", "QUANT", "FLASH", "ALLOC_CONF", "FRAC", "TILES", "LAYERS", "KV", "NEED/GPU",
+        "USABLE/GPU", "$/H",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for c in &report.classes {
+        let row = match &c.plan {
+            Some(p) => vec![
+                c.node_class.clone(),
+                c.gpus.clone(),
+                p.gpu_count.to_string(),
+                p.dtype.as_str().into(),
+                p.quantization.as_str().into(),
+                if p.flash_attention { "on" } else { "off" }.into(),
+                p.pytorch_cuda_alloc_conf.clone(),
+                format!("{:.2}", f64::from(p.memory_fraction_percent) / 100.0),
+                p.max_tiles.map_or("-".into(), |t| t.to_string()),
+                p.llama_cpp.map_or("-".into(), |l| format!("{}/{}", l.gpu_layers, l.total_layers)),
+                p.llama_cpp.map_or("-".into(), |l| l.kv_cache_type.as_str().into()),
+                gib(p.memory.needed_per_gpu_mib),
+                gib(p.memory.usable_per_gpu_mib),
+                if p.hourly_price_cents == 0 { "-".into() } else { format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0) },
+            ],
+            None => {
+                let mut row = vec![c.node_class.clone(), c.gpus.clone(), "cannot run".into()];
+                row.resize(header.len(), String::new());
+                row
+            }
+        };
+        rows.push(row);
+    }
+    out.push_str(&columns(&rows));
+    match &report.chosen {
+        Some(chosen) => {
+            let _ = writeln!(out, "\nChosen ({}): {chosen} (before capacity: the operator also needs free GPUs)", report.preference);
+        }
+        None => out.push_str("\nNo class can run this job.\n"),
+    }
+    for c in &report.classes {
+        let _ = writeln!(out, "\n{} ({}):", c.node_class, c.gpus);
+        match (&c.plan, &c.cannot_run) {
+            (Some(p), _) => {
+                for r in &p.reasons {
+                    let _ = writeln!(out, "  - {r}");
+                }
+                for w in &p.warnings {
+                    let _ = writeln!(out, "  ! {w}");
+                }
+            }
+            (None, Some(why)) => {
+                let _ = writeln!(out, "  cannot run: {why}");
+            }
+            (None, None) => {}
+        }
+        if details {
+            if let Some(env) = &c.env {
+                let _ = writeln!(out, "  env:");
+                for (k, v) in env {
+                    let _ = writeln!(out, "    {k}={v}");
+                }
+            }
+            if let Some(args) = c.args.as_ref().filter(|a| !a.is_empty()) {
+                let _ = writeln!(out, "  runtime args: {}", args.join(" "));
+            }
+        }
+    }
+    out
+}
+
+/// `vramfit classes`.
+pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
+    let classes = manifest::classes(args.node_classes.as_ref())?;
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Row {
+        name: String,
+        product: String,
+        gpus_per_node: u32,
+        memory_mib: u64,
+        compute_capability: String,
+        architecture: &'static str,
+        tier: &'static str,
+        pytorch_cuda_alloc_conf: String,
+        memory_fraction_percent: u32,
+        memory_buffer_mib: u64,
+        usable_per_gpu_mib: u64,
+        max_tiles: Option<u32>,
+        hourly_price_cents_per_gpu: Option<u32>,
+        allow_jobs: bool,
+    }
+    let rows: Vec<Row> = classes
+        .iter()
+        .map(|c| Row {
+            name: c.name.clone(),
+            product: c.product.clone(),
+            gpus_per_node: c.gpus_per_node,
+            memory_mib: c.memory_mib,
+            compute_capability: c.capability.to_string(),
+            architecture: c.architecture().as_str(),
+            tier: c.tier.as_str(),
+            pytorch_cuda_alloc_conf: c.pytorch_cuda_alloc_conf.clone(),
+            memory_fraction_percent: c.memory_fraction_percent,
+            memory_buffer_mib: c.memory_buffer_mib,
+            usable_per_gpu_mib: c.usable_per_gpu_mib(),
+            max_tiles: c.max_tiles.or(Some(vramfit_planner::tiles::max_tiles_for_vram(c.memory_mib))),
+            hourly_price_cents_per_gpu: c.hourly_price_cents_per_gpu,
+            allow_jobs: c.allow_jobs,
+        })
+        .collect();
+    match args.output {
+        Format::Json => to_json(&rows),
+        Format::Yaml => to_yaml(&rows),
+        Format::Table => {
+            let mut table = vec![
+                ["CLASS", "PRODUCT", "GPUS", "VRAM", "CC", "ARCH", "TIER", "ALLOC_CONF", "FRAC", "BUFFER", "USABLE", "TILES", "$/GPU/H"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>(),
+            ];
+            for r in &rows {
+                table.push(vec![
+                    r.name.clone(),
+                    r.product.clone(),
+                    r.gpus_per_node.to_string(),
+                    gib(r.memory_mib),
+                    r.compute_capability.clone(),
+                    r.architecture.into(),
+                    r.tier.into(),
+                    r.pytorch_cuda_alloc_conf.clone(),
+                    format!("{:.2}", f64::from(r.memory_fraction_percent) / 100.0),
+                    gib(r.memory_buffer_mib),
+                    gib(r.usable_per_gpu_mib),
+                    r.max_tiles.map_or("-".into(), |t| t.to_string()),
+                    r.hourly_price_cents_per_gpu.map_or("-".into(), |c| format!("{:.2}", f64::from(c) / 100.0)),
+                ]);
+            }
+            Ok(columns(&table))
+        }
+    }
+}
+
+/// `vramfit presets`.
+pub fn presets_command() -> String {
+    let mut rows = vec![
+        ["PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "GGUF", "VISION"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
+    ];
+    for p in model_catalog::PRESETS {
+        rows.push(vec![
+            p.key.into(),
+            p.model.into(),
+            format!("{:.2}B", p.parameters as f64 / 1e9),
+            p.layers.to_string(),
+            p.hidden_size.to_string(),
+            p.attention_heads.to_string(),
+            p.kv_heads.to_string(),
+            p.context_limit.to_string(),
+            p.gguf_file_bytes.map_or("-".into(), |b| format!("{:.2} GB", b as f64 / 1e9)),
+            p.vision.to_string(),
+        ]);
+    }
+    let mut out = columns(&rows);
+    out.push_str("\nSources:\n");
+    for p in model_catalog::PRESETS {
+        let _ = writeln!(out, "  {}: {}", p.key, p.source);
+    }
+    out
+}
+
+/// `vramfit crds`.
+pub fn crds_command(args: &CrdsArgs) -> Result<String, CliError> {
+    let serialize = |e: serde_yaml::Error| CliError::Serialize(e.to_string());
+    match &args.output_dir {
+        None => vramfit_api::crdgen::all_crds_yaml().map_err(serialize),
+        Some(dir) => {
+            let mut written = String::new();
+            for (file, yaml) in vramfit_api::crdgen::crd_documents().map_err(serialize)? {
+                let path = dir.join(file);
+                std::fs::write(&path, yaml).map_err(|source| CliError::Write { path: path.clone(), source })?;
+                let _ = writeln!(written, "wrote {}", path.display());
+            }
+            Ok(written)
+        }
+    }
+}
+
+/// Left-aligned columns separated by two spaces.
+fn columns(rows: &[Vec<String>]) -> String {
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..width)
+        .map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = widths[i])).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+fn serde_plain<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String, CliError> {
+    serde_json::to_string_pretty(value)
+        .map(|s| s + "\n")
+        .map_err(|e| CliError::Serialize(e.to_string()))
+}
+
+fn to_yaml<T: Serialize>(value: &T) -> Result<String, CliError> {
+    serde_yaml::to_string(value).map_err(|e| CliError::Serialize(e.to_string()))
+}

@@ -1,0 +1,78 @@
+//! The ladder after an out-of-memory failure (DOMAIN §8): fewer image tiles, then the next
+//! quantization level or one more GPU (by preference), then flash attention off; for
+//! llama.cpp, a smaller KV-cache type, one more GPU, then fewer offloaded layers.
+use vramfit_api::{Fallback, KvCacheType, Plan, Preference, Quantization, Runtime};
+
+use crate::job_input::JobInput;
+use crate::tiles::TILE_LADDER;
+
+/// Most tenths of the llama.cpp budget a job may give up.
+const MAX_OFFLOAD_STEPS: u32 = 5;
+
+/// One step down from `plan` after an out-of-memory failure: the new fallback state and a
+/// one-line description, or `None` when nothing is left to give up.
+pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node: u32) -> Option<(Fallback, String)> {
+    let max_gpus = job.max_gpus.min(gpus_per_node);
+    let more_gpus = (plan.gpu_count < max_gpus).then(|| {
+        let n = plan.gpu_count + 1;
+        (Fallback { min_gpus: Some(n), ..fallback.clone() }, format!("one more GPU: {} → {n}", plan.gpu_count))
+    });
+    if job.runtime == Runtime::Llamacpp {
+        return llamacpp_step(job, plan, fallback, more_gpus);
+    }
+
+    let tiles = plan.max_tiles.filter(|&t| fallback.tile_steps == 0 && t > TILE_LADDER[TILE_LADDER.len() - 1]);
+    if let Some(t) = tiles {
+        let next = Fallback { tile_steps: 1, ..fallback.clone() };
+        return Some((next, format!("fewer image tiles: MAX_TILES {t} → {}", crate::tiles::step_down(t, 1))));
+    }
+    let quantize = next_quantization(job, plan.quantization).map(|q| {
+        (
+            Fallback { min_quantization: Some(q), ..fallback.clone() },
+            format!("quantization {} → {}", plan.quantization.as_str(), q.as_str()),
+        )
+    });
+    let (first, second) = match job.preference {
+        Preference::Quality => (more_gpus, quantize),
+        Preference::Economy => (quantize, more_gpus),
+    };
+    let resize = first.or(second);
+    let resized_before = fallback.min_gpus.is_some() || fallback.min_quantization.is_some();
+    // Flash attention goes off once a resize was tried, before further resizes.
+    if plan.flash_attention && (resized_before || resize.is_none()) {
+        let next = Fallback { flash_attention_off: true, ..fallback.clone() };
+        return Some((next, "flash attention off".to_string()));
+    }
+    resize
+}
+
+fn next_quantization(job: &JobInput, current: Quantization) -> Option<Quantization> {
+    job.quantizations.iter().copied().find(|q| *q > current)
+}
+
+fn llamacpp_step(
+    job: &JobInput,
+    plan: &Plan,
+    fallback: &Fallback,
+    more_gpus: Option<(Fallback, String)>,
+) -> Option<(Fallback, String)> {
+    let current = plan.llama_cpp.map_or(KvCacheType::F16, |l| l.kv_cache_type);
+    let smaller_kv = job
+        .kv_cache_types
+        .iter()
+        .copied()
+        .find(|t| *t > current && (plan.flash_attention || !t.is_quantized()))
+        .map(|t| {
+            (
+                Fallback { min_kv_cache_type: Some(t), ..fallback.clone() },
+                format!("KV cache {} → {}", current.as_str(), t.as_str()),
+            )
+        });
+    let fewer_layers = (fallback.offload_steps < MAX_OFFLOAD_STEPS).then(|| {
+        (
+            Fallback { offload_steps: fallback.offload_steps + 1, ..fallback.clone() },
+            "offload budget 10% smaller (fewer GPU layers)".to_string(),
+        )
+    });
+    smaller_kv.or(more_gpus).or(fewer_layers)
+}

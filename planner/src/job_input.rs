@@ -1,0 +1,130 @@
+//! A job's spec, checked and resolved into what the planner needs. Spec errors here are
+//! the user's to fix: the operator reports them as `InvalidSpec` and waits for a change.
+use vramfit_api::{
+    DtypeRequest, GpuLayers, InferenceJobSpec, JobOverrides, KvCacheType, NodeClassSelection,
+    Preference, Quantization, Runtime,
+};
+
+use crate::model_catalog::{self, ModelShape};
+
+/// Context length when the job sets none.
+pub const DEFAULT_CONTEXT_LENGTH: u32 = 4096;
+/// vLLM prefills in chunks (chunked prefill, `max_num_batched_tokens`): activations are
+/// sized for at most this many tokens at once.
+pub const VLLM_PREFILL_CHUNK_TOKENS: u64 = 8192;
+/// llama.cpp share of VRAM planned for, when the job sets none (DOMAIN §7).
+pub const DEFAULT_TARGET_USAGE_PERCENT: u32 = 80;
+
+/// A job ready to plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobInput {
+    /// The model's numbers.
+    pub model: ModelShape,
+    /// Runtime.
+    pub runtime: Runtime,
+    /// Context length planned for (capped at the model's limit).
+    pub context_length: u32,
+    /// Sequences at once.
+    pub batch_size: u32,
+    /// Requested dtype.
+    pub dtype: DtypeRequest,
+    /// Allowed quantizations, best first.
+    pub quantizations: Vec<Quantization>,
+    /// Allowed KV-cache types (llama.cpp), best first.
+    pub kv_cache_types: Vec<KvCacheType>,
+    /// Fewest GPUs.
+    pub min_gpus: u32,
+    /// Most GPUs.
+    pub max_gpus: u32,
+    /// Preference.
+    pub preference: Preference,
+    /// llama.cpp layers.
+    pub gpu_layers: GpuLayers,
+    /// llama.cpp share of VRAM, percent.
+    pub target_usage_percent: u32,
+    /// Per-job overrides.
+    pub overrides: JobOverrides,
+    /// Allowed / denied classes.
+    pub classes: NodeClassSelection,
+    /// Notes for the plan's reasons (context capped, say).
+    pub notes: Vec<String>,
+}
+
+impl JobInput {
+    /// Tokens held at once: batch × context.
+    pub fn tokens(&self) -> u64 {
+        u64::from(self.batch_size) * u64::from(self.context_length)
+    }
+
+    /// Tokens processed at once during prefill: all of them, except under vLLM's chunked
+    /// prefill.
+    pub fn prefill_tokens(&self) -> u64 {
+        match self.runtime {
+            Runtime::Vllm => self.tokens().min(VLLM_PREFILL_CHUNK_TOKENS),
+            _ => self.tokens(),
+        }
+    }
+}
+
+/// Checks a job spec and resolves its model. The error is one line for a status condition
+/// or stderr.
+pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
+    let model = model_catalog::resolve(&spec.model).map_err(|e| e.0)?;
+    if spec.gpus.min == 0 || spec.gpus.min > spec.gpus.max {
+        return Err(format!(
+            "gpus.min ({}) must be at least 1 and not exceed gpus.max ({})",
+            spec.gpus.min, spec.gpus.max
+        ));
+    }
+    if spec.batch_size == 0 {
+        return Err("batchSize must be at least 1".into());
+    }
+    if spec.runtime == Runtime::Llamacpp && model.gguf_file_bytes.is_none() {
+        return Err(
+            "runtime llamacpp needs a GGUF model: a GGUF preset or model.ggufFileBytes".into(),
+        );
+    }
+    let mut notes = Vec::new();
+    let requested = spec.context_length.unwrap_or(DEFAULT_CONTEXT_LENGTH);
+    let context_length = requested.min(model.context_limit);
+    if context_length < requested {
+        notes.push(format!(
+            "context {context_length}: capped at the model's limit (asked {requested})"
+        ));
+    }
+    let quantizations = ordered(spec.allowed_quantizations.as_deref(), &Quantization::LADDER);
+    let llama = spec.llama_cpp.clone().unwrap_or_default();
+    let kv_cache_types = ordered(llama.kv_cache_types.as_deref(), &KvCacheType::LADDER);
+    if quantizations.is_empty() || kv_cache_types.is_empty() {
+        return Err("allowedQuantizations and kvCacheTypes may not be empty".into());
+    }
+    Ok(JobInput {
+        model,
+        runtime: spec.runtime,
+        context_length,
+        batch_size: spec.batch_size,
+        dtype: spec.dtype,
+        quantizations,
+        kv_cache_types,
+        min_gpus: spec.gpus.min,
+        max_gpus: spec.gpus.max,
+        preference: spec.preference,
+        gpu_layers: llama.gpu_layers,
+        target_usage_percent: llama
+            .target_usage_percent
+            .unwrap_or(DEFAULT_TARGET_USAGE_PERCENT)
+            .clamp(1, 100),
+        overrides: spec.overrides.clone().unwrap_or_default(),
+        classes: spec.node_classes.clone().unwrap_or_default(),
+        notes,
+    })
+}
+
+/// The allowed subset of a ladder, in ladder order, without duplicates. `None` = all.
+fn ordered<T: Copy + PartialEq>(allowed: Option<&[T]>, ladder: &[T]) -> Vec<T> {
+    ladder
+        .iter()
+        .copied()
+        .filter(|level| allowed.is_none_or(|a| a.contains(level)))
+        .collect()
+}

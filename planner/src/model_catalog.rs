@@ -1,0 +1,323 @@
+//! Model presets (DOMAIN §6), each with the published source of its numbers, and the
+//! resolution of a job's `model` into the numbers the estimator needs.
+use vramfit_api::ModelSpec;
+
+/// The numbers the memory estimator needs about a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelShape {
+    /// Identifier passed to the runtime (`VRAMFIT_MODEL`).
+    pub name: String,
+    /// Parameter count.
+    pub parameters: u64,
+    /// Layers (decoder layers: KV cache, llama.cpp offload).
+    pub layers: u32,
+    /// Hidden size.
+    pub hidden_size: u32,
+    /// Attention heads.
+    pub attention_heads: u32,
+    /// KV heads; as many as attention heads when unknown (over-estimates, never under).
+    pub kv_heads: u32,
+    /// Dimension of one head.
+    pub head_dim: u32,
+    /// Longest supported context, in tokens.
+    pub context_limit: u32,
+    /// GGUF file size in bytes (llama.cpp models).
+    pub gguf_file_bytes: Option<u64>,
+    /// Takes images (MAX_TILES applies).
+    pub vision: bool,
+}
+
+/// A catalog entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Preset {
+    /// Preset key used in manifests.
+    pub key: &'static str,
+    /// Runtime model identifier.
+    pub model: &'static str,
+    /// Parameter count.
+    pub parameters: u64,
+    /// Decoder layers.
+    pub layers: u32,
+    /// Hidden size.
+    pub hidden_size: u32,
+    /// Attention heads.
+    pub attention_heads: u32,
+    /// KV heads.
+    pub kv_heads: u32,
+    /// Head dimension.
+    pub head_dim: u32,
+    /// Context limit.
+    pub context_limit: u32,
+    /// GGUF file size in bytes.
+    pub gguf_file_bytes: Option<u64>,
+    /// Vision-language model.
+    pub vision: bool,
+    /// Where the numbers come from.
+    pub source: &'static str,
+}
+
+/// The built-in presets.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        key: "internvl3-8b",
+        model: "OpenGVLab/InternVL3-8B",
+        parameters: 7_940_000_000,
+        layers: 28,
+        hidden_size: 3584,
+        attention_heads: 28,
+        kv_heads: 4,
+        head_dim: 128,
+        context_limit: 32_768,
+        gguf_file_bytes: None,
+        vision: true,
+        source: "OpenGVLab/InternVL3-8B config.json (llm_config: Qwen2.5-7B, 28 layers, 28 heads, 4 KV heads, max_position_embeddings 32768); model card: 7.9B parameters with InternViT-300M",
+    },
+    Preset {
+        key: "llama-3.2-11b-vision-instruct",
+        model: "meta-llama/Llama-3.2-11B-Vision-Instruct",
+        parameters: 10_670_220_835,
+        layers: 40,
+        hidden_size: 4096,
+        attention_heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 131_072,
+        gguf_file_bytes: None,
+        vision: true,
+        source: "meta-llama/Llama-3.2-11B-Vision-Instruct config.json (text_config: 40 layers incl. 8 cross-attention, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072); safetensors: 10.67B parameters",
+    },
+    Preset {
+        key: "mistral-7b-instruct-v0.3",
+        model: "mistralai/Mistral-7B-Instruct-v0.3",
+        parameters: 7_248_023_552,
+        layers: 32,
+        hidden_size: 4096,
+        attention_heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 32_768,
+        gguf_file_bytes: None,
+        vision: false,
+        source: "mistralai/Mistral-7B-Instruct-v0.3 config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 32768); safetensors: 7.25B parameters",
+    },
+    Preset {
+        key: "llama-3.1-8b-instruct",
+        model: "meta-llama/Llama-3.1-8B-Instruct",
+        parameters: 8_030_261_248,
+        layers: 32,
+        hidden_size: 4096,
+        attention_heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 131_072,
+        gguf_file_bytes: None,
+        vision: false,
+        source: "meta-llama/Llama-3.1-8B-Instruct config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072); safetensors: 8.03B parameters",
+    },
+    Preset {
+        key: "mistral-7b-instruct-v0.3-q4_k_m",
+        model: "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
+        parameters: 7_248_023_552,
+        layers: 32,
+        hidden_size: 4096,
+        attention_heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 32_768,
+        gguf_file_bytes: Some(4_372_812_000),
+        vision: false,
+        source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 32768); file 4.37 GB",
+    },
+    Preset {
+        key: "mistral-7b-instruct-v0.3-q8_0",
+        model: "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
+        parameters: 7_248_023_552,
+        layers: 32,
+        hidden_size: 4096,
+        attention_heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 32_768,
+        gguf_file_bytes: Some(7_702_565_000),
+        vision: false,
+        source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q8_0.gguf (llama.block_count 32, head_count_kv 8); file 7.70 GB",
+    },
+    Preset {
+        key: "llama-3.1-8b-instruct-q4_k_m",
+        model: "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+        parameters: 8_030_261_248,
+        layers: 32,
+        hidden_size: 4096,
+        attention_heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 131_072,
+        gguf_file_bytes: Some(4_920_734_000),
+        vision: false,
+        source: "GGUF metadata of Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 131072); file 4.92 GB",
+    },
+    Preset {
+        key: "llama-3.1-70b-instruct-q4_k_m",
+        model: "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+        parameters: 70_553_706_496,
+        layers: 80,
+        hidden_size: 8192,
+        attention_heads: 64,
+        kv_heads: 8,
+        head_dim: 128,
+        context_limit: 131_072,
+        gguf_file_bytes: Some(42_520_393_000),
+        vision: false,
+        source: "GGUF metadata of Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf (llama.block_count 80, embedding_length 8192, head_count 64, head_count_kv 8); file 42.5 GB",
+    },
+];
+
+/// A preset by key (case-insensitive).
+pub fn preset(key: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.key.eq_ignore_ascii_case(key))
+}
+
+/// Why a model spec cannot be resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelError(pub String);
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Resolves a job's `model` (preset, explicit numbers, or both) into a [`ModelShape`].
+pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
+    let base = match &spec.preset {
+        Some(key) => Some(preset(key).ok_or_else(|| {
+            let known: Vec<&str> = PRESETS.iter().map(|p| p.key).collect();
+            ModelError(format!(
+                "unknown model preset {key:?}; known presets: {}",
+                known.join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let missing = |field: &str| {
+        ModelError(format!(
+            "model.{field} is required when no preset is given"
+        ))
+    };
+    let parameters = spec
+        .parameters
+        .or(base.map(|p| p.parameters))
+        .ok_or_else(|| missing("parameters"))?;
+    let layers = spec.layers.or(base.map(|p| p.layers)).ok_or_else(|| missing("layers"))?;
+    let hidden_size = spec
+        .hidden_size
+        .or(base.map(|p| p.hidden_size))
+        .ok_or_else(|| missing("hiddenSize"))?;
+    let attention_heads = spec
+        .attention_heads
+        .or(base.map(|p| p.attention_heads))
+        .ok_or_else(|| missing("attentionHeads"))?;
+    if parameters == 0 || layers == 0 || hidden_size == 0 || attention_heads == 0 {
+        return Err(ModelError(
+            "model parameters, layers, hiddenSize and attentionHeads must be positive".into(),
+        ));
+    }
+    let head_dim = spec
+        .head_dim
+        .or(base.map(|p| p.head_dim))
+        .unwrap_or((hidden_size / attention_heads).max(1));
+    // Unknown KV heads: assume full multi-head attention, which never under-estimates.
+    let kv_heads = spec.kv_heads.or(base.map(|p| p.kv_heads)).unwrap_or(attention_heads);
+    if kv_heads > attention_heads {
+        return Err(ModelError(format!(
+            "model.kvHeads ({kv_heads}) cannot exceed attentionHeads ({attention_heads})"
+        )));
+    }
+    let name = spec
+        .name
+        .clone()
+        .or(base.map(|p| p.model.to_string()))
+        .unwrap_or_else(|| "custom-model".to_string());
+    Ok(ModelShape {
+        name,
+        parameters,
+        layers,
+        hidden_size,
+        attention_heads,
+        kv_heads,
+        head_dim,
+        context_limit: spec
+            .context_limit
+            .or(base.map(|p| p.context_limit))
+            .unwrap_or(u32::MAX),
+        gguf_file_bytes: spec.gguf_file_bytes.or(base.and_then(|p| p.gguf_file_bytes)),
+        vision: spec.vision.or(base.map(|p| p.vision)).unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_resolve_and_explicit_numbers_override() {
+        let spec = ModelSpec {
+            preset: Some("Mistral-7B-Instruct-v0.3".into()),
+            kv_heads: Some(32),
+            ..Default::default()
+        };
+        let shape = resolve(&spec).unwrap();
+        assert_eq!(shape.layers, 32);
+        assert_eq!(shape.kv_heads, 32, "explicit field wins over the preset");
+        assert_eq!(shape.name, "mistralai/Mistral-7B-Instruct-v0.3");
+        assert!(!shape.vision);
+    }
+
+    #[test]
+    fn unknown_preset_names_the_known_ones() {
+        let spec = ModelSpec {
+            preset: Some("gpt-5".into()),
+            ..Default::default()
+        };
+        let err = resolve(&spec).unwrap_err().0;
+        assert!(err.contains("unknown model preset \"gpt-5\""), "{err}");
+        assert!(err.contains("internvl3-8b"), "{err}");
+    }
+
+    #[test]
+    fn explicit_models_need_their_numbers_and_default_kv_heads_conservatively() {
+        let partial = ModelSpec {
+            parameters: Some(1_000_000_000),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&partial).unwrap_err().0,
+            "model.layers is required when no preset is given"
+        );
+        let full = ModelSpec {
+            parameters: Some(1_000_000_000),
+            layers: Some(16),
+            hidden_size: Some(2048),
+            attention_heads: Some(16),
+            ..Default::default()
+        };
+        let shape = resolve(&full).unwrap();
+        assert_eq!(shape.kv_heads, 16, "unknown KV heads = attention heads");
+        assert_eq!(shape.head_dim, 128);
+        let bad = ModelSpec {
+            kv_heads: Some(32),
+            ..full
+        };
+        assert!(resolve(&bad).unwrap_err().0.contains("cannot exceed"));
+    }
+
+    #[test]
+    fn every_preset_is_consistent() {
+        for p in PRESETS {
+            assert!(p.kv_heads <= p.attention_heads, "{}", p.key);
+            assert_eq!(p.hidden_size, p.attention_heads * p.head_dim, "{}", p.key);
+            assert!(!p.source.is_empty(), "{}", p.key);
+            assert_eq!(preset(p.key).map(|q| q.key), Some(p.key));
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Node classes: nodes grouped by GPU model and count, with the defaults vramfit plans with.
+//! Discovered from node labels, overridden or defined by `GpuNodeClass` objects.
+use std::collections::BTreeMap;
+
+use vramfit_api::labels::{self, ComputeCapability, GpuFacts, LabelSource};
+use vramfit_api::{GpuNodeClassSpec, Tier};
+
+use crate::gpu_catalog::{self, Architecture};
+
+/// A class of GPU nodes as the planner sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeClass {
+    /// Class name, e.g. `a10g-x4`.
+    pub name: String,
+    /// Product name (NVML or label form).
+    pub product: String,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// Memory per GPU in MiB, as NVML reports it.
+    pub memory_mib: u64,
+    /// Compute capability.
+    pub capability: ComputeCapability,
+    /// Tier.
+    pub tier: Tier,
+    /// PYTORCH_CUDA_ALLOC_CONF.
+    pub pytorch_cuda_alloc_conf: String,
+    /// Share of each GPU a process may use, in percent.
+    pub memory_fraction_percent: u32,
+    /// Memory kept free on every GPU, in MiB.
+    pub memory_buffer_mib: u64,
+    /// MAX_TILES override; from VRAM when unset.
+    pub max_tiles: Option<u32>,
+    /// Hourly price of one GPU in cents, when known.
+    pub hourly_price_cents_per_gpu: Option<u32>,
+    /// Whether jobs may be placed here.
+    pub allow_jobs: bool,
+    /// Labels every node of the class carries (the pod's node affinity).
+    pub node_selector: BTreeMap<String, String>,
+}
+
+impl NodeClass {
+    /// A class with the catalog's defaults for this GPU.
+    pub fn new(
+        name: impl Into<String>,
+        product: impl Into<String>,
+        gpus_per_node: u32,
+        memory_mib: u64,
+        capability: Option<ComputeCapability>,
+    ) -> Self {
+        let product = product.into();
+        let model = gpu_catalog::identify(&product);
+        let tier = model.map_or(Tier::Other, |m| m.tier);
+        // Labels without a capability: the catalog's, or the most conservative (no bf16).
+        let capability = capability
+            .or(model.map(|m| m.capability))
+            .unwrap_or(ComputeCapability::new(7, 0));
+        let arch = Architecture::from_capability(capability);
+        Self {
+            name: name.into(),
+            gpus_per_node,
+            memory_mib,
+            capability,
+            tier,
+            pytorch_cuda_alloc_conf: gpu_catalog::pytorch_cuda_alloc_conf(arch).to_string(),
+            memory_fraction_percent: gpu_catalog::memory_fraction_percent(tier),
+            memory_buffer_mib: gpu_catalog::memory_buffer_mib(tier, memory_mib),
+            max_tiles: None,
+            hourly_price_cents_per_gpu: None,
+            allow_jobs: true,
+            node_selector: BTreeMap::new(),
+            product,
+        }
+    }
+
+    /// The class of a node, from its GPU facts (vramfit agent or GFD labels).
+    pub fn from_facts(facts: &GpuFacts) -> Self {
+        let (product_key, count_key) = match facts.source {
+            LabelSource::Vramfit => (labels::GPU_PRODUCT, labels::GPU_COUNT),
+            LabelSource::Gfd => (labels::GFD_PRODUCT, labels::GFD_COUNT),
+        };
+        let mut class = Self::new(
+            class_name(&facts.product, facts.count),
+            facts.product.clone(),
+            facts.count,
+            facts.memory_mib,
+            facts.compute_capability,
+        );
+        class.node_selector = BTreeMap::from([
+            (product_key.to_string(), facts.product.clone()),
+            (count_key.to_string(), facts.count.to_string()),
+        ]);
+        class
+    }
+
+    /// A class defined entirely by a `GpuNodeClass` (`gpu` and `nodeSelector` set).
+    pub fn from_definition(name: &str, spec: &GpuNodeClassSpec) -> Result<Self, String> {
+        let gpu = spec
+            .gpu
+            .as_ref()
+            .ok_or_else(|| format!("GpuNodeClass {name}: spec.gpu is needed to define a class"))?;
+        if spec.node_selector.is_empty() {
+            return Err(format!(
+                "GpuNodeClass {name}: spec.nodeSelector is needed to define a class"
+            ));
+        }
+        let capability = ComputeCapability::parse(&gpu.compute_capability).ok_or_else(|| {
+            format!(
+                "GpuNodeClass {name}: computeCapability {:?} is not major.minor",
+                gpu.compute_capability
+            )
+        })?;
+        let mut class = Self::new(name, gpu.product.clone(), gpu.count, gpu.memory_mib, Some(capability));
+        class.node_selector = spec.node_selector.clone();
+        class.apply_overrides(spec);
+        Ok(class)
+    }
+
+    /// Applies an admin's overrides (a `GpuNodeClass` of the same name).
+    pub fn apply_overrides(&mut self, spec: &GpuNodeClassSpec) {
+        if let Some(tier) = spec.tier {
+            self.tier = tier;
+            self.memory_fraction_percent = gpu_catalog::memory_fraction_percent(tier);
+            self.memory_buffer_mib = gpu_catalog::memory_buffer_mib(tier, self.memory_mib);
+        }
+        if let Some(conf) = &spec.pytorch_cuda_alloc_conf {
+            self.pytorch_cuda_alloc_conf = conf.clone();
+        }
+        if let Some(p) = spec.memory_fraction_percent {
+            self.memory_fraction_percent = p;
+        }
+        if let Some(b) = spec.memory_buffer_mib {
+            self.memory_buffer_mib = b;
+        }
+        if spec.max_tiles.is_some() {
+            self.max_tiles = spec.max_tiles;
+        }
+        if spec.hourly_price_cents_per_gpu.is_some() {
+            self.hourly_price_cents_per_gpu = spec.hourly_price_cents_per_gpu;
+        }
+        self.allow_jobs = spec.allow_jobs;
+    }
+
+    /// Architecture of the class's GPUs.
+    pub fn architecture(&self) -> Architecture {
+        Architecture::from_capability(self.capability)
+    }
+
+    /// Memory usable per GPU in MiB: VRAM less the buffer, capped by the memory fraction.
+    pub fn usable_per_gpu_mib(&self) -> u64 {
+        let after_buffer = self.memory_mib.saturating_sub(self.memory_buffer_mib);
+        let by_fraction = self.memory_mib * u64::from(self.memory_fraction_percent) / 100;
+        after_buffer.min(by_fraction)
+    }
+
+    /// The model's short name (`A10G`), or the product name for unknown models.
+    pub fn describe_model(&self) -> &str {
+        gpu_catalog::identify(&self.product).map_or(self.product.as_str(), |m| m.name)
+    }
+}
+
+/// The class name of `count` GPUs of `product`: `NVIDIA-A10G` ×4 → `a10g-x4`.
+pub fn class_name(product: &str, count: u32) -> String {
+    let value = labels::to_label_value(product).to_ascii_lowercase();
+    let tokens: Vec<&str> = value
+        .split(['-', '_', '.'])
+        .filter(|t| !t.is_empty() && !matches!(*t, "nvidia" | "tesla" | "geforce"))
+        .collect();
+    let stem = if tokens.is_empty() { "gpu".to_string() } else { tokens.join("-") };
+    // Leave room for the suffix within a 63-character label value.
+    let stem: String = stem.chars().take(50).collect();
+    format!("{}-x{count}", stem.trim_end_matches('-'))
+}
+
+/// The classes `vramfit plan` shows with no cluster: common cloud node shapes, with
+/// example on-demand prices (set yours with a GpuNodeClass).
+pub fn builtin_classes() -> Vec<NodeClass> {
+    let class = |name: &str, product: &str, count, mib, (major, minor), cents| {
+        let mut c = NodeClass::new(name, product, count, mib, Some(ComputeCapability::new(major, minor)));
+        c.hourly_price_cents_per_gpu = Some(cents);
+        c.node_selector = BTreeMap::from([
+            (labels::GPU_PRODUCT.to_string(), labels::to_label_value(product)),
+            (labels::GPU_COUNT.to_string(), count.to_string()),
+        ]);
+        c
+    };
+    vec![
+        class("t4-x1", "Tesla T4", 1, 15_360, (7, 5), 35),
+        class("v100-16gb-x4", "Tesla V100-SXM2-16GB", 4, 16_160, (7, 0), 120),
+        class("a10g-x1", "NVIDIA A10G", 1, 23_028, (8, 6), 60),
+        class("a10g-x4", "NVIDIA A10G", 4, 23_028, (8, 6), 60),
+        class("l40s-x1", "NVIDIA L40S", 1, 46_068, (8, 9), 180),
+        class("a100-40gb-x1", "NVIDIA A100-PCIE-40GB", 1, 40_960, (8, 0), 250),
+        class("a100-80gb-x8", "NVIDIA A100-SXM4-80GB", 8, 81_920, (8, 0), 400),
+        class("h100-80gb-x8", "NVIDIA H100 80GB HBM3", 8, 81_559, (9, 0), 650),
+        class("h200-x8", "NVIDIA H200", 8, 143_771, (9, 0), 800),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_names_are_short_and_valid() {
+        assert_eq!(class_name("NVIDIA-A10G", 4), "a10g-x4");
+        assert_eq!(class_name("Tesla V100-SXM2-16GB", 4), "v100-sxm2-16gb-x4");
+        assert_eq!(class_name("NVIDIA-H100-80GB-HBM3", 8), "h100-80gb-hbm3-x8");
+        assert_eq!(class_name("NVIDIA", 1), "gpu-x1");
+        let long = class_name(&"X".repeat(200), 64);
+        assert!(labels::is_valid_label_value(&long), "{long}");
+    }
+
+    #[test]
+    fn usable_memory_is_vram_less_buffer_capped_by_fraction() {
+        let a10g = NodeClass::new("a", "NVIDIA A10G", 1, 23_028, None);
+        assert_eq!(a10g.capability, ComputeCapability::new(8, 6), "from the catalog");
+        assert_eq!(a10g.usable_per_gpu_mib(), 23_028 - 4_605);
+        let mut capped = a10g.clone();
+        capped.memory_fraction_percent = 50;
+        assert_eq!(capped.usable_per_gpu_mib(), 11_514);
+    }
+
+    #[test]
+    fn unknown_products_without_capability_are_treated_as_pre_ampere() {
+        let c = NodeClass::new("x", "Mystery GPU", 1, 16_000, None);
+        assert_eq!(c.tier, Tier::Other);
+        assert!(!c.capability.supports_bf16());
+    }
+
+    #[test]
+    fn overrides_replace_defaults() {
+        let mut c = NodeClass::new("a10g-x1", "NVIDIA A10G", 1, 23_028, None);
+        c.apply_overrides(&GpuNodeClassSpec {
+            tier: Some(Tier::LegacyDatacenter),
+            pytorch_cuda_alloc_conf: Some("expandable_segments:True".into()),
+            max_tiles: Some(6),
+            hourly_price_cents_per_gpu: Some(75),
+            allow_jobs: false,
+            ..Default::default()
+        });
+        assert_eq!(c.memory_fraction_percent, 80);
+        assert_eq!(c.memory_buffer_mib, 4_096);
+        assert_eq!(c.pytorch_cuda_alloc_conf, "expandable_segments:True");
+        assert_eq!(c.max_tiles, Some(6));
+        assert_eq!(c.hourly_price_cents_per_gpu, Some(75));
+        assert!(!c.allow_jobs);
+    }
+
+    #[test]
+    fn gfd_facts_select_nodes_by_gfd_labels() {
+        let facts = GpuFacts {
+            product: "NVIDIA-A100-SXM4-80GB".into(),
+            count: 8,
+            memory_mib: 81_920,
+            compute_capability: Some(ComputeCapability::new(8, 0)),
+            source: LabelSource::Gfd,
+        };
+        let c = NodeClass::from_facts(&facts);
+        assert_eq!(c.name, "a100-sxm4-80gb-x8");
+        assert_eq!(c.tier, Tier::DatacenterHighMemory);
+        assert_eq!(c.node_selector.get(labels::GFD_COUNT).map(String::as_str), Some("8"));
+    }
+}

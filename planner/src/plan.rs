@@ -1,0 +1,56 @@
+//! The planner's entry point: a job on a node class → a [`Plan`] or why the class cannot run it.
+use vramfit_api::{ClassRejection, Fallback, Plan, Quantization, Runtime};
+
+use crate::job_input::JobInput;
+use crate::node_class::NodeClass;
+use crate::plan_common::{admission, common_settings};
+use crate::{plan_llamacpp, plan_transformers};
+
+/// Plans `job` on `class`, applying the step-downs in `fallback`.
+pub fn plan_for_class(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> Result<Plan, String> {
+    admission(job, class)?;
+    let common = common_settings(job, class, fallback);
+    let mut reasons = common.reasons;
+    let (gpu_count, quantization, memory, llama_cpp, warnings) = match job.runtime {
+        Runtime::Llamacpp => {
+            let s = plan_llamacpp::size(job, class, fallback, common.flash_attention)?;
+            reasons.extend(s.reasons);
+            (s.gpu_count, Quantization::None, s.memory, Some(s.llama_cpp), s.warnings)
+        }
+        Runtime::Transformers | Runtime::Vllm | Runtime::Custom => {
+            let s = plan_transformers::size(job, class, fallback, common.dtype)?;
+            reasons.extend(s.reasons);
+            (s.gpu_count, s.quantization, s.memory, None, Vec::new())
+        }
+    };
+    Ok(Plan {
+        node_class: class.name.clone(),
+        gpu_count,
+        dtype: common.dtype,
+        quantization,
+        flash_attention: common.flash_attention,
+        tf32: common.tf32,
+        pytorch_cuda_alloc_conf: common.pytorch_cuda_alloc_conf,
+        memory_fraction_percent: common.memory_fraction_percent,
+        max_tiles: common.max_tiles,
+        context_length: job.context_length,
+        llama_cpp,
+        memory,
+        hourly_price_cents: class.hourly_price_cents_per_gpu.unwrap_or(0) * gpu_count,
+        reasons,
+        warnings,
+    })
+}
+
+/// Plans `job` on every class, in the classes' order.
+pub fn plan_all(job: &JobInput, classes: &[NodeClass], fallback: &Fallback) -> Vec<Result<Plan, ClassRejection>> {
+    classes
+        .iter()
+        .map(|class| {
+            plan_for_class(job, class, fallback).map_err(|reason| ClassRejection {
+                node_class: class.name.clone(),
+                reason,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,150 @@
+//! Decisions shared by every runtime: whether a class may run the job at all, dtype,
+//! flash attention, TF32, allocator settings, memory fraction, image tiles (DOMAIN §2–5).
+use vramfit_api::{Dtype, DtypeRequest, Fallback};
+
+use crate::job_input::JobInput;
+use crate::node_class::NodeClass;
+use crate::tiles;
+
+/// Settings that do not depend on how the model is sized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommonSettings {
+    /// Compute dtype.
+    pub dtype: Dtype,
+    /// Flash attention.
+    pub flash_attention: bool,
+    /// TF32 matmul.
+    pub tf32: bool,
+    /// PYTORCH_CUDA_ALLOC_CONF.
+    pub pytorch_cuda_alloc_conf: String,
+    /// Memory fraction, percent.
+    pub memory_fraction_percent: u32,
+    /// MAX_TILES (vision models).
+    pub max_tiles: Option<u32>,
+    /// Why, one line each.
+    pub reasons: Vec<String>,
+}
+
+/// Why a class may not take the job at all, before any sizing.
+pub fn admission(job: &JobInput, class: &NodeClass) -> Result<(), String> {
+    if !class.allow_jobs {
+        return Err("jobs are not allowed on this class (GpuNodeClass allowJobs: false)".into());
+    }
+    if job.classes.denied.iter().any(|c| c == &class.name) {
+        return Err("denied by the job's nodeClasses.denied".into());
+    }
+    if !job.classes.allowed.is_empty() && !job.classes.allowed.iter().any(|c| c == &class.name) {
+        return Err("not in the job's nodeClasses.allowed".into());
+    }
+    let cc = class.capability;
+    if job.dtype == DtypeRequest::Bfloat16 && !cc.supports_bf16() {
+        return Err(format!(
+            "bfloat16 is pinned but compute capability {cc} < 8.0: bf16 would be emulated and answer garbage"
+        ));
+    }
+    let lowest = job.min_gpus;
+    if lowest > class.gpus_per_node {
+        return Err(format!(
+            "job needs at least {lowest} GPUs; nodes of this class have {}",
+            class.gpus_per_node
+        ));
+    }
+    Ok(())
+}
+
+/// Dtype, attention, allocator, fraction and tiles for a job on a class.
+pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> CommonSettings {
+    let cc = class.capability;
+    let mut reasons = job.notes.clone();
+    let dtype = match job.dtype {
+        DtypeRequest::Bfloat16 => {
+            reasons.push(format!("bfloat16: pinned by the job (compute capability {cc} ≥ 8.0)"));
+            Dtype::Bfloat16
+        }
+        DtypeRequest::Float16 => {
+            reasons.push("float16: pinned by the job".to_string());
+            Dtype::Float16
+        }
+        DtypeRequest::Auto if cc.supports_bf16() => {
+            reasons.push(format!("bfloat16: compute capability {cc} ≥ 8.0"));
+            Dtype::Bfloat16
+        }
+        DtypeRequest::Auto => {
+            reasons.push(format!(
+                "float16: compute capability {cc} < 8.0 (bfloat16 would be emulated)"
+            ));
+            Dtype::Float16
+        }
+    };
+
+    let flash_attention = if !cc.supports_bf16() {
+        reasons.push(format!("flash attention off: compute capability {cc} < 8.0"));
+        false
+    } else if job.overrides.flash_attention == Some(false) {
+        reasons.push("flash attention off: turned off by the job".to_string());
+        false
+    } else if fallback.flash_attention_off {
+        reasons.push("flash attention off: step down after an out-of-memory failure".to_string());
+        false
+    } else {
+        reasons.push(format!("flash attention on: compute capability {cc} ≥ 8.0"));
+        true
+    };
+    let tf32 = cc.supports_bf16();
+
+    let pytorch_cuda_alloc_conf = match &job.overrides.pytorch_cuda_alloc_conf {
+        Some(conf) => {
+            reasons.push(format!("PYTORCH_CUDA_ALLOC_CONF {conf}: set by the job"));
+            conf.clone()
+        }
+        None => {
+            reasons.push(format!(
+                "PYTORCH_CUDA_ALLOC_CONF {}: {} GPUs",
+                class.pytorch_cuda_alloc_conf,
+                class.architecture().as_str()
+            ));
+            class.pytorch_cuda_alloc_conf.clone()
+        }
+    };
+    reasons.push(format!(
+        "memory fraction {:.2}: tier {}",
+        f64::from(class.memory_fraction_percent) / 100.0,
+        class.tier.as_str()
+    ));
+
+    let max_tiles = job.model.vision.then(|| {
+        let (base, why) = match (job.overrides.max_tiles, class.max_tiles) {
+            (Some(t), _) => (t, "set by the job".to_string()),
+            (None, Some(t)) => (t, "set by the node class".to_string()),
+            (None, None) => (
+                tiles::max_tiles_for_vram(class.memory_mib),
+                format!("{} per GPU", gib(class.memory_mib)),
+            ),
+        };
+        let tiles = tiles::step_down(base, fallback.tile_steps);
+        if tiles < base {
+            reasons.push(format!(
+                "MAX_TILES {tiles}: {} step(s) down from {base} after out-of-memory",
+                fallback.tile_steps
+            ));
+        } else {
+            reasons.push(format!("MAX_TILES {tiles}: {why}"));
+        }
+        tiles
+    });
+
+    CommonSettings {
+        dtype,
+        flash_attention,
+        tf32,
+        pytorch_cuda_alloc_conf,
+        memory_fraction_percent: class.memory_fraction_percent,
+        max_tiles,
+        reasons,
+    }
+}
+
+/// MiB as `12.3 GiB`.
+pub fn gib(mib: u64) -> String {
+    format!("{:.1} GiB", mib as f64 / 1024.0)
+}

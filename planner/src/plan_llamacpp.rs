@@ -1,0 +1,163 @@
+//! Sizing for GGUF models under llama.cpp (DOMAIN §7): how many layers to offload, with
+//! which KV-cache type, on how many GPUs.
+use vramfit_api::{Fallback, GpuLayers, KvCacheType, LlamaCppPlan, MemoryEstimate, Preference};
+
+use crate::job_input::JobInput;
+use crate::memory::{self, LLAMACPP_OVERHEAD_MIB, MIB};
+use crate::node_class::NodeClass;
+use crate::plan_common::gib;
+use crate::plan_transformers::gpu_range;
+
+/// Share of the budget each offload step-down gives up, in percent points.
+const OFFLOAD_STEP_PERCENT: u32 = 10;
+
+/// How a GGUF job fits a class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaCppSizing {
+    /// GPUs taken.
+    pub gpu_count: u32,
+    /// Offload decisions.
+    pub llama_cpp: LlamaCppPlan,
+    /// Memory per GPU.
+    pub memory: MemoryEstimate,
+    /// Why.
+    pub reasons: Vec<String>,
+    /// A pinned layer count that cannot fit.
+    pub warnings: Vec<String>,
+}
+
+struct Budget<'a> {
+    job: &'a JobInput,
+    class: &'a NodeClass,
+    target_percent: u32,
+}
+
+impl Budget<'_> {
+    /// Per GPU, MiB: VRAM × target usage − runtime overhead.
+    fn per_gpu_mib(&self) -> u64 {
+        (self.class.memory_mib * u64::from(self.target_percent) / 100).saturating_sub(LLAMACPP_OVERHEAD_MIB)
+    }
+
+    fn weights_per_layer(&self) -> u64 {
+        let file = self.job.model.gguf_file_bytes.unwrap_or(0);
+        memory::div_ceil(file, u64::from(self.job.model.layers))
+    }
+
+    fn per_layer_bytes(&self, kv: KvCacheType) -> u64 {
+        self.weights_per_layer() + memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)
+    }
+
+    /// Layers that fit on `gpus` GPUs (llama.cpp splits layers across GPUs).
+    fn layers_that_fit(&self, gpus: u32, kv: KvCacheType) -> u32 {
+        let budget = self.per_gpu_mib() * MIB * u64::from(gpus);
+        let fit = budget / self.per_layer_bytes(kv).max(1);
+        fit.min(u64::from(self.job.model.layers)) as u32
+    }
+}
+
+/// Sizes a GGUF job on a class.
+pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attention: bool) -> Result<LlamaCppSizing, String> {
+    let (lo, hi) = gpu_range(job, class, fallback)?;
+    let target_percent = job
+        .target_usage_percent
+        .saturating_sub(OFFLOAD_STEP_PERCENT * fallback.offload_steps)
+        .max(OFFLOAD_STEP_PERCENT);
+    let budget = Budget { job, class, target_percent };
+    if budget.per_gpu_mib() == 0 {
+        return Err(format!(
+            "no offload budget: {target_percent}% of {} is below llama.cpp's {LLAMACPP_OVERHEAD_MIB} MiB overhead",
+            gib(class.memory_mib)
+        ));
+    }
+    let mut reasons = Vec::new();
+    let kv_types: Vec<KvCacheType> = job
+        .kv_cache_types
+        .iter()
+        .copied()
+        .filter(|t| fallback.min_kv_cache_type.is_none_or(|min| *t >= min))
+        .filter(|t| flash_attention || !t.is_quantized())
+        .collect();
+    if kv_types.is_empty() {
+        return Err("only quantized KV-cache types are allowed, and they need flash attention, which is off here".into());
+    }
+    if !flash_attention && job.kv_cache_types.iter().any(|t| t.is_quantized()) {
+        reasons.push("KV cache f16 only: a quantized V cache needs flash attention, off here".to_string());
+    }
+
+    let total_layers = job.model.layers;
+    let wanted = match job.gpu_layers {
+        GpuLayers::Auto => total_layers,
+        GpuLayers::Count(n) => n.min(total_layers),
+    };
+    let candidates: Vec<(KvCacheType, u32)> = match job.preference {
+        Preference::Quality => kv_types.iter().flat_map(|&kv| (lo..=hi).map(move |n| (kv, n))).collect(),
+        Preference::Economy => (lo..=hi).flat_map(|n| kv_types.iter().map(move |&kv| (kv, n))).collect(),
+    };
+    let full = candidates.iter().copied().find(|&(kv, n)| budget.layers_that_fit(n, kv) >= wanted);
+    let mut warnings = Vec::new();
+    let (kv, gpus, layers) = match (full, job.gpu_layers) {
+        (Some((kv, n)), _) => (kv, n, wanted),
+        (None, GpuLayers::Auto) => {
+            let kv = *kv_types.last().unwrap_or(&KvCacheType::F16);
+            let fit = budget.layers_that_fit(hi, kv);
+            if fit == 0 {
+                return Err(format!(
+                    "not one layer fits: {} per layer with KV {}, {} budget per GPU",
+                    gib(memory::mib(budget.per_layer_bytes(kv))),
+                    kv.as_str(),
+                    gib(budget.per_gpu_mib())
+                ));
+            }
+            reasons.push(format!(
+                "partial offload: {fit}/{total_layers} layers fit on {hi}×{} even with KV {}; the rest run on the CPU",
+                class.describe_model(),
+                kv.as_str()
+            ));
+            (kv, hi, fit)
+        }
+        (None, GpuLayers::Count(pinned)) => {
+            let kv = *kv_types.last().unwrap_or(&KvCacheType::F16);
+            let fit = budget.layers_that_fit(hi, kv);
+            warnings.push(format!(
+                "gpuLayers {pinned} is pinned but only {fit} layers fit in the budget on {hi}×{}; expect an out-of-memory failure",
+                class.describe_model()
+            ));
+            (kv, hi, wanted)
+        }
+    };
+    if kv != KvCacheType::F16 && fallback.min_kv_cache_type != Some(kv) {
+        reasons.push(format!(
+            "KV cache {}: all {wanted} layers do not fit with a better KV type",
+            kv.as_str()
+        ));
+    } else if fallback.min_kv_cache_type == Some(kv) {
+        reasons.push(format!("KV cache {}: step down after an out-of-memory failure", kv.as_str()));
+    } else {
+        reasons.push("KV cache f16: full precision fits".to_string());
+    }
+    let pinned = matches!(job.gpu_layers, GpuLayers::Count(_));
+    reasons.push(format!(
+        "GPU layers {layers}/{total_layers}{} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {} less {LLAMACPP_OVERHEAD_MIB} MiB)",
+        if pinned { " (pinned by the job)" } else { "" },
+        gib(budget.per_gpu_mib()),
+        gib(class.memory_mib),
+    ));
+
+    let per_gpu = |bytes_per_layer: u64| memory::mib(bytes_per_layer * u64::from(layers)).div_ceil(u64::from(gpus));
+    let weights_mib = per_gpu(budget.weights_per_layer());
+    let kv_cache_mib = per_gpu(memory::kv_cache_bytes_per_layer(&job.model, job.tokens(), kv));
+    Ok(LlamaCppSizing {
+        gpu_count: gpus,
+        llama_cpp: LlamaCppPlan { gpu_layers: layers, total_layers, kv_cache_type: kv },
+        memory: MemoryEstimate {
+            weights_mib,
+            kv_cache_mib,
+            overhead_mib: LLAMACPP_OVERHEAD_MIB,
+            needed_per_gpu_mib: weights_mib + kv_cache_mib + LLAMACPP_OVERHEAD_MIB,
+            vram_per_gpu_mib: class.memory_mib,
+            usable_per_gpu_mib: class.memory_mib * u64::from(target_percent) / 100,
+        },
+        reasons,
+        warnings,
+    })
+}

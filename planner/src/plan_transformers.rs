@@ -1,0 +1,160 @@
+//! Sizing for transformer runtimes (transformers, vLLM, custom): quantization and GPU count
+//! (DOMAIN §7). Quality: full precision on more GPUs before quantizing. Economy: fewest GPUs
+//! first, quantizing before adding GPUs.
+use vramfit_api::{Dtype, Fallback, MemoryEstimate, Preference, Quantization, Runtime};
+
+use crate::job_input::JobInput;
+use crate::memory::{self, TransformerNeed};
+use crate::node_class::NodeClass;
+use crate::plan_common::gib;
+
+/// How a transformer job fits a class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransformerSizing {
+    /// GPUs taken.
+    pub gpu_count: u32,
+    /// Quantization.
+    pub quantization: Quantization,
+    /// Memory per GPU.
+    pub memory: MemoryEstimate,
+    /// Why.
+    pub reasons: Vec<String>,
+}
+
+/// The GPU counts a job may take on a class after step-downs, or why none.
+pub fn gpu_range(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> Result<(u32, u32), String> {
+    let lo = job.min_gpus.max(fallback.min_gpus.unwrap_or(0));
+    let hi = job.max_gpus.min(class.gpus_per_node);
+    if lo > hi {
+        return Err(format!(
+            "needs at least {lo} GPUs (after step-downs); nodes of this class have {}",
+            class.gpus_per_node
+        ));
+    }
+    Ok((lo, hi))
+}
+
+/// Sizes a transformer job on a class: the first (quantization, GPU count) that fits, in the
+/// job's preference order.
+pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, dtype: Dtype) -> Result<TransformerSizing, String> {
+    let (lo, hi) = gpu_range(job, class, fallback)?;
+    let quantizations: Vec<Quantization> = job
+        .quantizations
+        .iter()
+        .copied()
+        .filter(|q| fallback.min_quantization.is_none_or(|min| *q >= min))
+        .collect();
+    let Some(&most_compact) = quantizations.last() else {
+        return Err("no allowed quantization is left after step-downs".into());
+    };
+    let usable = class.usable_per_gpu_mib();
+    let need = |q, n| memory::transformer_need(&job.model, q, job.tokens(), job.prefill_tokens(), n);
+    let fits = |q, n| need(q, n).per_gpu_mib() <= usable;
+
+    let counts: Vec<u32> = (lo..=hi).filter(|&n| splits_evenly(job, n)).collect();
+    let candidates: Vec<(Quantization, u32)> = match job.preference {
+        Preference::Quality => quantizations
+            .iter()
+            .flat_map(|&q| counts.iter().map(move |&n| (q, n)))
+            .collect(),
+        Preference::Economy => counts
+            .iter()
+            .flat_map(|&n| quantizations.iter().map(move |&q| (q, n)))
+            .collect(),
+    };
+    let Some(&(quantization, gpu_count)) = candidates.iter().find(|&&(q, n)| fits(q, n)) else {
+        let worst = need(most_compact, hi).per_gpu_mib();
+        return Err(format!(
+            "does not fit: needs {} per GPU with {} on {hi}×{}, {} usable",
+            gib(worst),
+            most_compact.as_str(),
+            class.describe_model(),
+            gib(usable)
+        ));
+    };
+
+    let chosen = need(quantization, gpu_count);
+    let mut reasons = Vec::new();
+    reasons.push(quantization_reason(job, class, fallback, dtype, quantization, gpu_count, &need));
+    reasons.push(gpu_count_reason(job, fallback, gpu_count, lo));
+    reasons.push(format!(
+        "memory: {} per GPU needed (weights {}, KV cache {}, overhead {}), {} usable of {} (buffer {} kept free)",
+        gib(chosen.per_gpu_mib()),
+        gib(chosen.weights_mib),
+        gib(chosen.kv_cache_mib),
+        gib(chosen.overhead_mib),
+        gib(usable),
+        gib(class.memory_mib),
+        gib(class.memory_buffer_mib)
+    ));
+    Ok(TransformerSizing {
+        gpu_count,
+        quantization,
+        memory: estimate(chosen, class),
+        reasons,
+    })
+}
+
+/// vLLM's tensor parallelism splits attention and KV heads evenly across GPUs.
+fn splits_evenly(job: &JobInput, gpus: u32) -> bool {
+    job.runtime != Runtime::Vllm
+        || (job.model.attention_heads % gpus == 0 && (job.model.kv_heads % gpus == 0 || gpus % job.model.kv_heads == 0))
+}
+
+fn quantization_reason(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+    dtype: Dtype,
+    chosen: Quantization,
+    gpus: u32,
+    need: &dyn Fn(Quantization, u32) -> TransformerNeed,
+) -> String {
+    let usable = gib(class.usable_per_gpu_mib());
+    let model = class.describe_model();
+    if chosen == Quantization::None {
+        return format!(
+            "no quantization: {} needs {} per GPU on {gpus}×{model}, {usable} usable",
+            dtype.as_str(),
+            gib(need(Quantization::None, gpus).per_gpu_mib())
+        );
+    }
+    if fallback.min_quantization == Some(chosen) {
+        return format!("{}: step down after an out-of-memory failure", chosen.as_str());
+    }
+    if !job.quantizations.contains(&Quantization::None) {
+        return format!("{}: the job does not allow full precision", chosen.as_str());
+    }
+    let label = if chosen == Quantization::Int8 { "8-bit" } else { "4-bit (nf4)" };
+    let (compare_gpus, why) = match job.preference {
+        Preference::Quality => (job.max_gpus.min(class.gpus_per_node), ""),
+        Preference::Economy => (gpus, "; economy quantizes before adding GPUs"),
+    };
+    format!(
+        "{label}: needs {} in {} on {compare_gpus}×{model}, {usable} usable per GPU{why}",
+        gib(need(Quantization::None, compare_gpus).per_gpu_mib()),
+        dtype.as_str()
+    )
+}
+
+fn gpu_count_reason(job: &JobInput, fallback: &Fallback, gpus: u32, lo: u32) -> String {
+    let plural = if gpus == 1 { "GPU" } else { "GPUs" };
+    if fallback.min_gpus == Some(gpus) {
+        return format!("{gpus} {plural}: one more after an out-of-memory failure");
+    }
+    if gpus == lo && lo == job.min_gpus && lo > 1 {
+        return format!("{gpus} {plural}: the job's minimum");
+    }
+    format!("{gpus} {plural}: fewest that fit")
+}
+
+fn estimate(need: TransformerNeed, class: &NodeClass) -> MemoryEstimate {
+    MemoryEstimate {
+        weights_mib: need.weights_mib,
+        kv_cache_mib: need.kv_cache_mib,
+        overhead_mib: need.overhead_mib,
+        needed_per_gpu_mib: need.per_gpu_mib(),
+        vram_per_gpu_mib: class.memory_mib,
+        usable_per_gpu_mib: class.usable_per_gpu_mib(),
+    }
+}
