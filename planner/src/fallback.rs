@@ -13,12 +13,19 @@ const MAX_OFFLOAD_STEPS: u32 = 5;
 /// one-line description, or `None` when nothing is left to give up.
 pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node: u32) -> Option<(Fallback, String)> {
     let max_gpus = job.max_gpus.min(gpus_per_node);
+    // Every step keeps what the failed plan already gave up (never fewer GPUs, never less
+    // quantization), so memory per GPU only goes down.
+    let held = Fallback {
+        min_gpus: Some(plan.gpu_count),
+        min_quantization: Some(plan.quantization),
+        ..fallback.clone()
+    };
     let more_gpus = (plan.gpu_count < max_gpus).then(|| {
         let n = plan.gpu_count + 1;
-        (Fallback { min_gpus: Some(n), ..fallback.clone() }, format!("one more GPU: {} → {n}", plan.gpu_count))
+        (Fallback { min_gpus: Some(n), ..held.clone() }, format!("one more GPU: {} → {n}", plan.gpu_count))
     });
     if job.runtime == Runtime::Llamacpp {
-        return llamacpp_step(job, plan, fallback, more_gpus);
+        return llamacpp_step(job, plan, &held, more_gpus);
     }
 
     let tiles = plan.max_tiles.filter(|&t| fallback.tile_steps == 0 && t > TILE_LADDER[TILE_LADDER.len() - 1]);
@@ -28,7 +35,7 @@ pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node
     }
     let quantize = next_quantization(job, plan.quantization).map(|q| {
         (
-            Fallback { min_quantization: Some(q), ..fallback.clone() },
+            Fallback { min_quantization: Some(q), ..held.clone() },
             format!("quantization {} → {}", plan.quantization.as_str(), q.as_str()),
         )
     });
@@ -38,6 +45,7 @@ pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node
     };
     let resize = first.or(second);
     let resized_before = fallback.min_gpus.is_some() || fallback.min_quantization.is_some();
+    let fallback = &held;
     // Flash attention goes off once a resize was tried, before further resizes.
     if plan.flash_attention && (resized_before || resize.is_none()) {
         let next = Fallback { flash_attention_off: true, ..fallback.clone() };

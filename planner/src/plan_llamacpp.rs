@@ -125,15 +125,16 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attent
             (kv, hi, wanted)
         }
     };
-    if kv != KvCacheType::F16 && fallback.min_kv_cache_type != Some(kv) {
+    let all_fit = full.is_some();
+    if fallback.min_kv_cache_type == Some(kv) {
+        reasons.push(format!("KV cache {}: step down after an out-of-memory failure", kv.as_str()));
+    } else if all_fit && kv == KvCacheType::F16 {
+        reasons.push(format!("KV cache f16: all {wanted} layers fit at full precision"));
+    } else if all_fit {
         reasons.push(format!(
             "KV cache {}: all {wanted} layers do not fit with a better KV type",
             kv.as_str()
         ));
-    } else if fallback.min_kv_cache_type == Some(kv) {
-        reasons.push(format!("KV cache {}: step down after an out-of-memory failure", kv.as_str()));
-    } else {
-        reasons.push("KV cache f16: full precision fits".to_string());
     }
     let pinned = matches!(job.gpu_layers, GpuLayers::Count(_));
     reasons.push(format!(

@@ -120,7 +120,7 @@ fn quantization_reason(
         );
     }
     if fallback.min_quantization == Some(chosen) {
-        return format!("{}: step down after an out-of-memory failure", chosen.as_str());
+        return format!("{}: kept or stepped down after an out-of-memory failure", chosen.as_str());
     }
     if !job.quantizations.contains(&Quantization::None) {
         return format!("{}: the job does not allow full precision", chosen.as_str());
@@ -130,17 +130,30 @@ fn quantization_reason(
         Preference::Quality => (job.max_gpus.min(class.gpus_per_node), ""),
         Preference::Economy => (gpus, "; economy quantizes before adding GPUs"),
     };
+    // What each better allowed level would need, e.g. "27.6 GiB in bfloat16, 15.8 GiB in 8-bit".
+    let better: Vec<String> = job
+        .quantizations
+        .iter()
+        .filter(|q| **q < chosen)
+        .map(|&q| {
+            let form = match q {
+                Quantization::None => dtype.as_str(),
+                Quantization::Int8 => "8-bit",
+                Quantization::Nf4 => "nf4",
+            };
+            format!("{} in {form}", gib(need(q, compare_gpus).per_gpu_mib()))
+        })
+        .collect();
     format!(
-        "{label}: needs {} in {} on {compare_gpus}×{model}, {usable} usable per GPU{why}",
-        gib(need(Quantization::None, compare_gpus).per_gpu_mib()),
-        dtype.as_str()
+        "{label}: needs {} on {compare_gpus}×{model}, {usable} usable per GPU{why}",
+        better.join(", ")
     )
 }
 
 fn gpu_count_reason(job: &JobInput, fallback: &Fallback, gpus: u32, lo: u32) -> String {
     let plural = if gpus == 1 { "GPU" } else { "GPUs" };
     if fallback.min_gpus == Some(gpus) {
-        return format!("{gpus} {plural}: one more after an out-of-memory failure");
+        return format!("{gpus} {plural}: no fewer than after the last out-of-memory failure");
     }
     if gpus == lo && lo == job.min_gpus && lo > 1 {
         return format!("{gpus} {plural}: the job's minimum");

@@ -1,0 +1,66 @@
+//! `vramfit plan` output for every example on every built-in class, reviewed by hand and
+//! committed. After an intended change: `UPDATE_GOLDEN=1 cargo test -p vramfit-cli --test golden_plans`,
+//! then review the diff.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn plan_output(example: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args(["plan", "--all"])
+        .arg(example.strip_prefix(root()).unwrap_or(example))
+        .output()
+        .expect("vramfit runs");
+    assert!(out.status.success(), "{}: {}", example.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn plans_for_every_example_match_the_reviewed_output() {
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .expect("examples/")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("yaml"))
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 5);
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut stale = Vec::new();
+    for example in examples {
+        let name = example.file_stem().unwrap().to_string_lossy().to_string();
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.txt"));
+        let actual = plan_output(&example);
+        if update {
+            std::fs::write(&golden, &actual).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+        if expected != actual {
+            stale.push(format!("{name}:\n--- expected\n{expected}\n--- actual\n{actual}"));
+        }
+    }
+    assert!(stale.is_empty(), "plan output changed (UPDATE_GOLDEN=1 to accept):\n{}", stale.join("\n"));
+}
+
+#[test]
+fn json_output_of_one_class_carries_env_and_args() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args(["plan", "examples/mistral-vllm.yaml", "--class", "a100-80gb-x8", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["chosen"], "a100-80gb-x8");
+    let class = &report["classes"][0];
+    assert_eq!(class["plan"]["dtype"], "bfloat16");
+    assert_eq!(class["plan"]["gpuCount"], 1);
+    let args: Vec<&str> = class["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.windows(2).any(|w| w == ["--max-model-len", "8192"]), "{args:?}");
+    let env = class["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e[0] == "TORCH_DTYPE" && e[1] == "bfloat16"));
+}

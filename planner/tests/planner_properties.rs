@@ -1,0 +1,146 @@
+//! Properties of the planner over random models and classes.
+use proptest::prelude::*;
+use vramfit_api::labels::ComputeCapability;
+use vramfit_api::{Dtype, DtypeRequest, Fallback, GpuBounds, InferenceJobSpec, ModelSpec, Preference, Runtime};
+use vramfit_planner::{JobInput, NodeClass, plan_for_class, resolve_job};
+
+fn job_spec(params_m: u64, layers: u32, heads: u32, kv_div: u32, ctx: u32, batch: u32, min: u32, max: u32, economy: bool, runtime: Runtime) -> InferenceJobSpec {
+    let head_dim = 128;
+    InferenceJobSpec {
+        model: ModelSpec {
+            parameters: Some(params_m * 1_000_000),
+            layers: Some(layers),
+            hidden_size: Some(heads * head_dim),
+            attention_heads: Some(heads),
+            kv_heads: Some((heads / kv_div).max(1)),
+            head_dim: Some(head_dim),
+            gguf_file_bytes: Some(params_m * 600_000),
+            ..Default::default()
+        },
+        runtime,
+        image: "x".into(),
+        command: vec![],
+        args: vec![],
+        context_length: Some(ctx),
+        batch_size: batch,
+        dtype: DtypeRequest::Auto,
+        allowed_quantizations: None,
+        gpus: GpuBounds { min, max: min.max(max) },
+        preference: if economy { Preference::Economy } else { Preference::Quality },
+        llama_cpp: None,
+        overrides: None,
+        node_classes: None,
+        max_attempts: 3,
+        pod: None,
+    }
+}
+
+fn runtime() -> impl Strategy<Value = Runtime> {
+    prop_oneof![Just(Runtime::Transformers), Just(Runtime::Vllm), Just(Runtime::Custom), Just(Runtime::Llamacpp)]
+}
+
+fn spec() -> impl Strategy<Value = InferenceJobSpec> {
+    (
+        (100u64..200_000, 1u32..100, 1u32..64, prop_oneof![Just(1u32), Just(4), Just(8)]),
+        (128u32..65_536, 1u32..8, 1u32..4, 1u32..9, any::<bool>(), runtime()),
+    )
+        .prop_map(|((p, l, h, kv), (ctx, b, min, max, eco, rt))| job_spec(p, l, h, kv, ctx, b, min, max, eco, rt))
+}
+
+fn class() -> impl Strategy<Value = NodeClass> {
+    let products = prop_oneof![
+        Just("Tesla V100-SXM2-16GB"),
+        Just("Tesla T4"),
+        Just("NVIDIA A10G"),
+        Just("NVIDIA A100-SXM4-80GB"),
+        Just("NVIDIA L40S"),
+        Just("NVIDIA H100 80GB HBM3"),
+        Just("NVIDIA GeForce RTX 4090"),
+        Just("Mystery Accelerator"),
+    ];
+    (products, 1u32..9, 4_096u64..200_000, 6u32..13, 0u32..10)
+        .prop_map(|(product, count, mib, major, minor)| NodeClass::new("c", product, count, mib, Some(ComputeCapability::new(major, minor))))
+}
+
+fn input(spec: &InferenceJobSpec) -> JobInput {
+    resolve_job(spec).expect("generated specs are valid")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_plan_never_exceeds_the_usable_memory_of_its_gpus(spec in spec(), class in class()) {
+        if let Ok(plan) = plan_for_class(&input(&spec), &class, &Fallback::default()) {
+            if plan.warnings.is_empty() {
+                prop_assert!(plan.memory.needed_per_gpu_mib <= plan.memory.usable_per_gpu_mib, "{:?}", plan.memory);
+            }
+            prop_assert!(plan.memory.usable_per_gpu_mib <= class.memory_mib);
+        }
+    }
+
+    #[test]
+    fn bf16_is_never_planned_below_compute_capability_8(spec in spec(), class in class()) {
+        if let Ok(plan) = plan_for_class(&input(&spec), &class, &Fallback::default()) {
+            if plan.dtype == Dtype::Bfloat16 {
+                prop_assert!(class.capability >= ComputeCapability::new(8, 0));
+            }
+            if plan.flash_attention {
+                prop_assert!(class.capability >= ComputeCapability::new(8, 0));
+            }
+        }
+    }
+
+    #[test]
+    fn gpu_count_stays_within_the_jobs_bounds_and_the_node(spec in spec(), class in class()) {
+        if let Ok(plan) = plan_for_class(&input(&spec), &class, &Fallback::default()) {
+            prop_assert!(plan.gpu_count >= spec.gpus.min && plan.gpu_count <= spec.gpus.max);
+            prop_assert!(plan.gpu_count <= class.gpus_per_node);
+        }
+    }
+
+    #[test]
+    fn more_vram_per_gpu_never_yields_a_worse_plan(spec in spec(), class in class(), extra in 1u64..100_000) {
+        let job = input(&spec);
+        let mut bigger = class.clone();
+        bigger.memory_mib += extra;
+        bigger.memory_buffer_mib = class.memory_buffer_mib; // same buffer: only the VRAM grows
+        let small = plan_for_class(&job, &class, &Fallback::default());
+        let large = plan_for_class(&job, &bigger, &Fallback::default());
+        if let Ok(small) = small {
+            let large = large.expect("a class with more VRAM per GPU can run what a smaller one can");
+            // "Worse" by the job's own preference: quality ranks precision before GPU count,
+            // economy ranks GPU count before precision.
+            let key = |p: &vramfit_api::Plan| match spec.preference {
+                Preference::Quality => (p.quantization as u32, p.gpu_count),
+                Preference::Economy => (p.gpu_count, p.quantization as u32),
+            };
+            match (small.llama_cpp, large.llama_cpp) {
+                (Some(s), Some(l)) => {
+                    let s_all = s.gpu_layers == s.total_layers;
+                    prop_assert!(!s_all || l.gpu_layers == l.total_layers);
+                    if !s_all {
+                        prop_assert!(l.gpu_layers >= s.gpu_layers || l.kv_cache_type < s.kv_cache_type);
+                    }
+                }
+                _ => prop_assert!(key(&large) <= key(&small), "{:?} vs {:?}", key(&large), key(&small)),
+            }
+        }
+    }
+
+    #[test]
+    fn a_longer_context_never_needs_less_memory(spec in spec(), longer in 1u32..65_536, gpus in 1u32..9) {
+        use vramfit_api::Quantization;
+        use vramfit_planner::memory::transformer_need;
+        let short = input(&spec);
+        let mut long_spec = spec.clone();
+        long_spec.context_length = Some(spec.context_length.unwrap_or(4096) + longer);
+        long_spec.model.context_limit = Some(u32::MAX);
+        let long = input(&long_spec);
+        for q in Quantization::LADDER {
+            let a = transformer_need(&short.model, q, short.tokens(), short.prefill_tokens(), gpus);
+            let b = transformer_need(&long.model, q, long.tokens(), long.prefill_tokens(), gpus);
+            prop_assert!(b.per_gpu_mib() >= a.per_gpu_mib());
+        }
+    }
+}
