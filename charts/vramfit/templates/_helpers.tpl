@@ -1,0 +1,128 @@
+{{/*
+Shared helpers: names, labels, image references, and the checks that values.schema.json
+cannot express.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "vramfit.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The base name of every object: fullnameOverride, else the release name when it already
+contains the chart name, else "<release>-<chart>". Kept to 40 characters so that the
+longest suffix ("-operator-leader-election") still fits in 63.
+*/}}
+{{- define "vramfit.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "vramfit.operator.fullname" -}}
+{{- printf "%s-operator" (include "vramfit.fullname" .) }}
+{{- end }}
+
+{{- define "vramfit.agent.fullname" -}}
+{{- printf "%s-agent" (include "vramfit.fullname" .) }}
+{{- end }}
+
+{{/* "<chart>-<version>" for the helm.sh/chart label. */}}
+{{- define "vramfit.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Standard labels of every object. Call with (dict "root" $ "component" "operator");
+component may be empty for objects shared by the whole release (CRDs, dashboard).
+*/}}
+{{- define "vramfit.labels" -}}
+{{- $root := .root -}}
+helm.sh/chart: {{ include "vramfit.chart" $root }}
+{{ include "vramfit.selectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/part-of: vramfit
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The labels a Deployment/DaemonSet/Service selects on (immutable once installed). */}}
+{{- define "vramfit.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "vramfit.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* ServiceAccount names. */}}
+{{- define "vramfit.operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create }}
+{{- default (include "vramfit.operator.fullname" .) .Values.operator.serviceAccount.name }}
+{{- else }}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "vramfit.agent.serviceAccountName" -}}
+{{- if .Values.agent.serviceAccount.create }}
+{{- default (include "vramfit.agent.fullname" .) .Values.agent.serviceAccount.name }}
+{{- else }}
+{{- required "agent.serviceAccount.name is required when agent.serviceAccount.create is false" .Values.agent.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+An image reference "repository:tag" or "repository@digest". Call with
+(dict "root" $ "image" .Values.operator.image); the tag defaults to the appVersion.
+*/}}
+{{- define "vramfit.image" -}}
+{{- if .image.digest }}
+{{- printf "%s@%s" .image.repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod-level security context both components run with: a fixed non-root UID/GID
+(65532, distroless "nonroot") and the RuntimeDefault seccomp profile.
+*/}}
+{{- define "vramfit.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* The container-level security context: nothing to escalate, nothing to write. */}}
+{{- define "vramfit.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Checks across values that the JSON schema cannot express; fail with a clear message. */}}
+{{- define "vramfit.validate" -}}
+{{- if and (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection.enabled) }}
+{{- fail (printf "operator.replicas is %d but operator.leaderElection.enabled is false: several operators without a Lease would write the same objects. Enable leader election or set operator.replicas to 1." (int .Values.operator.replicas)) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,119 @@
+//! The Grafana dashboard: it queries only metrics the binaries export, covers the ones
+//! that matter, and deploy/ ships exactly charts/vramfit/dashboards/vramfit.json.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::Value;
+use vramfit_install_tests::{deploy_objects, repo_root};
+
+/// The metric families the operator and the agent export (their contract).
+const OPERATOR_METRICS: [&str; 6] = [
+    "vramfit_jobs",
+    "vramfit_unschedulable_jobs",
+    "vramfit_reconcile_duration_seconds",
+    "vramfit_reconcile_errors_total",
+    "vramfit_fallbacks_total",
+    "vramfit_gpu_inventory",
+];
+const AGENT_METRICS: [&str; 5] = [
+    "vramfit_agent_gpus",
+    "vramfit_agent_gpu_memory_mib",
+    "vramfit_agent_last_probe_timestamp_seconds",
+    "vramfit_agent_probe_errors_total",
+    "vramfit_agent_label_writes_total",
+];
+
+fn dashboard_text() -> String {
+    let path = repo_root().join("charts/vramfit/dashboards/vramfit.json");
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn expressions(dashboard: &Value) -> Vec<String> {
+    fn walk(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(expr)) = map.get("expr") {
+                    out.push(expr.clone());
+                }
+                map.values().for_each(|v| walk(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(dashboard, &mut out);
+    out
+}
+
+/// The `vramfit_…` metric names in a PromQL expression, histogram suffixes removed.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = expr;
+    while let Some(start) = rest.find("vramfit_") {
+        let tail = &rest[start..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|family| OPERATOR_METRICS.contains(family))
+            .unwrap_or(name);
+        names.insert(family.to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn dashboard_queries_only_exported_metrics_and_covers_them() {
+    let dashboard: Value = serde_json::from_str(&dashboard_text()).expect("dashboard is JSON");
+    assert!(dashboard["title"].is_string() && dashboard["uid"].is_string());
+    let used: BTreeSet<String> = expressions(&dashboard)
+        .iter()
+        .flat_map(|e| metric_names(e))
+        .collect();
+    let known: BTreeSet<String> = OPERATOR_METRICS
+        .iter()
+        .chain(AGENT_METRICS.iter())
+        .map(|s| s.to_string())
+        .collect();
+    let unknown: Vec<&String> = used.difference(&known).collect();
+    assert!(
+        unknown.is_empty(),
+        "the dashboard queries unknown metrics: {unknown:?}"
+    );
+    let unused: Vec<&String> = known.difference(&used).collect();
+    assert!(
+        unused.is_empty(),
+        "the dashboard shows no panel for: {unused:?}"
+    );
+    let all = expressions(&dashboard).join("\n");
+    for quantile in ["histogram_quantile(0.5,", "histogram_quantile(0.99,"] {
+        assert!(all.contains(quantile), "reconcile latency needs {quantile}");
+    }
+}
+
+#[test]
+fn deploy_ships_the_dashboard_to_the_grafana_sidecar() {
+    let object = deploy_objects()
+        .into_iter()
+        .find(|o| o.kind() == "ConfigMap" && o.name() == "vramfit-dashboard")
+        .expect("deploy/ has the dashboard ConfigMap");
+    let config_map: ConfigMap = object.typed();
+    let labels = config_map.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("grafana_dashboard").map(String::as_str),
+        Some("1")
+    );
+    let data = config_map.data.unwrap_or_default();
+    assert_eq!(
+        data.get("vramfit.json").map(|s| s.trim_end()),
+        Some(dashboard_text().trim_end()),
+        "the ConfigMap must hold charts/vramfit/dashboards/vramfit.json: run scripts/helm-check.sh --update"
+    );
+}
