@@ -17,7 +17,9 @@ fn read(path: &Path) -> Result<String, CliError> {
     };
     if path == Path::new("-") {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(read_err)?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(read_err)?;
         return Ok(text);
     }
     std::fs::read_to_string(path).map_err(read_err)
@@ -34,12 +36,19 @@ fn documents<T: DeserializeOwned>(path: &Path, kind: &'static str) -> Result<Vec
     };
     let mut objects = Vec::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_yaml::Value::deserialize(document).map_err(|e| parse_err(e.to_string()))?;
+        let value =
+            serde_yaml::Value::deserialize(document).map_err(|e| parse_err(e.to_string()))?;
         if value.is_null() {
             continue; // an empty document between `---` separators
         }
-        let found_kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("<none>");
-        let api_version = value.get("apiVersion").and_then(|k| k.as_str()).unwrap_or("<none>");
+        let found_kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("<none>");
+        let api_version = value
+            .get("apiVersion")
+            .and_then(|k| k.as_str())
+            .unwrap_or("<none>");
         if found_kind != kind || api_version != "vramfit.io/v1alpha1" {
             return Err(parse_err(format!(
                 "expected apiVersion vramfit.io/v1alpha1 and kind {kind}, found {api_version} {found_kind}"

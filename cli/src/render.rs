@@ -4,7 +4,9 @@ use std::fmt::Write;
 use serde::Serialize;
 use vramfit_api::{Fallback, Plan};
 use vramfit_planner::gib;
-use vramfit_planner::{JobInput, NodeClass, model_catalog, plan_for_class, ranking, resolve_job, workload};
+use vramfit_planner::{
+    JobInput, NodeClass, model_catalog, plan_for_class, ranking, resolve_job, workload,
+};
 
 use crate::args::{ClassesArgs, CrdsArgs, Format, PlanArgs};
 use crate::error::CliError;
@@ -54,16 +56,32 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
                 .map(|c| c.name.clone())
                 .collect::<Vec<_>>()
                 .join(", ");
-            return Err(CliError::UnknownClass { name: name.clone(), known });
+            return Err(CliError::UnknownClass {
+                name: name.clone(),
+                known,
+            });
         }
     }
     let fallback = Fallback::default();
-    let outcomes: Vec<(&NodeClass, Result<Plan, String>)> =
-        classes.iter().map(|c| (c, plan_for_class(&input, c, &fallback))).collect();
-    let plans: Vec<Plan> = outcomes.iter().filter_map(|(_, r)| r.as_ref().ok().cloned()).collect();
+    let outcomes: Vec<(&NodeClass, Result<Plan, String>)> = classes
+        .iter()
+        .map(|c| (c, plan_for_class(&input, c, &fallback)))
+        .collect();
+    let plans: Vec<Plan> = outcomes
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok().cloned())
+        .collect();
     let chosen = ranking::best(input.preference, &plans).map(|p| p.node_class.clone());
-    let name = job.metadata.name.clone().unwrap_or_else(|| "<unnamed>".into());
-    let namespace = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = job
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| "<unnamed>".into());
+    let namespace = job
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let report = PlanReport {
         job: format!("{namespace}/{name}"),
         model: input.model.name.clone(),
@@ -72,7 +90,14 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
         chosen,
         classes: outcomes
             .iter()
-            .map(|(class, result)| outcome(&input, class, result, args.class.is_some() || args.output != Format::Table))
+            .map(|(class, result)| {
+                outcome(
+                    &input,
+                    class,
+                    result,
+                    args.class.is_some() || args.output != Format::Table,
+                )
+            })
             .collect(),
     };
     match args.output {
@@ -82,8 +107,18 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
     }
 }
 
-fn outcome(input: &JobInput, class: &NodeClass, result: &Result<Plan, String>, with_pod: bool) -> ClassOutcome {
-    let gpus = format!("{}×{} {}", class.gpus_per_node, class.describe_model(), gib(class.memory_mib));
+fn outcome(
+    input: &JobInput,
+    class: &NodeClass,
+    result: &Result<Plan, String>,
+    with_pod: bool,
+) -> ClassOutcome {
+    let gpus = format!(
+        "{}×{} {}",
+        class.gpus_per_node,
+        class.describe_model(),
+        gib(class.memory_mib)
+    );
     match result {
         Ok(plan) => ClassOutcome {
             node_class: class.name.clone(),
@@ -109,11 +144,28 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
     let _ = writeln!(
         out,
         "InferenceJob {}: {} under {}, context {} × batch {}, preference {}\n",
-        report.job, report.model, report.runtime, input.context_length, input.batch_size, report.preference
+        report.job,
+        report.model,
+        report.runtime,
+        input.context_length,
+        input.batch_size,
+        report.preference
     );
     let header = [
-        "CLASS", "NODE", "GPUS", "DTYPE", "QUANT", "FLASH", "ALLOC_CONF", "FRAC", "TILES", "LAYERS", "KV", "NEED/GPU",
-        "USABLE/GPU", "$/H",
+        "CLASS",
+        "NODE",
+        "GPUS",
+        "DTYPE",
+        "QUANT",
+        "FLASH",
+        "ALLOC_CONF",
+        "FRAC",
+        "TILES",
+        "LAYERS",
+        "KV",
+        "NEED/GPU",
+        "USABLE/GPU",
+        "$/H",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for c in &report.classes {
@@ -128,11 +180,18 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
                 p.pytorch_cuda_alloc_conf.clone(),
                 format!("{:.2}", f64::from(p.memory_fraction_percent) / 100.0),
                 p.max_tiles.map_or("-".into(), |t| t.to_string()),
-                p.llama_cpp.map_or("-".into(), |l| format!("{}/{}", l.gpu_layers, l.total_layers)),
-                p.llama_cpp.map_or("-".into(), |l| l.kv_cache_type.as_str().into()),
+                p.llama_cpp.map_or("-".into(), |l| {
+                    format!("{}/{}", l.gpu_layers, l.total_layers)
+                }),
+                p.llama_cpp
+                    .map_or("-".into(), |l| l.kv_cache_type.as_str().into()),
                 gib(p.memory.needed_per_gpu_mib),
                 gib(p.memory.usable_per_gpu_mib),
-                if p.hourly_price_cents == 0 { "-".into() } else { format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0) },
+                if p.hourly_price_cents == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0)
+                },
             ],
             None => {
                 let mut row = vec![c.node_class.clone(), c.gpus.clone(), "cannot run".into()];
@@ -145,7 +204,11 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
     out.push_str(&columns(&rows));
     match &report.chosen {
         Some(chosen) => {
-            let _ = writeln!(out, "\nChosen ({}): {chosen} (before capacity: the operator also needs free GPUs)", report.preference);
+            let _ = writeln!(
+                out,
+                "\nChosen ({}): {chosen} (before capacity: the operator also needs free GPUs)",
+                report.preference
+            );
         }
         None => out.push_str("\nNo class can run this job.\n"),
     }
@@ -215,7 +278,11 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
             memory_fraction_percent: c.memory_fraction_percent,
             memory_buffer_mib: c.memory_buffer_mib,
             usable_per_gpu_mib: c.usable_per_gpu_mib(),
-            max_tiles: c.max_tiles.or(Some(vramfit_planner::tiles::max_tiles_for_vram(c.memory_mib))),
+            max_tiles: c
+                .max_tiles
+                .or(Some(vramfit_planner::tiles::max_tiles_for_vram(
+                    c.memory_mib,
+                ))),
             hourly_price_cents_per_gpu: c.hourly_price_cents_per_gpu,
             allow_jobs: c.allow_jobs,
         })
@@ -225,10 +292,24 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
         Format::Yaml => to_yaml(&rows),
         Format::Table => {
             let mut table = vec![
-                ["CLASS", "PRODUCT", "GPUS", "VRAM", "CC", "ARCH", "TIER", "ALLOC_CONF", "FRAC", "BUFFER", "USABLE", "TILES", "$/GPU/H"]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>(),
+                [
+                    "CLASS",
+                    "PRODUCT",
+                    "GPUS",
+                    "VRAM",
+                    "CC",
+                    "ARCH",
+                    "TIER",
+                    "ALLOC_CONF",
+                    "FRAC",
+                    "BUFFER",
+                    "USABLE",
+                    "TILES",
+                    "$/GPU/H",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
             ];
             for r in &rows {
                 table.push(vec![
@@ -244,7 +325,8 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
                     gib(r.memory_buffer_mib),
                     gib(r.usable_per_gpu_mib),
                     r.max_tiles.map_or("-".into(), |t| t.to_string()),
-                    r.hourly_price_cents_per_gpu.map_or("-".into(), |c| format!("{:.2}", f64::from(c) / 100.0)),
+                    r.hourly_price_cents_per_gpu
+                        .map_or("-".into(), |c| format!("{:.2}", f64::from(c) / 100.0)),
                 ]);
             }
             Ok(columns(&table))
@@ -255,10 +337,13 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
 /// `vramfit presets`.
 pub fn presets_command() -> String {
     let mut rows = vec![
-        ["PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "GGUF", "VISION"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>(),
+        [
+            "PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "GGUF",
+            "VISION",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>(),
     ];
     for p in model_catalog::PRESETS {
         rows.push(vec![
@@ -270,7 +355,8 @@ pub fn presets_command() -> String {
             p.attention_heads.to_string(),
             p.kv_heads.to_string(),
             p.context_limit.to_string(),
-            p.gguf_file_bytes.map_or("-".into(), |b| format!("{:.2} GB", b as f64 / 1e9)),
+            p.gguf_file_bytes
+                .map_or("-".into(), |b| format!("{:.2} GB", b as f64 / 1e9)),
             p.vision.to_string(),
         ]);
     }
@@ -291,7 +377,10 @@ pub fn crds_command(args: &CrdsArgs) -> Result<String, CliError> {
             let mut written = String::new();
             for (file, yaml) in vramfit_api::crdgen::crd_documents().map_err(serialize)? {
                 let path = dir.join(file);
-                std::fs::write(&path, yaml).map_err(|source| CliError::Write { path: path.clone(), source })?;
+                std::fs::write(&path, yaml).map_err(|source| CliError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
                 let _ = writeln!(written, "wrote {}", path.display());
             }
             Ok(written)
@@ -303,11 +392,21 @@ pub fn crds_command(args: &CrdsArgs) -> Result<String, CliError> {
 fn columns(rows: &[Vec<String>]) -> String {
     let width = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..width)
-        .map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for row in rows {
-        let line: Vec<String> = row.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = widths[i])).collect();
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     out

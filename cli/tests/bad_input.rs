@@ -11,7 +11,12 @@ fn vramfit(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .unwrap();
     if let Some(text) = stdin {
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
@@ -21,7 +26,10 @@ fn assert_clean_error(out: &Output, expected: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert!(stderr.starts_with("vramfit: error: "), "{stderr}");
-    assert!(stderr.contains(expected), "expected {expected:?} in {stderr}");
+    assert!(
+        stderr.contains(expected),
+        "expected {expected:?} in {stderr}"
+    );
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.stdout.is_empty());
@@ -31,41 +39,76 @@ const HEAD: &str = "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadat
 
 #[test]
 fn missing_file() {
-    assert_clean_error(&vramfit(&["plan", "/nonexistent/job.yaml"], None), "cannot read /nonexistent/job.yaml");
+    assert_clean_error(
+        &vramfit(&["plan", "/nonexistent/job.yaml"], None),
+        "cannot read /nonexistent/job.yaml",
+    );
 }
 
 #[test]
 fn malformed_yaml() {
-    assert_clean_error(&vramfit(&["plan", "-"], Some("spec: [unclosed")), "not a valid InferenceJob manifest");
+    assert_clean_error(
+        &vramfit(&["plan", "-"], Some("spec: [unclosed")),
+        "not a valid InferenceJob manifest",
+    );
 }
 
 #[test]
 fn wrong_kind() {
-    let out = vramfit(&["plan", "-"], Some("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"));
-    assert_clean_error(&out, "expected apiVersion vramfit.io/v1alpha1 and kind InferenceJob, found v1 Pod");
+    let out = vramfit(
+        &["plan", "-"],
+        Some("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"),
+    );
+    assert_clean_error(
+        &out,
+        "expected apiVersion vramfit.io/v1alpha1 and kind InferenceJob, found v1 Pod",
+    );
 }
 
 #[test]
 fn unknown_preset() {
-    let out = vramfit(&["plan", "-"], Some(&format!("{HEAD}spec: {{model: {{preset: gpt-9}}, runtime: vllm, image: x}}")));
+    let out = vramfit(
+        &["plan", "-"],
+        Some(&format!(
+            "{HEAD}spec: {{model: {{preset: gpt-9}}, runtime: vllm, image: x}}"
+        )),
+    );
     assert_clean_error(&out, "invalid spec: unknown model preset \"gpt-9\"");
 }
 
 #[test]
 fn invalid_enum_value() {
-    let out = vramfit(&["plan", "-"], Some(&format!("{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: tensorrt, image: x}}")));
+    let out = vramfit(
+        &["plan", "-"],
+        Some(&format!(
+            "{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: tensorrt, image: x}}"
+        )),
+    );
     assert_clean_error(&out, "unknown variant `tensorrt`");
 }
 
 #[test]
 fn impossible_gpu_count() {
-    let out = vramfit(&["plan", "-"], Some(&format!("{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: vllm, image: x, gpus: {{min: 4, max: 2}}}}")));
-    assert_clean_error(&out, "gpus.min (4) must be at least 1 and not exceed gpus.max (2)");
+    let out = vramfit(
+        &["plan", "-"],
+        Some(&format!(
+            "{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: vllm, image: x, gpus: {{min: 4, max: 2}}}}"
+        )),
+    );
+    assert_clean_error(
+        &out,
+        "gpus.min (4) must be at least 1 and not exceed gpus.max (2)",
+    );
 }
 
 #[test]
 fn unknown_class() {
-    let out = vramfit(&["plan", "-", "--class", "tpu-v5"], Some(&format!("{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: vllm, image: x}}")));
+    let out = vramfit(
+        &["plan", "-", "--class", "tpu-v5"],
+        Some(&format!(
+            "{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: vllm, image: x}}"
+        )),
+    );
     assert_clean_error(&out, "unknown node class \"tpu-v5\"; known classes: t4-x1");
 }
 
@@ -73,7 +116,9 @@ fn unknown_class() {
 fn bad_gpu_layers() {
     let out = vramfit(
         &["plan", "-"],
-        Some(&format!("{HEAD}spec: {{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, llamaCpp: {{gpuLayers: many}}}}")),
+        Some(&format!(
+            "{HEAD}spec: {{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, llamaCpp: {{gpuLayers: many}}}}"
+        )),
     );
     assert_clean_error(&out, "gpuLayers must be `auto` or a non-negative integer");
 }

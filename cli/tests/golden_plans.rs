@@ -15,7 +15,12 @@ fn plan_output(example: &Path) -> String {
         .arg(example.strip_prefix(root()).unwrap_or(example))
         .output()
         .expect("vramfit runs");
-    assert!(out.status.success(), "{}: {}", example.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        example.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
@@ -32,7 +37,9 @@ fn plans_for_every_example_match_the_reviewed_output() {
     let mut stale = Vec::new();
     for example in examples {
         let name = example.file_stem().unwrap().to_string_lossy().to_string();
-        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.txt"));
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(format!("{name}.txt"));
         let actual = plan_output(&example);
         if update {
             std::fs::write(&golden, &actual).unwrap();
@@ -40,17 +47,30 @@ fn plans_for_every_example_match_the_reviewed_output() {
         }
         let expected = std::fs::read_to_string(&golden).unwrap_or_default();
         if expected != actual {
-            stale.push(format!("{name}:\n--- expected\n{expected}\n--- actual\n{actual}"));
+            stale.push(format!(
+                "{name}:\n--- expected\n{expected}\n--- actual\n{actual}"
+            ));
         }
     }
-    assert!(stale.is_empty(), "plan output changed (UPDATE_GOLDEN=1 to accept):\n{}", stale.join("\n"));
+    assert!(
+        stale.is_empty(),
+        "plan output changed (UPDATE_GOLDEN=1 to accept):\n{}",
+        stale.join("\n")
+    );
 }
 
 #[test]
 fn json_output_of_one_class_carries_env_and_args() {
     let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
         .current_dir(root())
-        .args(["plan", "examples/mistral-vllm.yaml", "--class", "a100-80gb-x8", "-o", "json"])
+        .args([
+            "plan",
+            "examples/mistral-vllm.yaml",
+            "--class",
+            "a100-80gb-x8",
+            "-o",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -59,8 +79,19 @@ fn json_output_of_one_class_carries_env_and_args() {
     let class = &report["classes"][0];
     assert_eq!(class["plan"]["dtype"], "bfloat16");
     assert_eq!(class["plan"]["gpuCount"], 1);
-    let args: Vec<&str> = class["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert!(args.windows(2).any(|w| w == ["--max-model-len", "8192"]), "{args:?}");
+    let args: Vec<&str> = class["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.windows(2).any(|w| w == ["--max-model-len", "8192"]),
+        "{args:?}"
+    );
     let env = class["env"].as_array().unwrap();
-    assert!(env.iter().any(|e| e[0] == "TORCH_DTYPE" && e[1] == "bfloat16"));
+    assert!(
+        env.iter()
+            .any(|e| e[0] == "TORCH_DTYPE" && e[1] == "bfloat16")
+    );
 }

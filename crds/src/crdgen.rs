@@ -6,8 +6,14 @@ use crate::{GpuNodeClass, InferenceJob};
 /// Every CRD, as `(file name, YAML)`, in a stable order.
 pub fn crd_documents() -> Result<Vec<(&'static str, String)>, serde_yaml::Error> {
     Ok(vec![
-        ("inferencejobs.vramfit.io.yaml", serde_yaml::to_string(&InferenceJob::crd())?),
-        ("gpunodeclasses.vramfit.io.yaml", serde_yaml::to_string(&GpuNodeClass::crd())?),
+        (
+            "inferencejobs.vramfit.io.yaml",
+            serde_yaml::to_string(&InferenceJob::crd())?,
+        ),
+        (
+            "gpunodeclasses.vramfit.io.yaml",
+            serde_yaml::to_string(&GpuNodeClass::crd())?,
+        ),
     ])
 }
 

@@ -28,10 +28,28 @@ use crate::schema;
     printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".status.plan.gpuCount"),
     printcolumn(name = "Dtype", type_ = "string", json_path = ".status.plan.dtype"),
-    printcolumn(name = "Quant", type_ = "string", json_path = ".status.plan.quantization"),
-    printcolumn(name = "Attempts", type_ = "integer", json_path = ".status.attemptCount", priority = 1),
-    printcolumn(name = "Pod", type_ = "string", json_path = ".status.podName", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Quant",
+        type_ = "string",
+        json_path = ".status.plan.quantization"
+    ),
+    printcolumn(
+        name = "Attempts",
+        type_ = "integer",
+        json_path = ".status.attemptCount",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Pod",
+        type_ = "string",
+        json_path = ".status.podName",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self.gpus.min <= self.gpus.max").message("gpus.min must not exceed gpus.max"))]
 #[x_kube(validation = Rule::new("self.runtime != 'llamacpp' || has(self.model.ggufFileBytes) || has(self.model.preset)").message("a llamacpp job needs a GGUF model: a GGUF preset or model.ggufFileBytes"))]
@@ -356,7 +374,9 @@ pub struct PodTemplate {
 }
 
 /// Where a job stands.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub enum Phase {
     /// Not planned yet.
     Pending,

@@ -122,15 +122,25 @@ pub fn gpu_facts(labels: &BTreeMap<String, String>) -> Option<GpuFacts> {
             GPU_PRODUCT,
             GPU_COUNT,
             GPU_MEMORY_MIB,
-            |l| l.get(GPU_COMPUTE_CAPABILITY).and_then(|v| ComputeCapability::parse(v)),
+            |l| {
+                l.get(GPU_COMPUTE_CAPABILITY)
+                    .and_then(|v| ComputeCapability::parse(v))
+            },
         );
     }
-    read_facts(labels, LabelSource::Gfd, GFD_PRODUCT, GFD_COUNT, GFD_MEMORY, |l| {
-        Some(ComputeCapability::new(
-            l.get(GFD_COMPUTE_MAJOR)?.parse().ok()?,
-            l.get(GFD_COMPUTE_MINOR)?.parse().ok()?,
-        ))
-    })
+    read_facts(
+        labels,
+        LabelSource::Gfd,
+        GFD_PRODUCT,
+        GFD_COUNT,
+        GFD_MEMORY,
+        |l| {
+            Some(ComputeCapability::new(
+                l.get(GFD_COMPUTE_MAJOR)?.parse().ok()?,
+                l.get(GFD_COMPUTE_MINOR)?.parse().ok()?,
+            ))
+        },
+    )
 }
 
 fn read_facts(
@@ -185,7 +195,9 @@ pub fn to_label_value(text: &str) -> String {
 pub fn is_valid_label_value(value: &str) -> bool {
     value.len() <= 63
         && (value.is_empty()
-            || (value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || (value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
                 && value.starts_with(|c: char| c.is_ascii_alphanumeric())
                 && value.ends_with(|c: char| c.is_ascii_alphanumeric())))
 }
@@ -195,7 +207,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -246,17 +261,46 @@ mod tests {
 
     #[test]
     fn absent_or_incomplete_gpus_give_no_facts() {
-        assert_eq!(gpu_facts(&labels(&[(GPU_PRESENT, "false"), (GFD_COUNT, "8")])), None);
-        assert_eq!(gpu_facts(&labels(&[(GFD_PRODUCT, "Tesla-T4"), (GFD_COUNT, "1")])), None);
-        assert_eq!(gpu_facts(&labels(&[(GFD_PRODUCT, "X"), (GFD_COUNT, "0"), (GFD_MEMORY, "1")])), None);
-        assert_eq!(gpu_facts(&labels(&[(GFD_PRODUCT, "X"), (GFD_COUNT, "two"), (GFD_MEMORY, "1")])), None);
+        assert_eq!(
+            gpu_facts(&labels(&[(GPU_PRESENT, "false"), (GFD_COUNT, "8")])),
+            None
+        );
+        assert_eq!(
+            gpu_facts(&labels(&[(GFD_PRODUCT, "Tesla-T4"), (GFD_COUNT, "1")])),
+            None
+        );
+        assert_eq!(
+            gpu_facts(&labels(&[
+                (GFD_PRODUCT, "X"),
+                (GFD_COUNT, "0"),
+                (GFD_MEMORY, "1")
+            ])),
+            None
+        );
+        assert_eq!(
+            gpu_facts(&labels(&[
+                (GFD_PRODUCT, "X"),
+                (GFD_COUNT, "two"),
+                (GFD_MEMORY, "1")
+            ])),
+            None
+        );
     }
 
     #[test]
     fn label_values_follow_gfd_and_stay_valid() {
-        assert_eq!(to_label_value("NVIDIA H100 80GB HBM3"), "NVIDIA-H100-80GB-HBM3");
-        assert_eq!(to_label_value("Tesla V100-SXM2-16GB"), "Tesla-V100-SXM2-16GB");
-        assert_eq!(to_label_value("  (weird) name/with+chars  "), "weird_-name_with_chars");
+        assert_eq!(
+            to_label_value("NVIDIA H100 80GB HBM3"),
+            "NVIDIA-H100-80GB-HBM3"
+        );
+        assert_eq!(
+            to_label_value("Tesla V100-SXM2-16GB"),
+            "Tesla-V100-SXM2-16GB"
+        );
+        assert_eq!(
+            to_label_value("  (weird) name/with+chars  "),
+            "weird_-name_with_chars"
+        );
         assert_eq!(to_label_value("---"), "unknown");
         let long = "A".repeat(62) + "-B";
         let v = to_label_value(&long);

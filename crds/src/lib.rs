@@ -6,6 +6,8 @@
 //! * [`labels`]: the node-label keys the agent writes and the operator reads, and the
 //!   mapping from NVIDIA GPU Feature Discovery's labels.
 #![forbid(unsafe_code)]
+// kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
+#![allow(clippy::duplicated_attributes)]
 
 pub mod crdgen;
 pub mod job;

@@ -20,7 +20,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Product", type_ = "string", json_path = ".spec.gpu.product"),
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".spec.gpu.count"),
     printcolumn(name = "Jobs", type_ = "boolean", json_path = ".spec.allowJobs"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GpuNodeClassSpec {
@@ -83,7 +87,9 @@ pub struct GpuDescription {
 }
 
 /// The tier of a GPU class: it drives memory buffer, memory fraction and defaults.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
     /// H200, H100, A100, B200.

@@ -24,7 +24,9 @@ impl Dtype {
 }
 
 /// Weight quantization, in the order vramfit steps down.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Quantization {
     /// Full precision (the dtype's 2 bytes per parameter).
@@ -37,7 +39,8 @@ pub enum Quantization {
 
 impl Quantization {
     /// Every level, best first.
-    pub const LADDER: [Quantization; 3] = [Quantization::None, Quantization::Int8, Quantization::Nf4];
+    pub const LADDER: [Quantization; 3] =
+        [Quantization::None, Quantization::Int8, Quantization::Nf4];
 
     /// The name in status and manifests.
     pub fn as_str(self) -> &'static str {
@@ -59,7 +62,9 @@ impl Quantization {
 }
 
 /// llama.cpp KV-cache element type, in the order vramfit steps down.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub enum KvCacheType {
     /// 16-bit float.
     #[serde(rename = "f16")]

@@ -9,8 +9,16 @@ fn jobs() -> Vec<vramfit_planner::JobInput> {
     PRESETS
         .iter()
         .map(|p| {
-            let runtime = if p.gguf_file_bytes.is_some() { Runtime::Llamacpp } else { Runtime::Vllm };
-            let yaml = format!("{{model: {{preset: {}}}, runtime: {}, image: x}}", p.key, serde_yaml::to_string(&runtime).unwrap().trim());
+            let runtime = if p.gguf_file_bytes.is_some() {
+                Runtime::Llamacpp
+            } else {
+                Runtime::Vllm
+            };
+            let yaml = format!(
+                "{{model: {{preset: {}}}, runtime: {}, image: x}}",
+                p.key,
+                serde_yaml::to_string(&runtime).unwrap().trim()
+            );
             let spec: InferenceJobSpec = serde_yaml::from_str(&yaml).unwrap();
             resolve_job(&spec).unwrap()
         })

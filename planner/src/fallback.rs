@@ -11,7 +11,12 @@ const MAX_OFFLOAD_STEPS: u32 = 5;
 
 /// One step down from `plan` after an out-of-memory failure: the new fallback state and a
 /// one-line description, or `None` when nothing is left to give up.
-pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node: u32) -> Option<(Fallback, String)> {
+pub fn next_step(
+    job: &JobInput,
+    plan: &Plan,
+    fallback: &Fallback,
+    gpus_per_node: u32,
+) -> Option<(Fallback, String)> {
     let max_gpus = job.max_gpus.min(gpus_per_node);
     // Every step keeps what the failed plan already gave up (never fewer GPUs, never less
     // quantization), so memory per GPU only goes down.
@@ -22,21 +27,45 @@ pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node
     };
     let more_gpus = (plan.gpu_count < max_gpus).then(|| {
         let n = plan.gpu_count + 1;
-        (Fallback { min_gpus: Some(n), ..held.clone() }, format!("one more GPU: {} → {n}", plan.gpu_count))
+        (
+            Fallback {
+                min_gpus: Some(n),
+                ..held.clone()
+            },
+            format!("one more GPU: {} → {n}", plan.gpu_count),
+        )
     });
     if job.runtime == Runtime::Llamacpp {
         return llamacpp_step(job, plan, &held, more_gpus);
     }
 
-    let tiles = plan.max_tiles.filter(|&t| fallback.tile_steps == 0 && t > TILE_LADDER[TILE_LADDER.len() - 1]);
+    let tiles = plan
+        .max_tiles
+        .filter(|&t| fallback.tile_steps == 0 && t > TILE_LADDER[TILE_LADDER.len() - 1]);
     if let Some(t) = tiles {
-        let next = Fallback { tile_steps: 1, ..fallback.clone() };
-        return Some((next, format!("fewer image tiles: MAX_TILES {t} → {}", crate::tiles::step_down(t, 1))));
+        let next = Fallback {
+            tile_steps: 1,
+            ..fallback.clone()
+        };
+        return Some((
+            next,
+            format!(
+                "fewer image tiles: MAX_TILES {t} → {}",
+                crate::tiles::step_down(t, 1)
+            ),
+        ));
     }
     let quantize = next_quantization(job, plan.quantization).map(|q| {
         (
-            Fallback { min_quantization: Some(q), ..held.clone() },
-            format!("quantization {} → {}", plan.quantization.as_str(), q.as_str()),
+            Fallback {
+                min_quantization: Some(q),
+                ..held.clone()
+            },
+            format!(
+                "quantization {} → {}",
+                plan.quantization.as_str(),
+                q.as_str()
+            ),
         )
     });
     let (first, second) = match job.preference {
@@ -48,7 +77,10 @@ pub fn next_step(job: &JobInput, plan: &Plan, fallback: &Fallback, gpus_per_node
     let fallback = &held;
     // Flash attention goes off once a resize was tried, before further resizes.
     if plan.flash_attention && (resized_before || resize.is_none()) {
-        let next = Fallback { flash_attention_off: true, ..fallback.clone() };
+        let next = Fallback {
+            flash_attention_off: true,
+            ..fallback.clone()
+        };
         return Some((next, "flash attention off".to_string()));
     }
     resize
@@ -72,13 +104,19 @@ fn llamacpp_step(
         .find(|t| *t > current && (plan.flash_attention || !t.is_quantized()))
         .map(|t| {
             (
-                Fallback { min_kv_cache_type: Some(t), ..fallback.clone() },
+                Fallback {
+                    min_kv_cache_type: Some(t),
+                    ..fallback.clone()
+                },
                 format!("KV cache {} → {}", current.as_str(), t.as_str()),
             )
         });
     let fewer_layers = (fallback.offload_steps < MAX_OFFLOAD_STEPS).then(|| {
         (
-            Fallback { offload_steps: fallback.offload_steps + 1, ..fallback.clone() },
+            Fallback {
+                offload_steps: fallback.offload_steps + 1,
+                ..fallback.clone()
+            },
             "offload budget 10% smaller (fewer GPU layers)".to_string(),
         )
     });

@@ -247,9 +247,21 @@ mod tests {
         assert_eq!(memory_fraction_percent(DatacenterHighMemory), 95);
         assert_eq!(memory_fraction_percent(LegacyDatacenter), 80);
         assert_eq!(memory_fraction_percent(DatacenterMidMemory), 90);
-        assert_eq!(pytorch_cuda_alloc_conf(Architecture::Volta), "max_split_size_mb:32");
-        assert_eq!(pytorch_cuda_alloc_conf(Architecture::Ada), "max_split_size_mb:128");
-        assert_eq!(pytorch_cuda_alloc_conf(Architecture::Hopper), "max_split_size_mb:256");
-        assert_eq!(pytorch_cuda_alloc_conf(Architecture::Turing), "max_split_size_mb:64");
+        assert_eq!(
+            pytorch_cuda_alloc_conf(Architecture::Volta),
+            "max_split_size_mb:32"
+        );
+        assert_eq!(
+            pytorch_cuda_alloc_conf(Architecture::Ada),
+            "max_split_size_mb:128"
+        );
+        assert_eq!(
+            pytorch_cuda_alloc_conf(Architecture::Hopper),
+            "max_split_size_mb:256"
+        );
+        assert_eq!(
+            pytorch_cuda_alloc_conf(Architecture::Turing),
+            "max_split_size_mb:64"
+        );
     }
 }

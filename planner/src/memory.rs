@@ -49,7 +49,9 @@ pub fn mib(bytes: u64) -> u64 {
 /// Weights in bytes at a quantization.
 pub fn weights_bytes(model: &ModelShape, q: Quantization) -> u64 {
     div_ceil(
-        model.parameters.saturating_mul(weight_millibytes_per_parameter(q)),
+        model
+            .parameters
+            .saturating_mul(weight_millibytes_per_parameter(q)),
         1000,
     )
 }
@@ -74,8 +76,14 @@ pub fn overhead_bytes(model: &ModelShape, prefill_tokens: u64) -> u64 {
     let activations = prefill_tokens
         .saturating_mul(u64::from(model.hidden_size))
         .saturating_mul(ACTIVATION_BYTES_PER_TOKEN_HIDDEN);
-    let vision = if model.vision { VISION_ALLOWANCE_MIB * MIB } else { 0 };
-    (RUNTIME_FLOOR_MIB * MIB).saturating_add(activations).saturating_add(vision)
+    let vision = if model.vision {
+        VISION_ALLOWANCE_MIB * MIB
+    } else {
+        0
+    };
+    (RUNTIME_FLOOR_MIB * MIB)
+        .saturating_add(activations)
+        .saturating_add(vision)
 }
 
 /// Memory per GPU for a transformer runtime with weights and KV cache sharded over `gpus`
@@ -136,18 +144,36 @@ mod tests {
     fn mistral_weights_match_the_reference_points() {
         let m = preset("mistral-7b-instruct-v0.3");
         let gb = |q| weights_bytes(&m, q) as f64 / 1e9;
-        assert!((gb(Quantization::None) - 14.5).abs() < 0.1, "{}", gb(Quantization::None));
-        assert!((7.25..7.6).contains(&gb(Quantization::Int8)), "{}", gb(Quantization::Int8));
-        assert!((3.6..4.2).contains(&gb(Quantization::Nf4)), "{}", gb(Quantization::Nf4));
+        assert!(
+            (gb(Quantization::None) - 14.5).abs() < 0.1,
+            "{}",
+            gb(Quantization::None)
+        );
+        assert!(
+            (7.25..7.6).contains(&gb(Quantization::Int8)),
+            "{}",
+            gb(Quantization::Int8)
+        );
+        assert!(
+            (3.6..4.2).contains(&gb(Quantization::Nf4)),
+            "{}",
+            gb(Quantization::Nf4)
+        );
     }
 
     #[test]
     fn vision_models_match_the_reference_points_without_under_estimating() {
         let llama = preset("llama-3.2-11b-vision-instruct");
         let bf16 = total_gb(&llama, Quantization::None, 4096);
-        assert!((27.0..30.0).contains(&bf16), "Llama-3.2-11B-Vision bf16 4k: {bf16}");
+        assert!(
+            (27.0..30.0).contains(&bf16),
+            "Llama-3.2-11B-Vision bf16 4k: {bf16}"
+        );
         let int8 = total_gb(&llama, Quantization::Int8, 4096);
-        assert!((14.0..18.0).contains(&int8), "Llama-3.2-11B-Vision int8 4k: {int8}");
+        assert!(
+            (14.0..18.0).contains(&int8),
+            "Llama-3.2-11B-Vision int8 4k: {int8}"
+        );
         let internvl = preset("internvl3-8b");
         let bf16 = total_gb(&internvl, Quantization::None, 4096);
         assert!((19.5..23.0).contains(&bf16), "InternVL3-8B bf16: {bf16}");
@@ -160,10 +186,22 @@ mod tests {
         let m = preset("mistral-7b-instruct-v0.3");
         // 2 × 32 layers × 4096 tokens × 8 KV heads × 128 × 2 bytes = 512 MiB.
         assert_eq!(kv_cache_bytes(&m, 4096, KvCacheType::F16), 512 * MIB);
-        let full_mha = ModelShape { kv_heads: 32, ..m.clone() };
-        assert_eq!(kv_cache_bytes(&full_mha, 4096, KvCacheType::F16), 2048 * MIB);
-        assert!(kv_cache_bytes(&m, 4096, KvCacheType::Q8_0) < kv_cache_bytes(&m, 4096, KvCacheType::F16));
-        assert!(kv_cache_bytes(&m, 4096, KvCacheType::Q4_0) < kv_cache_bytes(&m, 4096, KvCacheType::Q8_0));
+        let full_mha = ModelShape {
+            kv_heads: 32,
+            ..m.clone()
+        };
+        assert_eq!(
+            kv_cache_bytes(&full_mha, 4096, KvCacheType::F16),
+            2048 * MIB
+        );
+        assert!(
+            kv_cache_bytes(&m, 4096, KvCacheType::Q8_0)
+                < kv_cache_bytes(&m, 4096, KvCacheType::F16)
+        );
+        assert!(
+            kv_cache_bytes(&m, 4096, KvCacheType::Q4_0)
+                < kv_cache_bytes(&m, 4096, KvCacheType::Q8_0)
+        );
     }
 
     #[test]

@@ -199,16 +199,16 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         })?),
         None => None,
     };
-    let missing = |field: &str| {
-        ModelError(format!(
-            "model.{field} is required when no preset is given"
-        ))
-    };
+    let missing =
+        |field: &str| ModelError(format!("model.{field} is required when no preset is given"));
     let parameters = spec
         .parameters
         .or(base.map(|p| p.parameters))
         .ok_or_else(|| missing("parameters"))?;
-    let layers = spec.layers.or(base.map(|p| p.layers)).ok_or_else(|| missing("layers"))?;
+    let layers = spec
+        .layers
+        .or(base.map(|p| p.layers))
+        .ok_or_else(|| missing("layers"))?;
     let hidden_size = spec
         .hidden_size
         .or(base.map(|p| p.hidden_size))
@@ -227,7 +227,10 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         .or(base.map(|p| p.head_dim))
         .unwrap_or((hidden_size / attention_heads).max(1));
     // Unknown KV heads: assume full multi-head attention, which never under-estimates.
-    let kv_heads = spec.kv_heads.or(base.map(|p| p.kv_heads)).unwrap_or(attention_heads);
+    let kv_heads = spec
+        .kv_heads
+        .or(base.map(|p| p.kv_heads))
+        .unwrap_or(attention_heads);
     if kv_heads > attention_heads {
         return Err(ModelError(format!(
             "model.kvHeads ({kv_heads}) cannot exceed attentionHeads ({attention_heads})"
@@ -250,7 +253,9 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
             .context_limit
             .or(base.map(|p| p.context_limit))
             .unwrap_or(u32::MAX),
-        gguf_file_bytes: spec.gguf_file_bytes.or(base.and_then(|p| p.gguf_file_bytes)),
+        gguf_file_bytes: spec
+            .gguf_file_bytes
+            .or(base.and_then(|p| p.gguf_file_bytes)),
         vision: spec.vision.or(base.map(|p| p.vision)).unwrap_or(false),
     })
 }

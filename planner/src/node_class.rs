@@ -109,7 +109,13 @@ impl NodeClass {
                 gpu.compute_capability
             )
         })?;
-        let mut class = Self::new(name, gpu.product.clone(), gpu.count, gpu.memory_mib, Some(capability));
+        let mut class = Self::new(
+            name,
+            gpu.product.clone(),
+            gpu.count,
+            gpu.memory_mib,
+            Some(capability),
+        );
         class.node_selector = spec.node_selector.clone();
         class.apply_overrides(spec);
         Ok(class)
@@ -165,7 +171,11 @@ pub fn class_name(product: &str, count: u32) -> String {
         .split(['-', '_', '.'])
         .filter(|t| !t.is_empty() && !matches!(*t, "nvidia" | "tesla" | "geforce"))
         .collect();
-    let stem = if tokens.is_empty() { "gpu".to_string() } else { tokens.join("-") };
+    let stem = if tokens.is_empty() {
+        "gpu".to_string()
+    } else {
+        tokens.join("-")
+    };
     // Leave room for the suffix within a 63-character label value.
     let stem: String = stem.chars().take(50).collect();
     format!("{}-x{count}", stem.trim_end_matches('-'))
@@ -175,23 +185,60 @@ pub fn class_name(product: &str, count: u32) -> String {
 /// example on-demand prices (set yours with a GpuNodeClass).
 pub fn builtin_classes() -> Vec<NodeClass> {
     let class = |name: &str, product: &str, count, mib, (major, minor), cents| {
-        let mut c = NodeClass::new(name, product, count, mib, Some(ComputeCapability::new(major, minor)));
+        let mut c = NodeClass::new(
+            name,
+            product,
+            count,
+            mib,
+            Some(ComputeCapability::new(major, minor)),
+        );
         c.hourly_price_cents_per_gpu = Some(cents);
         c.node_selector = BTreeMap::from([
-            (labels::GPU_PRODUCT.to_string(), labels::to_label_value(product)),
+            (
+                labels::GPU_PRODUCT.to_string(),
+                labels::to_label_value(product),
+            ),
             (labels::GPU_COUNT.to_string(), count.to_string()),
         ]);
         c
     };
     vec![
         class("t4-x1", "Tesla T4", 1, 15_360, (7, 5), 35),
-        class("v100-16gb-x4", "Tesla V100-SXM2-16GB", 4, 16_160, (7, 0), 120),
+        class(
+            "v100-16gb-x4",
+            "Tesla V100-SXM2-16GB",
+            4,
+            16_160,
+            (7, 0),
+            120,
+        ),
         class("a10g-x1", "NVIDIA A10G", 1, 23_028, (8, 6), 60),
         class("a10g-x4", "NVIDIA A10G", 4, 23_028, (8, 6), 60),
         class("l40s-x1", "NVIDIA L40S", 1, 46_068, (8, 9), 180),
-        class("a100-40gb-x1", "NVIDIA A100-PCIE-40GB", 1, 40_960, (8, 0), 250),
-        class("a100-80gb-x8", "NVIDIA A100-SXM4-80GB", 8, 81_920, (8, 0), 400),
-        class("h100-80gb-x8", "NVIDIA H100 80GB HBM3", 8, 81_559, (9, 0), 650),
+        class(
+            "a100-40gb-x1",
+            "NVIDIA A100-PCIE-40GB",
+            1,
+            40_960,
+            (8, 0),
+            250,
+        ),
+        class(
+            "a100-80gb-x8",
+            "NVIDIA A100-SXM4-80GB",
+            8,
+            81_920,
+            (8, 0),
+            400,
+        ),
+        class(
+            "h100-80gb-x8",
+            "NVIDIA H100 80GB HBM3",
+            8,
+            81_559,
+            (9, 0),
+            650,
+        ),
         class("h200-x8", "NVIDIA H200", 8, 143_771, (9, 0), 800),
     ]
 }
@@ -213,7 +260,11 @@ mod tests {
     #[test]
     fn usable_memory_is_vram_less_buffer_capped_by_fraction() {
         let a10g = NodeClass::new("a", "NVIDIA A10G", 1, 23_028, None);
-        assert_eq!(a10g.capability, ComputeCapability::new(8, 6), "from the catalog");
+        assert_eq!(
+            a10g.capability,
+            ComputeCapability::new(8, 6),
+            "from the catalog"
+        );
         assert_eq!(a10g.usable_per_gpu_mib(), 23_028 - 4_605);
         let mut capped = a10g.clone();
         capped.memory_fraction_percent = 50;
@@ -258,6 +309,9 @@ mod tests {
         let c = NodeClass::from_facts(&facts);
         assert_eq!(c.name, "a100-sxm4-80gb-x8");
         assert_eq!(c.tier, Tier::DatacenterHighMemory);
-        assert_eq!(c.node_selector.get(labels::GFD_COUNT).map(String::as_str), Some("8"));
+        assert_eq!(
+            c.node_selector.get(labels::GFD_COUNT).map(String::as_str),
+            Some("8")
+        );
     }
 }

@@ -7,7 +7,11 @@ use crate::plan_common::{admission, common_settings};
 use crate::{plan_llamacpp, plan_transformers};
 
 /// Plans `job` on `class`, applying the step-downs in `fallback`.
-pub fn plan_for_class(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> Result<Plan, String> {
+pub fn plan_for_class(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+) -> Result<Plan, String> {
     admission(job, class)?;
     let common = common_settings(job, class, fallback);
     let mut reasons = common.reasons;
@@ -15,7 +19,13 @@ pub fn plan_for_class(job: &JobInput, class: &NodeClass, fallback: &Fallback) ->
         Runtime::Llamacpp => {
             let s = plan_llamacpp::size(job, class, fallback, common.flash_attention)?;
             reasons.extend(s.reasons);
-            (s.gpu_count, Quantization::None, s.memory, Some(s.llama_cpp), s.warnings)
+            (
+                s.gpu_count,
+                Quantization::None,
+                s.memory,
+                Some(s.llama_cpp),
+                s.warnings,
+            )
         }
         Runtime::Transformers | Runtime::Vllm | Runtime::Custom => {
             let s = plan_transformers::size(job, class, fallback, common.dtype)?;
@@ -43,7 +53,11 @@ pub fn plan_for_class(job: &JobInput, class: &NodeClass, fallback: &Fallback) ->
 }
 
 /// Plans `job` on every class, in the classes' order.
-pub fn plan_all(job: &JobInput, classes: &[NodeClass], fallback: &Fallback) -> Vec<Result<Plan, ClassRejection>> {
+pub fn plan_all(
+    job: &JobInput,
+    classes: &[NodeClass],
+    fallback: &Fallback,
+) -> Vec<Result<Plan, ClassRejection>> {
     classes
         .iter()
         .map(|class| {

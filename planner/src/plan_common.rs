@@ -58,7 +58,9 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
     let mut reasons = job.notes.clone();
     let dtype = match job.dtype {
         DtypeRequest::Bfloat16 => {
-            reasons.push(format!("bfloat16: pinned by the job (compute capability {cc} ≥ 8.0)"));
+            reasons.push(format!(
+                "bfloat16: pinned by the job (compute capability {cc} ≥ 8.0)"
+            ));
             Dtype::Bfloat16
         }
         DtypeRequest::Float16 => {
@@ -78,7 +80,9 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
     };
 
     let flash_attention = if !cc.supports_bf16() {
-        reasons.push(format!("flash attention off: compute capability {cc} < 8.0"));
+        reasons.push(format!(
+            "flash attention off: compute capability {cc} < 8.0"
+        ));
         false
     } else if job.overrides.flash_attention == Some(false) {
         reasons.push("flash attention off: turned off by the job".to_string());

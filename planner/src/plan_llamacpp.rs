@@ -35,7 +35,8 @@ struct Budget<'a> {
 impl Budget<'_> {
     /// Per GPU, MiB: VRAM × target usage − runtime overhead.
     fn per_gpu_mib(&self) -> u64 {
-        (self.class.memory_mib * u64::from(self.target_percent) / 100).saturating_sub(LLAMACPP_OVERHEAD_MIB)
+        (self.class.memory_mib * u64::from(self.target_percent) / 100)
+            .saturating_sub(LLAMACPP_OVERHEAD_MIB)
     }
 
     fn weights_per_layer(&self) -> u64 {
@@ -44,7 +45,8 @@ impl Budget<'_> {
     }
 
     fn per_layer_bytes(&self, kv: KvCacheType) -> u64 {
-        self.weights_per_layer() + memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)
+        self.weights_per_layer()
+            + memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)
     }
 
     /// Layers that fit on `gpus` GPUs (llama.cpp splits layers across GPUs).
@@ -56,13 +58,22 @@ impl Budget<'_> {
 }
 
 /// Sizes a GGUF job on a class.
-pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attention: bool) -> Result<LlamaCppSizing, String> {
+pub fn size(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+    flash_attention: bool,
+) -> Result<LlamaCppSizing, String> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
     let target_percent = job
         .target_usage_percent
         .saturating_sub(OFFLOAD_STEP_PERCENT * fallback.offload_steps)
         .max(OFFLOAD_STEP_PERCENT);
-    let budget = Budget { job, class, target_percent };
+    let budget = Budget {
+        job,
+        class,
+        target_percent,
+    };
     if budget.per_gpu_mib() == 0 {
         return Err(format!(
             "no offload budget: {target_percent}% of {} is below llama.cpp's {LLAMACPP_OVERHEAD_MIB} MiB overhead",
@@ -81,7 +92,9 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attent
         return Err("only quantized KV-cache types are allowed, and they need flash attention, which is off here".into());
     }
     if !flash_attention && job.kv_cache_types.iter().any(|t| t.is_quantized()) {
-        reasons.push("KV cache f16 only: a quantized V cache needs flash attention, off here".to_string());
+        reasons.push(
+            "KV cache f16 only: a quantized V cache needs flash attention, off here".to_string(),
+        );
     }
 
     let total_layers = job.model.layers;
@@ -90,10 +103,18 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attent
         GpuLayers::Count(n) => n.min(total_layers),
     };
     let candidates: Vec<(KvCacheType, u32)> = match job.preference {
-        Preference::Quality => kv_types.iter().flat_map(|&kv| (lo..=hi).map(move |n| (kv, n))).collect(),
-        Preference::Economy => (lo..=hi).flat_map(|n| kv_types.iter().map(move |&kv| (kv, n))).collect(),
+        Preference::Quality => kv_types
+            .iter()
+            .flat_map(|&kv| (lo..=hi).map(move |n| (kv, n)))
+            .collect(),
+        Preference::Economy => (lo..=hi)
+            .flat_map(|n| kv_types.iter().map(move |&kv| (kv, n)))
+            .collect(),
     };
-    let full = candidates.iter().copied().find(|&(kv, n)| budget.layers_that_fit(n, kv) >= wanted);
+    let full = candidates
+        .iter()
+        .copied()
+        .find(|&(kv, n)| budget.layers_that_fit(n, kv) >= wanted);
     let mut warnings = Vec::new();
     let (kv, gpus, layers) = match (full, job.gpu_layers) {
         (Some((kv, n)), _) => (kv, n, wanted),
@@ -127,9 +148,14 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attent
     };
     let all_fit = full.is_some();
     if fallback.min_kv_cache_type == Some(kv) {
-        reasons.push(format!("KV cache {}: step down after an out-of-memory failure", kv.as_str()));
+        reasons.push(format!(
+            "KV cache {}: step down after an out-of-memory failure",
+            kv.as_str()
+        ));
     } else if all_fit && kv == KvCacheType::F16 {
-        reasons.push(format!("KV cache f16: all {wanted} layers fit at full precision"));
+        reasons.push(format!(
+            "KV cache f16: all {wanted} layers fit at full precision"
+        ));
     } else if all_fit {
         reasons.push(format!(
             "KV cache {}: all {wanted} layers do not fit with a better KV type",
@@ -144,12 +170,22 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, flash_attent
         gib(class.memory_mib),
     ));
 
-    let per_gpu = |bytes_per_layer: u64| memory::mib(bytes_per_layer * u64::from(layers)).div_ceil(u64::from(gpus));
+    let per_gpu = |bytes_per_layer: u64| {
+        memory::mib(bytes_per_layer * u64::from(layers)).div_ceil(u64::from(gpus))
+    };
     let weights_mib = per_gpu(budget.weights_per_layer());
-    let kv_cache_mib = per_gpu(memory::kv_cache_bytes_per_layer(&job.model, job.tokens(), kv));
+    let kv_cache_mib = per_gpu(memory::kv_cache_bytes_per_layer(
+        &job.model,
+        job.tokens(),
+        kv,
+    ));
     Ok(LlamaCppSizing {
         gpu_count: gpus,
-        llama_cpp: LlamaCppPlan { gpu_layers: layers, total_layers, kv_cache_type: kv },
+        llama_cpp: LlamaCppPlan {
+            gpu_layers: layers,
+            total_layers,
+            kv_cache_type: kv,
+        },
         memory: MemoryEstimate {
             weights_mib,
             kv_cache_mib,

@@ -22,7 +22,11 @@ pub struct TransformerSizing {
 }
 
 /// The GPU counts a job may take on a class after step-downs, or why none.
-pub fn gpu_range(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> Result<(u32, u32), String> {
+pub fn gpu_range(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+) -> Result<(u32, u32), String> {
     let lo = job.min_gpus.max(fallback.min_gpus.unwrap_or(0));
     let hi = job.max_gpus.min(class.gpus_per_node);
     if lo > hi {
@@ -36,7 +40,12 @@ pub fn gpu_range(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> Resu
 
 /// Sizes a transformer job on a class: the first (quantization, GPU count) that fits, in the
 /// job's preference order.
-pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, dtype: Dtype) -> Result<TransformerSizing, String> {
+pub fn size(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+    dtype: Dtype,
+) -> Result<TransformerSizing, String> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
     let quantizations: Vec<Quantization> = job
         .quantizations
@@ -48,7 +57,8 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, dtype: Dtype
         return Err("no allowed quantization is left after step-downs".into());
     };
     let usable = class.usable_per_gpu_mib();
-    let need = |q, n| memory::transformer_need(&job.model, q, job.tokens(), job.prefill_tokens(), n);
+    let need =
+        |q, n| memory::transformer_need(&job.model, q, job.tokens(), job.prefill_tokens(), n);
     let fits = |q, n| need(q, n).per_gpu_mib() <= usable;
 
     let counts: Vec<u32> = (lo..=hi).filter(|&n| splits_evenly(job, n)).collect();
@@ -75,7 +85,15 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, dtype: Dtype
 
     let chosen = need(quantization, gpu_count);
     let mut reasons = Vec::new();
-    reasons.push(quantization_reason(job, class, fallback, dtype, quantization, gpu_count, &need));
+    reasons.push(quantization_reason(
+        job,
+        class,
+        fallback,
+        dtype,
+        quantization,
+        gpu_count,
+        &need,
+    ));
     reasons.push(gpu_count_reason(job, fallback, gpu_count, lo));
     reasons.push(format!(
         "memory: {} per GPU needed (weights {}, KV cache {}, overhead {}), {} usable of {} (buffer {} kept free)",
@@ -98,7 +116,8 @@ pub fn size(job: &JobInput, class: &NodeClass, fallback: &Fallback, dtype: Dtype
 /// vLLM's tensor parallelism splits attention and KV heads evenly across GPUs.
 fn splits_evenly(job: &JobInput, gpus: u32) -> bool {
     job.runtime != Runtime::Vllm
-        || (job.model.attention_heads % gpus == 0 && (job.model.kv_heads % gpus == 0 || gpus % job.model.kv_heads == 0))
+        || (job.model.attention_heads.is_multiple_of(gpus)
+            && (job.model.kv_heads.is_multiple_of(gpus) || gpus.is_multiple_of(job.model.kv_heads)))
 }
 
 fn quantization_reason(
@@ -120,12 +139,19 @@ fn quantization_reason(
         );
     }
     if fallback.min_quantization == Some(chosen) {
-        return format!("{}: kept or stepped down after an out-of-memory failure", chosen.as_str());
+        return format!(
+            "{}: kept or stepped down after an out-of-memory failure",
+            chosen.as_str()
+        );
     }
     if !job.quantizations.contains(&Quantization::None) {
         return format!("{}: the job does not allow full precision", chosen.as_str());
     }
-    let label = if chosen == Quantization::Int8 { "8-bit" } else { "4-bit (nf4)" };
+    let label = if chosen == Quantization::Int8 {
+        "8-bit"
+    } else {
+        "4-bit (nf4)"
+    };
     let (compare_gpus, why) = match job.preference {
         Preference::Quality => (job.max_gpus.min(class.gpus_per_node), ""),
         Preference::Economy => (gpus, "; economy quantizes before adding GPUs"),

@@ -57,7 +57,11 @@ mod tests {
         assert_eq!(step_down(18, 1), 14);
         assert_eq!(step_down(32, 2), 14);
         assert_eq!(step_down(6, 3), 6);
-        assert_eq!(step_down(20, 1), 18, "a custom value steps to the rung below it");
+        assert_eq!(
+            step_down(20, 1),
+            18,
+            "a custom value steps to the rung below it"
+        );
         assert_eq!(step_down(4, 1), 4, "below the ladder stays put");
     }
 }

@@ -13,16 +13,31 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
         ("VRAMFIT_MODEL", job.model.name.clone()),
         ("VRAMFIT_GPU_COUNT", plan.gpu_count.to_string()),
         ("VRAMFIT_DTYPE", plan.dtype.as_str().to_string()),
-        ("VRAMFIT_QUANTIZATION", plan.quantization.as_str().to_string()),
+        (
+            "VRAMFIT_QUANTIZATION",
+            plan.quantization.as_str().to_string(),
+        ),
         ("VRAMFIT_FLASH_ATTENTION", plan.flash_attention.to_string()),
-        ("VRAMFIT_MEMORY_FRACTION", fraction(plan.memory_fraction_percent)),
+        (
+            "VRAMFIT_MEMORY_FRACTION",
+            fraction(plan.memory_fraction_percent),
+        ),
         ("VRAMFIT_CONTEXT_LENGTH", plan.context_length.to_string()),
         ("TORCH_DTYPE", plan.dtype.as_str().to_string()),
-        ("USE_QUANTIZATION", (plan.quantization != Quantization::None).to_string()),
+        (
+            "USE_QUANTIZATION",
+            (plan.quantization != Quantization::None).to_string(),
+        ),
         ("USE_FLASH_ATTN", plan.flash_attention.to_string()),
-        ("PYTORCH_CUDA_ALLOC_CONF", plan.pytorch_cuda_alloc_conf.clone()),
+        (
+            "PYTORCH_CUDA_ALLOC_CONF",
+            plan.pytorch_cuda_alloc_conf.clone(),
+        ),
         // PyTorch reads this to allow TF32 in cuBLAS matmuls.
-        ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", if plan.tf32 { "1" } else { "0" }.to_string()),
+        (
+            "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+            if plan.tf32 { "1" } else { "0" }.to_string(),
+        ),
     ];
     if let Some(bits) = plan.quantization.bits() {
         env.push(("QUANTIZATION_BITS", bits.to_string()));
@@ -33,7 +48,10 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
     }
     if let Some(l) = plan.llama_cpp {
         env.push(("VRAMFIT_LLAMACPP_GPU_LAYERS", l.gpu_layers.to_string()));
-        env.push(("VRAMFIT_KV_CACHE_TYPE", l.kv_cache_type.as_str().to_string()));
+        env.push((
+            "VRAMFIT_KV_CACHE_TYPE",
+            l.kv_cache_type.as_str().to_string(),
+        ));
     }
     env.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -53,17 +71,26 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
                 flag("--quantization", "bitsandbytes".to_string());
             }
             flag("--tensor-parallel-size", plan.gpu_count.to_string());
-            flag("--gpu-memory-utilization", fraction(plan.memory_fraction_percent));
+            flag(
+                "--gpu-memory-utilization",
+                fraction(plan.memory_fraction_percent),
+            );
             flag("--max-model-len", plan.context_length.to_string());
         }
         Runtime::Llamacpp => {
             if let Some(l) = plan.llama_cpp {
                 flag("--n-gpu-layers", l.gpu_layers.to_string());
-                flag("--ctx-size", (u64::from(plan.context_length) * u64::from(job.batch_size)).to_string());
+                flag(
+                    "--ctx-size",
+                    (u64::from(plan.context_length) * u64::from(job.batch_size)).to_string(),
+                );
                 flag("--parallel", job.batch_size.to_string());
                 flag("--cache-type-k", l.kv_cache_type.as_str().to_string());
                 flag("--cache-type-v", l.kv_cache_type.as_str().to_string());
-                flag("--flash-attn", if plan.flash_attention { "on" } else { "off" }.to_string());
+                flag(
+                    "--flash-attn",
+                    if plan.flash_attention { "on" } else { "off" }.to_string(),
+                );
             }
         }
         Runtime::Transformers | Runtime::Custom => {}

@@ -1,50 +1,79 @@
 //! Properties of the planner over random models and classes.
 use proptest::prelude::*;
 use vramfit_api::labels::ComputeCapability;
-use vramfit_api::{Dtype, DtypeRequest, Fallback, GpuBounds, InferenceJobSpec, ModelSpec, Preference, Runtime};
+use vramfit_api::{
+    Dtype, DtypeRequest, Fallback, GpuBounds, InferenceJobSpec, ModelSpec, Preference, Runtime,
+};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class, resolve_job};
 
-fn job_spec(params_m: u64, layers: u32, heads: u32, kv_div: u32, ctx: u32, batch: u32, min: u32, max: u32, economy: bool, runtime: Runtime) -> InferenceJobSpec {
+/// A model with `heads × 128` hidden size and `heads / kv_div` KV heads.
+fn model(params_m: u64, layers: u32, heads: u32, kv_div: u32) -> ModelSpec {
     let head_dim = 128;
-    InferenceJobSpec {
-        model: ModelSpec {
-            parameters: Some(params_m * 1_000_000),
-            layers: Some(layers),
-            hidden_size: Some(heads * head_dim),
-            attention_heads: Some(heads),
-            kv_heads: Some((heads / kv_div).max(1)),
-            head_dim: Some(head_dim),
-            gguf_file_bytes: Some(params_m * 600_000),
-            ..Default::default()
-        },
-        runtime,
-        image: "x".into(),
-        command: vec![],
-        args: vec![],
-        context_length: Some(ctx),
-        batch_size: batch,
-        dtype: DtypeRequest::Auto,
-        allowed_quantizations: None,
-        gpus: GpuBounds { min, max: min.max(max) },
-        preference: if economy { Preference::Economy } else { Preference::Quality },
-        llama_cpp: None,
-        overrides: None,
-        node_classes: None,
-        max_attempts: 3,
-        pod: None,
+    ModelSpec {
+        parameters: Some(params_m * 1_000_000),
+        layers: Some(layers),
+        hidden_size: Some(heads * head_dim),
+        attention_heads: Some(heads),
+        kv_heads: Some((heads / kv_div).max(1)),
+        head_dim: Some(head_dim),
+        gguf_file_bytes: Some(params_m * 600_000),
+        ..Default::default()
     }
 }
 
 fn runtime() -> impl Strategy<Value = Runtime> {
-    prop_oneof![Just(Runtime::Transformers), Just(Runtime::Vllm), Just(Runtime::Custom), Just(Runtime::Llamacpp)]
+    prop_oneof![
+        Just(Runtime::Transformers),
+        Just(Runtime::Vllm),
+        Just(Runtime::Custom),
+        Just(Runtime::Llamacpp)
+    ]
 }
 
 fn spec() -> impl Strategy<Value = InferenceJobSpec> {
     (
-        (100u64..200_000, 1u32..100, 1u32..64, prop_oneof![Just(1u32), Just(4), Just(8)]),
-        (128u32..65_536, 1u32..8, 1u32..4, 1u32..9, any::<bool>(), runtime()),
+        (
+            100u64..200_000,
+            1u32..100,
+            1u32..64,
+            prop_oneof![Just(1u32), Just(4), Just(8)],
+        ),
+        (
+            128u32..65_536,
+            1u32..8,
+            1u32..4,
+            1u32..9,
+            any::<bool>(),
+            runtime(),
+        ),
     )
-        .prop_map(|((p, l, h, kv), (ctx, b, min, max, eco, rt))| job_spec(p, l, h, kv, ctx, b, min, max, eco, rt))
+        .prop_map(
+            |((p, l, h, kv), (ctx, batch, min, max, economy, runtime))| InferenceJobSpec {
+                model: model(p, l, h, kv),
+                runtime,
+                image: "x".into(),
+                command: vec![],
+                args: vec![],
+                context_length: Some(ctx),
+                batch_size: batch,
+                dtype: DtypeRequest::Auto,
+                allowed_quantizations: None,
+                gpus: GpuBounds {
+                    min,
+                    max: min.max(max),
+                },
+                preference: if economy {
+                    Preference::Economy
+                } else {
+                    Preference::Quality
+                },
+                llama_cpp: None,
+                overrides: None,
+                node_classes: None,
+                max_attempts: 3,
+                pod: None,
+            },
+        )
 }
 
 fn class() -> impl Strategy<Value = NodeClass> {
@@ -58,8 +87,17 @@ fn class() -> impl Strategy<Value = NodeClass> {
         Just("NVIDIA GeForce RTX 4090"),
         Just("Mystery Accelerator"),
     ];
-    (products, 1u32..9, 4_096u64..200_000, 6u32..13, 0u32..10)
-        .prop_map(|(product, count, mib, major, minor)| NodeClass::new("c", product, count, mib, Some(ComputeCapability::new(major, minor))))
+    (products, 1u32..9, 4_096u64..200_000, 6u32..13, 0u32..10).prop_map(
+        |(product, count, mib, major, minor)| {
+            NodeClass::new(
+                "c",
+                product,
+                count,
+                mib,
+                Some(ComputeCapability::new(major, minor)),
+            )
+        },
+    )
 }
 
 fn input(spec: &InferenceJobSpec) -> JobInput {

@@ -5,8 +5,10 @@ use common::{class, job, plan};
 use vramfit_api::{Dtype, Fallback, KvCacheType, Preference, Quantization};
 use vramfit_planner::{fallback, plan_for_class, ranking, resolve_job, workload};
 
-const LLAMA_VISION: &str = "{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x}";
-const MISTRAL: &str = "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x}";
+const LLAMA_VISION: &str =
+    "{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x}";
+const MISTRAL: &str =
+    "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x}";
 
 #[test]
 fn auto_dtype_is_bf16_from_ampere_and_fp16_below() {
@@ -19,9 +21,14 @@ fn auto_dtype_is_bf16_from_ampere_and_fp16_below() {
 
 #[test]
 fn pinned_bf16_never_lands_below_compute_capability_8() {
-    let j = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, dtype: bfloat16}");
+    let j = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, dtype: bfloat16}",
+    );
     let err = plan(&j, "v100-16gb-x4").unwrap_err();
-    assert!(err.contains("bfloat16 is pinned but compute capability 7.0 < 8.0"), "{err}");
+    assert!(
+        err.contains("bfloat16 is pinned but compute capability 7.0 < 8.0"),
+        "{err}"
+    );
     assert!(plan(&j, "t4-x1").is_err());
     assert_eq!(plan(&j, "a10g-x1").unwrap().dtype, Dtype::Bfloat16);
 }
@@ -31,14 +38,26 @@ fn a_model_that_fits_two_a10gs_needs_8_bit_on_one() {
     let j = job(LLAMA_VISION);
     let one = plan(&j, "a10g-x1").unwrap();
     assert_eq!((one.quantization, one.gpu_count), (Quantization::Int8, 1));
-    assert!(one.reasons.iter().any(|r| r.starts_with("8-bit: needs") && r.contains("1×A10G")), "{:?}", one.reasons);
+    assert!(
+        one.reasons
+            .iter()
+            .any(|r| r.starts_with("8-bit: needs") && r.contains("1×A10G")),
+        "{:?}",
+        one.reasons
+    );
     let four = plan(&j, "a10g-x4").unwrap();
-    assert_eq!((four.quantization, four.gpu_count), (Quantization::None, 2), "quality: more GPUs before quantizing");
+    assert_eq!(
+        (four.quantization, four.gpu_count),
+        (Quantization::None, 2),
+        "quality: more GPUs before quantizing"
+    );
 }
 
 #[test]
 fn economy_quantizes_before_adding_gpus() {
-    let j = job("{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x, preference: economy}");
+    let j = job(
+        "{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x, preference: economy}",
+    );
     let p = plan(&j, "a10g-x4").unwrap();
     assert_eq!((p.quantization, p.gpu_count), (Quantization::Int8, 1));
 }
@@ -47,20 +66,33 @@ fn economy_quantizes_before_adding_gpus() {
 fn quantization_is_never_chosen_with_room_to_spare() {
     let j = job(LLAMA_VISION);
     for name in ["l40s-x1", "a100-40gb-x1", "h100-80gb-x8", "h200-x8"] {
-        assert_eq!(plan(&j, name).unwrap().quantization, Quantization::None, "{name}");
+        assert_eq!(
+            plan(&j, name).unwrap().quantization,
+            Quantization::None,
+            "{name}"
+        );
     }
 }
 
 #[test]
 fn forbidden_quantization_makes_small_classes_unable_with_needed_vs_usable() {
-    let j = job("{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x, allowedQuantizations: [none]}");
+    let j = job(
+        "{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x, allowedQuantizations: [none]}",
+    );
     let err = plan(&j, "a10g-x1").unwrap_err();
-    assert!(err.starts_with("does not fit: needs 25.5 GiB per GPU with none on 1×A10G, 18.0 GiB usable"), "{err}");
+    assert!(
+        err.starts_with(
+            "does not fit: needs 25.5 GiB per GPU with none on 1×A10G, 18.0 GiB usable"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn gpu_count_bounds_are_respected() {
-    let j = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, gpus: {min: 2, max: 2}}");
+    let j = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, gpus: {min: 2, max: 2}}",
+    );
     assert_eq!(plan(&j, "a10g-x4").unwrap().gpu_count, 2);
     let err = plan(&j, "a10g-x1").unwrap_err();
     assert!(err.contains("at least 2 GPUs"), "{err}");
@@ -70,11 +102,19 @@ fn gpu_count_bounds_are_respected() {
 #[test]
 fn vllm_tensor_parallelism_takes_gpu_counts_that_split_the_heads() {
     // InternVL3-8B has 28 heads and 4 KV heads: 3 GPUs cannot split them.
-    let j = job("{model: {preset: internvl3-8b}, runtime: vllm, image: x, allowedQuantizations: [none]}");
+    let j = job(
+        "{model: {preset: internvl3-8b}, runtime: vllm, image: x, allowedQuantizations: [none]}",
+    );
     let p = plan(&j, "v100-16gb-x4").unwrap();
     assert_eq!(p.gpu_count, 4);
-    let t = job("{model: {preset: internvl3-8b}, runtime: transformers, image: x, allowedQuantizations: [none]}");
-    assert_eq!(plan(&t, "v100-16gb-x4").unwrap().gpu_count, 3, "transformers can use any count");
+    let t = job(
+        "{model: {preset: internvl3-8b}, runtime: transformers, image: x, allowedQuantizations: [none]}",
+    );
+    assert_eq!(
+        plan(&t, "v100-16gb-x4").unwrap().gpu_count,
+        3,
+        "transformers can use any count"
+    );
 }
 
 #[test]
@@ -91,8 +131,13 @@ fn flash_attention_tf32_allocator_and_fraction_follow_the_card() {
     let h100 = plan(&j, "h100-80gb-x8").unwrap();
     assert_eq!(h100.pytorch_cuda_alloc_conf, "max_split_size_mb:256");
     assert_eq!(h100.memory_fraction_percent, 95);
-    assert_eq!(plan(&j, "t4-x1").unwrap().pytorch_cuda_alloc_conf, "max_split_size_mb:64");
-    let off = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, overrides: {flashAttention: false}}");
+    assert_eq!(
+        plan(&j, "t4-x1").unwrap().pytorch_cuda_alloc_conf,
+        "max_split_size_mb:64"
+    );
+    let off = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, overrides: {flashAttention: false}}",
+    );
     assert!(!plan(&off, "h100-80gb-x8").unwrap().flash_attention);
 }
 
@@ -102,28 +147,48 @@ fn image_tiles_only_for_vision_models_and_by_vram() {
     let j = job(LLAMA_VISION);
     assert_eq!(plan(&j, "a10g-x1").unwrap().max_tiles, Some(18));
     assert_eq!(plan(&j, "h100-80gb-x8").unwrap().max_tiles, Some(32));
-    let pinned = job("{model: {preset: internvl3-8b}, runtime: transformers, image: x, overrides: {maxTiles: 6}}");
+    let pinned = job(
+        "{model: {preset: internvl3-8b}, runtime: transformers, image: x, overrides: {maxTiles: 6}}",
+    );
     assert_eq!(plan(&pinned, "h100-80gb-x8").unwrap().max_tiles, Some(6));
 }
 
 #[test]
 fn llamacpp_offloads_everything_that_fits_and_steps_kv_down_first() {
-    let j = job("{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}");
+    let j = job(
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+    );
     let h100 = plan(&j, "h100-80gb-x8").unwrap();
     let l = h100.llama_cpp.unwrap();
-    assert_eq!((l.gpu_layers, l.total_layers, l.kv_cache_type, h100.gpu_count), (80, 80, KvCacheType::F16, 1));
+    assert_eq!(
+        (
+            l.gpu_layers,
+            l.total_layers,
+            l.kv_cache_type,
+            h100.gpu_count
+        ),
+        (80, 80, KvCacheType::F16, 1)
+    );
     // One L40S: not all 80 layers fit, even with q4_0: partial offload with the smallest KV.
     let l40s = plan(&j, "l40s-x1").unwrap();
     let l = l40s.llama_cpp.unwrap();
     assert_eq!(l.kv_cache_type, KvCacheType::Q4_0);
     assert!(l.gpu_layers < 80 && l.gpu_layers > 40, "{l:?}");
-    assert!(l40s.reasons.iter().any(|r| r.starts_with("partial offload")), "{:?}", l40s.reasons);
+    assert!(
+        l40s.reasons
+            .iter()
+            .any(|r| r.starts_with("partial offload")),
+        "{:?}",
+        l40s.reasons
+    );
     assert!(l40s.memory.needed_per_gpu_mib <= l40s.memory.usable_per_gpu_mib);
 }
 
 #[test]
 fn llamacpp_without_flash_attention_keeps_the_kv_cache_f16() {
-    let j = job("{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}");
+    let j = job(
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+    );
     let v100 = plan(&j, "v100-16gb-x4").unwrap();
     assert_eq!(v100.llama_cpp.unwrap().kv_cache_type, KvCacheType::F16);
     assert!(!v100.flash_attention);
@@ -131,20 +196,37 @@ fn llamacpp_without_flash_attention_keeps_the_kv_cache_f16() {
 
 #[test]
 fn pinned_llamacpp_layers_are_respected_with_a_warning() {
-    let j = job("{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, llamaCpp: {gpuLayers: 80}}");
+    let j = job(
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, llamaCpp: {gpuLayers: 80}}",
+    );
     let p = plan(&j, "a10g-x1").unwrap();
     assert_eq!(p.llama_cpp.unwrap().gpu_layers, 80);
-    assert!(p.warnings.iter().any(|w| w.contains("gpuLayers 80 is pinned")), "{:?}", p.warnings);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("gpuLayers 80 is pinned")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]
 fn class_selection_and_admin_switches_are_obeyed() {
-    let j = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, nodeClasses: {allowed: [a10g-x1]}}");
+    let j = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, nodeClasses: {allowed: [a10g-x1]}}",
+    );
     assert!(plan(&j, "a10g-x1").is_ok());
-    assert_eq!(plan(&j, "h100-80gb-x8").unwrap_err(), "not in the job's nodeClasses.allowed");
+    assert_eq!(
+        plan(&j, "h100-80gb-x8").unwrap_err(),
+        "not in the job's nodeClasses.allowed"
+    );
     let mut closed = class("a10g-x1");
     closed.allow_jobs = false;
-    assert!(plan_for_class(&j, &closed, &Fallback::default()).unwrap_err().contains("allowJobs: false"));
+    assert!(
+        plan_for_class(&j, &closed, &Fallback::default())
+            .unwrap_err()
+            .contains("allowJobs: false")
+    );
 }
 
 #[test]
@@ -155,18 +237,32 @@ fn ranking_quality_takes_the_best_plan_and_economy_the_cheapest() {
         .map(|c| plan(&quality, c).unwrap())
         .collect();
     // h100 wins on image tiles (32 vs 18); full precision beats int8.
-    assert_eq!(ranking::best(Preference::Quality, &plans).unwrap().node_class, "h100-80gb-x8");
-    assert_eq!(ranking::best(Preference::Economy, &plans).unwrap().node_class, "a10g-x1");
+    assert_eq!(
+        ranking::best(Preference::Quality, &plans)
+            .unwrap()
+            .node_class,
+        "h100-80gb-x8"
+    );
+    assert_eq!(
+        ranking::best(Preference::Economy, &plans)
+            .unwrap()
+            .node_class,
+        "a10g-x1"
+    );
 }
 
 #[test]
 fn the_oom_ladder_steps_tiles_then_gpus_then_flash_attention_then_quantization() {
-    let j = job("{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x, gpus: {max: 2}}");
+    let j = job(
+        "{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x, gpus: {max: 2}}",
+    );
     let class = class("a10g-x4");
     let mut fb = Fallback::default();
     let mut steps = Vec::new();
     let mut plans = vec![plan_for_class(&j, &class, &fb).unwrap()];
-    while let Some((next, step)) = fallback::next_step(&j, plans.last().unwrap(), &fb, class.gpus_per_node) {
+    while let Some((next, step)) =
+        fallback::next_step(&j, plans.last().unwrap(), &fb, class.gpus_per_node)
+    {
         fb = next;
         steps.push(step);
         plans.push(plan_for_class(&j, &class, &fb).unwrap());
@@ -182,7 +278,10 @@ fn the_oom_ladder_steps_tiles_then_gpus_then_flash_attention_then_quantization()
         ]
     );
     let last = plans.last().unwrap();
-    assert_eq!((last.quantization, last.max_tiles, last.flash_attention), (Quantization::Nf4, Some(14), false));
+    assert_eq!(
+        (last.quantization, last.max_tiles, last.flash_attention),
+        (Quantization::Nf4, Some(14), false)
+    );
 }
 
 #[test]
@@ -194,7 +293,10 @@ fn the_oom_ladder_adds_a_gpu_first_for_quality_when_there_is_room() {
     let (fb, step) = fallback::next_step(&j, &first, &Fallback::default(), 4).unwrap();
     assert_eq!(step, "one more GPU: 1 → 2");
     let second = plan_for_class(&j, &class, &fb).unwrap();
-    assert_eq!((second.gpu_count, second.quantization), (2, Quantization::None));
+    assert_eq!(
+        (second.gpu_count, second.quantization),
+        (2, Quantization::None)
+    );
 }
 
 #[test]
@@ -215,32 +317,70 @@ fn env_contract_carries_the_teams_names() {
 
 #[test]
 fn runtime_flags_for_vllm_and_llamacpp() {
-    let v = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, contextLength: 8192}");
+    let v = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, contextLength: 8192}",
+    );
     let p = plan(&v, "h100-80gb-x8").unwrap();
     assert_eq!(
         workload::runtime_args(&v, &p),
-        ["--dtype", "bfloat16", "--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.95", "--max-model-len", "8192"]
+        [
+            "--dtype",
+            "bfloat16",
+            "--tensor-parallel-size",
+            "1",
+            "--gpu-memory-utilization",
+            "0.95",
+            "--max-model-len",
+            "8192"
+        ]
     );
-    let l = job("{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 8192}");
+    let l = job(
+        "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 8192}",
+    );
     let p = plan(&l, "a10g-x1").unwrap();
     assert_eq!(
         workload::runtime_args(&l, &p),
-        ["--n-gpu-layers", "32", "--ctx-size", "8192", "--parallel", "1", "--cache-type-k", "f16", "--cache-type-v", "f16", "--flash-attn", "on"]
+        [
+            "--n-gpu-layers",
+            "32",
+            "--ctx-size",
+            "8192",
+            "--parallel",
+            "1",
+            "--cache-type-k",
+            "f16",
+            "--cache-type-v",
+            "f16",
+            "--flash-attn",
+            "on"
+        ]
     );
 }
 
 #[test]
 fn context_is_capped_at_the_model_limit_with_a_reason() {
-    let j = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, contextLength: 100000}");
+    let j = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, contextLength: 100000}",
+    );
     assert_eq!(j.context_length, 32768);
     let p = plan(&j, "h100-80gb-x8").unwrap();
-    assert!(p.reasons[0].contains("capped at the model's limit"), "{:?}", p.reasons);
+    assert!(
+        p.reasons[0].contains("capped at the model's limit"),
+        "{:?}",
+        p.reasons
+    );
 }
 
 #[test]
 fn invalid_specs_are_one_line_errors() {
-    let err = resolve_job(&common::spec("{model: {preset: nope}, runtime: transformers, image: x}")).unwrap_err();
+    let err = resolve_job(&common::spec(
+        "{model: {preset: nope}, runtime: transformers, image: x}",
+    ))
+    .unwrap_err();
     assert!(err.starts_with("unknown model preset \"nope\""), "{err}");
-    let err = resolve_job(&common::spec("{model: {preset: mistral-7b-instruct-v0.3}, runtime: llamacpp, image: x}")).unwrap_err();
+    let err = resolve_job(&common::spec(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: llamacpp, image: x}",
+    ))
+    .unwrap_err();
     assert!(err.contains("needs a GGUF model"), "{err}");
 }
