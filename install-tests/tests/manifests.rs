@@ -41,7 +41,6 @@ fn deploy_installs_everything() {
         ("ClusterRole", "vramfit-agent"),
         ("ClusterRoleBinding", "vramfit-agent"),
         ("Deployment", "vramfit-operator"),
-        ("PodDisruptionBudget", "vramfit-operator"),
         ("Service", "vramfit-operator-metrics"),
         ("DaemonSet", "vramfit-agent"),
         ("Service", "vramfit-agent-metrics"),
