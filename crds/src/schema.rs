@@ -28,7 +28,7 @@ pub fn int_or_auto(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-int-or-string": true,
         "description": "`auto` (default) or a number of layers to offload.",
         "x-kubernetes-validations": [{
-            "rule": "type(self) == int ? self >= 0 : self == 'auto'",
+            "rule": "string(self) == 'auto' || string(self).matches('^[0-9]+$')",
             "message": "gpuLayers must be `auto` or a non-negative integer"
         }]
     })

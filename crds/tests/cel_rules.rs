@@ -1,0 +1,128 @@
+//! The CRDs' CEL rules, evaluated client-side with kube's CEL engine against the generated
+//! schema: every rule compiles, every example passes, and each kind of bad manifest is
+//! rejected with the message a person will see from the API server.
+use std::path::Path;
+
+use kube::CustomResourceExt;
+use kube::core::cel::{ValidationErrors, Validator, compile_schema};
+use serde_json::{Value, json};
+use vramfit_api::{GpuNodeClass, InferenceJob};
+
+fn schema<T: CustomResourceExt>() -> Value {
+    let crd = T::crd();
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("generated CRD has a schema");
+    serde_json::to_value(schema).expect("schema serializes")
+}
+
+fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Result<(), ValidationErrors> {
+    Validator::new().validate(schema, object, old)
+}
+
+fn job(spec: Value) -> Value {
+    json!({"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "metadata": {"name": "j"}, "spec": spec})
+}
+
+fn rejection(object: &Value) -> String {
+    match validate(&schema::<InferenceJob>(), object, None) {
+        Ok(()) => panic!("expected a CEL rejection for {object}"),
+        Err(errors) => errors.to_string(),
+    }
+}
+
+fn compile_errors(schema: &Value) -> Vec<String> {
+    fn walk(node: &kube::core::cel::CompiledSchema, out: &mut Vec<String>) {
+        out.extend(node.compilation_errors().iter().map(|e| e.to_string()));
+        node.properties.values().for_each(|child| walk(child, out));
+        if let Some(items) = &node.items {
+            walk(items, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&compile_schema(schema), &mut out);
+    out
+}
+
+#[test]
+fn every_rule_compiles() {
+    assert_eq!(
+        compile_errors(&schema::<InferenceJob>()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        compile_errors(&schema::<GpuNodeClass>()),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn every_example_passes_the_rules() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let schema = schema::<InferenceJob>();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        if let Err(errors) = validate(&schema, &object, None) {
+            panic!("{}: {errors}", path.display());
+        }
+    }
+}
+
+#[test]
+fn gpu_bounds_must_be_ordered() {
+    let bad = job(
+        json!({"model": {"preset": "internvl3-8b"}, "runtime": "vllm", "image": "x", "gpus": {"min": 4, "max": 2}}),
+    );
+    assert!(rejection(&bad).contains("gpus.min must not exceed gpus.max"));
+}
+
+#[test]
+fn llamacpp_needs_a_gguf_model() {
+    let bad = job(
+        json!({"model": {"parameters": 7000000000u64, "layers": 32, "hiddenSize": 4096, "attentionHeads": 32}, "runtime": "llamacpp", "image": "x"}),
+    );
+    assert!(rejection(&bad).contains("a llamacpp job needs a GGUF model"));
+}
+
+#[test]
+fn a_model_needs_a_preset_or_its_numbers() {
+    let bad = job(json!({"model": {"parameters": 7000000000u64}, "runtime": "vllm", "image": "x"}));
+    assert!(
+        rejection(&bad)
+            .contains("model needs a preset, or parameters, layers, hiddenSize and attentionHeads")
+    );
+}
+
+#[test]
+fn gpu_layers_is_auto_or_a_count() {
+    let with_layers = |layers: Value| {
+        job(
+            json!({"model": {"preset": "mistral-7b-instruct-v0.3-q4_k_m"}, "runtime": "llamacpp", "image": "x", "llamaCpp": {"gpuLayers": layers}}),
+        )
+    };
+    assert!(validate(&schema::<InferenceJob>(), &with_layers(json!("auto")), None).is_ok());
+    assert!(validate(&schema::<InferenceJob>(), &with_layers(json!(33)), None).is_ok());
+    assert!(
+        rejection(&with_layers(json!("many")))
+            .contains("gpuLayers must be `auto` or a non-negative integer")
+    );
+}
+
+#[test]
+fn node_class_capability_must_be_major_dot_minor() {
+    let class = |cc: &str| {
+        json!({"apiVersion": "vramfit.io/v1alpha1", "kind": "GpuNodeClass", "metadata": {"name": "c"},
+               "spec": {"gpu": {"product": "NVIDIA A10G", "count": 1, "memoryMib": 23028, "computeCapability": cc}}})
+    };
+    assert!(validate(&schema::<GpuNodeClass>(), &class("8.6"), None).is_ok());
+    let err = validate(&schema::<GpuNodeClass>(), &class("ampere"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("computeCapability must look like 8.6"),
+        "{err}"
+    );
+}
