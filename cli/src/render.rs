@@ -348,16 +348,17 @@ pub fn presets_command() -> String {
     for p in model_catalog::PRESETS {
         rows.push(vec![
             p.key.into(),
-            p.model.into(),
-            format!("{:.2}B", p.parameters as f64 / 1e9),
-            p.layers.to_string(),
-            p.hidden_size.to_string(),
-            p.attention_heads.to_string(),
-            p.kv_heads.to_string(),
-            p.context_limit.to_string(),
-            p.gguf_file_bytes
+            p.shape.name.into(),
+            format!("{:.2}B", p.shape.parameters as f64 / 1e9),
+            p.shape.layers.to_string(),
+            p.shape.hidden_size.to_string(),
+            p.shape.attention_heads.to_string(),
+            p.shape.kv_heads.to_string(),
+            p.shape.context_limit.to_string(),
+            p.shape
+                .gguf_file_bytes
                 .map_or("-".into(), |b| format!("{:.2} GB", b as f64 / 1e9)),
-            p.vision.to_string(),
+            p.shape.vision.to_string(),
         ]);
     }
     let mut out = columns(&rows);

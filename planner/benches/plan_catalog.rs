@@ -9,7 +9,7 @@ fn jobs() -> Vec<vramfit_planner::JobInput> {
     PRESETS
         .iter()
         .map(|p| {
-            let runtime = if p.gguf_file_bytes.is_some() {
+            let runtime = if p.shape.gguf_file_bytes.is_some() {
                 Runtime::Llamacpp
             } else {
                 Runtime::Vllm

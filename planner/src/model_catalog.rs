@@ -2,11 +2,12 @@
 //! resolution of a job's `model` into the numbers the estimator needs.
 use vramfit_api::ModelSpec;
 
-/// The numbers the memory estimator needs about a model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelShape {
+/// The numbers the memory estimator needs about a model. Presets hold `&'static str` names;
+/// resolved jobs own theirs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shape<Name> {
     /// Identifier passed to the runtime (`VRAMFIT_MODEL`).
-    pub name: String,
+    pub name: Name,
     /// Parameter count.
     pub parameters: u64,
     /// Layers (decoder layers: KV cache, llama.cpp offload).
@@ -27,31 +28,16 @@ pub struct ModelShape {
     pub vision: bool,
 }
 
+/// A resolved job's model.
+pub type ModelShape = Shape<String>;
+
 /// A catalog entry.
 #[derive(Clone, Copy, Debug)]
 pub struct Preset {
     /// Preset key used in manifests.
     pub key: &'static str,
-    /// Runtime model identifier.
-    pub model: &'static str,
-    /// Parameter count.
-    pub parameters: u64,
-    /// Decoder layers.
-    pub layers: u32,
-    /// Hidden size.
-    pub hidden_size: u32,
-    /// Attention heads.
-    pub attention_heads: u32,
-    /// KV heads.
-    pub kv_heads: u32,
-    /// Head dimension.
-    pub head_dim: u32,
-    /// Context limit.
-    pub context_limit: u32,
-    /// GGUF file size in bytes.
-    pub gguf_file_bytes: Option<u64>,
-    /// Vision-language model.
-    pub vision: bool,
+    /// The model's numbers; `name` is the runtime's model identifier.
+    pub shape: Shape<&'static str>,
     /// Where the numbers come from.
     pub source: &'static str,
 }
@@ -60,114 +46,130 @@ pub struct Preset {
 pub const PRESETS: &[Preset] = &[
     Preset {
         key: "internvl3-8b",
-        model: "OpenGVLab/InternVL3-8B",
-        parameters: 7_940_000_000,
-        layers: 28,
-        hidden_size: 3584,
-        attention_heads: 28,
-        kv_heads: 4,
-        head_dim: 128,
-        context_limit: 32_768,
-        gguf_file_bytes: None,
-        vision: true,
+        shape: Shape {
+            name: "OpenGVLab/InternVL3-8B",
+            parameters: 7_940_000_000,
+            layers: 28,
+            hidden_size: 3584,
+            attention_heads: 28,
+            kv_heads: 4,
+            head_dim: 128,
+            context_limit: 32_768,
+            gguf_file_bytes: None,
+            vision: true,
+        },
         source: "OpenGVLab/InternVL3-8B config.json (llm_config: Qwen2.5-7B, 28 layers, 28 heads, 4 KV heads, max_position_embeddings 32768); model card: 7.9B parameters with InternViT-300M",
     },
     Preset {
         key: "llama-3.2-11b-vision-instruct",
-        model: "meta-llama/Llama-3.2-11B-Vision-Instruct",
-        parameters: 10_670_220_835,
-        layers: 40,
-        hidden_size: 4096,
-        attention_heads: 32,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 131_072,
-        gguf_file_bytes: None,
-        vision: true,
+        shape: Shape {
+            name: "meta-llama/Llama-3.2-11B-Vision-Instruct",
+            parameters: 10_670_220_835,
+            layers: 40,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 131_072,
+            gguf_file_bytes: None,
+            vision: true,
+        },
         source: "meta-llama/Llama-3.2-11B-Vision-Instruct config.json (text_config: 40 layers incl. 8 cross-attention, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072); safetensors: 10.67B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3",
-        model: "mistralai/Mistral-7B-Instruct-v0.3",
-        parameters: 7_248_023_552,
-        layers: 32,
-        hidden_size: 4096,
-        attention_heads: 32,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 32_768,
-        gguf_file_bytes: None,
-        vision: false,
+        shape: Shape {
+            name: "mistralai/Mistral-7B-Instruct-v0.3",
+            parameters: 7_248_023_552,
+            layers: 32,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 32_768,
+            gguf_file_bytes: None,
+            vision: false,
+        },
         source: "mistralai/Mistral-7B-Instruct-v0.3 config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 32768); safetensors: 7.25B parameters",
     },
     Preset {
         key: "llama-3.1-8b-instruct",
-        model: "meta-llama/Llama-3.1-8B-Instruct",
-        parameters: 8_030_261_248,
-        layers: 32,
-        hidden_size: 4096,
-        attention_heads: 32,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 131_072,
-        gguf_file_bytes: None,
-        vision: false,
+        shape: Shape {
+            name: "meta-llama/Llama-3.1-8B-Instruct",
+            parameters: 8_030_261_248,
+            layers: 32,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 131_072,
+            gguf_file_bytes: None,
+            vision: false,
+        },
         source: "meta-llama/Llama-3.1-8B-Instruct config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072); safetensors: 8.03B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q4_k_m",
-        model: "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
-        parameters: 7_248_023_552,
-        layers: 32,
-        hidden_size: 4096,
-        attention_heads: 32,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 32_768,
-        gguf_file_bytes: Some(4_372_812_000),
-        vision: false,
+        shape: Shape {
+            name: "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
+            parameters: 7_248_023_552,
+            layers: 32,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 32_768,
+            gguf_file_bytes: Some(4_372_812_000),
+            vision: false,
+        },
         source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 32768); file 4.37 GB",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q8_0",
-        model: "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
-        parameters: 7_248_023_552,
-        layers: 32,
-        hidden_size: 4096,
-        attention_heads: 32,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 32_768,
-        gguf_file_bytes: Some(7_702_565_000),
-        vision: false,
+        shape: Shape {
+            name: "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
+            parameters: 7_248_023_552,
+            layers: 32,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 32_768,
+            gguf_file_bytes: Some(7_702_565_000),
+            vision: false,
+        },
         source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q8_0.gguf (llama.block_count 32, head_count_kv 8); file 7.70 GB",
     },
     Preset {
         key: "llama-3.1-8b-instruct-q4_k_m",
-        model: "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
-        parameters: 8_030_261_248,
-        layers: 32,
-        hidden_size: 4096,
-        attention_heads: 32,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 131_072,
-        gguf_file_bytes: Some(4_920_734_000),
-        vision: false,
+        shape: Shape {
+            name: "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            parameters: 8_030_261_248,
+            layers: 32,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 131_072,
+            gguf_file_bytes: Some(4_920_734_000),
+            vision: false,
+        },
         source: "GGUF metadata of Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 131072); file 4.92 GB",
     },
     Preset {
         key: "llama-3.1-70b-instruct-q4_k_m",
-        model: "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
-        parameters: 70_553_706_496,
-        layers: 80,
-        hidden_size: 8192,
-        attention_heads: 64,
-        kv_heads: 8,
-        head_dim: 128,
-        context_limit: 131_072,
-        gguf_file_bytes: Some(42_520_393_000),
-        vision: false,
+        shape: Shape {
+            name: "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+            parameters: 70_553_706_496,
+            layers: 80,
+            hidden_size: 8192,
+            attention_heads: 64,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 131_072,
+            gguf_file_bytes: Some(42_520_393_000),
+            vision: false,
+        },
         source: "GGUF metadata of Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf (llama.block_count 80, embedding_length 8192, head_count 64, head_count_kv 8); file 42.5 GB",
     },
 ];
@@ -203,19 +205,19 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         |field: &str| ModelError(format!("model.{field} is required when no preset is given"));
     let parameters = spec
         .parameters
-        .or(base.map(|p| p.parameters))
+        .or(base.map(|p| p.shape.parameters))
         .ok_or_else(|| missing("parameters"))?;
     let layers = spec
         .layers
-        .or(base.map(|p| p.layers))
+        .or(base.map(|p| p.shape.layers))
         .ok_or_else(|| missing("layers"))?;
     let hidden_size = spec
         .hidden_size
-        .or(base.map(|p| p.hidden_size))
+        .or(base.map(|p| p.shape.hidden_size))
         .ok_or_else(|| missing("hiddenSize"))?;
     let attention_heads = spec
         .attention_heads
-        .or(base.map(|p| p.attention_heads))
+        .or(base.map(|p| p.shape.attention_heads))
         .ok_or_else(|| missing("attentionHeads"))?;
     if parameters == 0 || layers == 0 || hidden_size == 0 || attention_heads == 0 {
         return Err(ModelError(
@@ -224,12 +226,12 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     }
     let head_dim = spec
         .head_dim
-        .or(base.map(|p| p.head_dim))
+        .or(base.map(|p| p.shape.head_dim))
         .unwrap_or((hidden_size / attention_heads).max(1));
     // Unknown KV heads: assume full multi-head attention, which never under-estimates.
     let kv_heads = spec
         .kv_heads
-        .or(base.map(|p| p.kv_heads))
+        .or(base.map(|p| p.shape.kv_heads))
         .unwrap_or(attention_heads);
     if kv_heads > attention_heads {
         return Err(ModelError(format!(
@@ -239,7 +241,7 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     let name = spec
         .name
         .clone()
-        .or(base.map(|p| p.model.to_string()))
+        .or(base.map(|p| p.shape.name.to_string()))
         .unwrap_or_else(|| "custom-model".to_string());
     Ok(ModelShape {
         name,
@@ -251,12 +253,15 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         head_dim,
         context_limit: spec
             .context_limit
-            .or(base.map(|p| p.context_limit))
+            .or(base.map(|p| p.shape.context_limit))
             .unwrap_or(u32::MAX),
         gguf_file_bytes: spec
             .gguf_file_bytes
-            .or(base.and_then(|p| p.gguf_file_bytes)),
-        vision: spec.vision.or(base.map(|p| p.vision)).unwrap_or(false),
+            .or(base.and_then(|p| p.shape.gguf_file_bytes)),
+        vision: spec
+            .vision
+            .or(base.map(|p| p.shape.vision))
+            .unwrap_or(false),
     })
 }
 
@@ -319,8 +324,13 @@ mod tests {
     #[test]
     fn every_preset_is_consistent() {
         for p in PRESETS {
-            assert!(p.kv_heads <= p.attention_heads, "{}", p.key);
-            assert_eq!(p.hidden_size, p.attention_heads * p.head_dim, "{}", p.key);
+            assert!(p.shape.kv_heads <= p.shape.attention_heads, "{}", p.key);
+            assert_eq!(
+                p.shape.hidden_size,
+                p.shape.attention_heads * p.shape.head_dim,
+                "{}",
+                p.key
+            );
             assert!(!p.source.is_empty(), "{}", p.key);
             assert_eq!(preset(p.key).map(|q| q.key), Some(p.key));
         }
