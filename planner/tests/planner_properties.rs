@@ -182,3 +182,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Every step down after an out-of-memory failure asks for no more memory per GPU than
+    /// the plan that failed, and the ladder ends.
+    #[test]
+    fn out_of_memory_steps_never_need_more_memory_per_gpu(spec in spec(), class in class()) {
+        let job = input(&spec);
+        let mut fallback = Fallback::default();
+        let Ok(mut plan) = plan_for_class(&job, &class, &fallback) else { return Ok(()) };
+        for _ in 0..20 {
+            let Some((next, step)) = vramfit_planner::fallback::next_step(&job, &plan, &fallback, class.gpus_per_node) else {
+                return Ok(());
+            };
+            fallback = next;
+            let Ok(next_plan) = plan_for_class(&job, &class, &fallback) else { return Ok(()) };
+            if job.runtime != Runtime::Llamacpp {
+                prop_assert!(
+                    next_plan.memory.needed_per_gpu_mib <= plan.memory.needed_per_gpu_mib,
+                    "{step}: {} MiB after {} MiB", next_plan.memory.needed_per_gpu_mib, plan.memory.needed_per_gpu_mib
+                );
+            }
+            prop_assert!(next_plan.gpu_count >= plan.gpu_count, "{step}: fewer GPUs");
+            prop_assert!(next_plan.quantization >= plan.quantization, "{step}: less quantization");
+            plan = next_plan;
+        }
+        prop_assert!(false, "the ladder did not end within 20 steps");
+    }
+}
