@@ -378,7 +378,7 @@ pub struct PodTemplate {
     JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
 )]
 pub enum Phase {
-    /// Not planned yet.
+    /// Not planned yet, or the spec is invalid (see the InvalidSpec condition).
     Pending,
     /// No node class can run the job now; see the Scheduled condition.
     Unschedulable,
@@ -388,8 +388,8 @@ pub enum Phase {
     Running,
     /// The pod finished successfully.
     Succeeded,
-    /// The job failed for good (attempts exhausted, a failure vramfit cannot step down from,
-    /// or an invalid spec).
+    /// The job failed for good (attempts exhausted, no step left to take down, or a failure
+    /// that is not out of memory).
     Failed,
 }
 
@@ -514,7 +514,8 @@ pub struct Attempt {
     /// Why this attempt differs from the previous one (the step taken down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// How it ended: Succeeded, OutOfMemory, Failed; unset while it runs.
+    /// How it ended: Succeeded, OutOfMemory, Failed, or Replaced (deleted for a new pod after
+    /// a spec change); unset while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
     /// The failure message (termination message or reason), trimmed.

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, Subject};
 use vramfit_install_tests::{AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, deploy_objects};
+use vramfit_operator::permissions;
 
 /// Where a permission holds: the whole cluster, or one namespace.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -14,33 +15,6 @@ enum Scope {
 
 /// (scope, API group, resource, verb): one permission.
 type Grant = (Scope, String, String, String);
-
-/// The verbs the operator code uses, cluster-wide: (API group, resource, verbs).
-/// Change this list together with the operator's code and templates/operator-rbac.yaml.
-const OPERATOR_CLUSTER_VERBS: &[(&str, &str, &[&str])] = &[
-    ("vramfit.io", "inferencejobs", &["get", "list", "watch"]),
-    ("vramfit.io", "inferencejobs/status", &["get", "patch"]),
-    ("vramfit.io", "gpunodeclasses", &["get", "list", "watch"]),
-    (
-        "",
-        "pods",
-        &["get", "list", "watch", "create", "patch", "delete"],
-    ),
-    ("", "nodes", &["get", "list", "watch"]),
-    ("events.k8s.io", "events", &["create", "patch"]),
-    (
-        "apiextensions.k8s.io",
-        "customresourcedefinitions",
-        &["get", "list", "watch"],
-    ),
-];
-
-/// The verbs the operator code uses in its own (the release) namespace: leader election.
-const OPERATOR_NAMESPACE_VERBS: &[(&str, &str, &[&str])] = &[(
-    "coordination.k8s.io",
-    "leases",
-    &["get", "list", "watch", "create", "update", "patch"],
-)];
 
 /// The verbs the agent code uses: read its Node, server-side apply its vramfit.io/ labels.
 const AGENT_CLUSTER_VERBS: &[(&str, &str, &[&str])] = &[("", "nodes", &["get", "patch"])];
@@ -158,12 +132,26 @@ fn assert_same(account: &str, actual: &BTreeSet<Grant>, expected: &BTreeSet<Gran
     );
 }
 
+/// The operator's permissions as its code declares them (`vramfit_operator::permissions`).
+fn operator_permissions(
+    scope: permissions::Scope,
+) -> Vec<(&'static str, &'static str, &'static [&'static str])> {
+    permissions::PERMISSIONS
+        .iter()
+        .filter(|p| p.scope == scope)
+        .map(|p| (p.api_group, p.resource, p.verbs))
+        .collect()
+}
+
 #[test]
 fn operator_gets_exactly_the_verbs_its_code_uses() {
     assert_same(
         OPERATOR_NAME,
         &granted_to(OPERATOR_NAME),
-        &expected(OPERATOR_CLUSTER_VERBS, OPERATOR_NAMESPACE_VERBS),
+        &expected(
+            &operator_permissions(permissions::Scope::Cluster),
+            &operator_permissions(permissions::Scope::LeaseNamespace),
+        ),
     );
 }
 

@@ -1,1 +1,32 @@
-fn main() {}
+//! `vramfit-operator`: see the crate documentation and `operator/README.md`.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use vramfit_operator::{app, cli::Args, telemetry};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(error) = telemetry::init(args.log_format) {
+        eprintln!("error: cannot set up logging: {error}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(app::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "vramfit-operator stopped");
+            ExitCode::FAILURE
+        }
+    }
+}

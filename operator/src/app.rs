@@ -1,0 +1,166 @@
+//! The operator process: metrics server, wait for the CRDs, leader election, controller,
+//! graceful shutdown on SIGTERM/SIGINT.
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use kube::runtime::wait::Condition;
+use kube::runtime::wait::conditions::is_crd_established;
+use kube::{Client, CustomResourceExt};
+use tokio::sync::watch;
+use tracing::{info, warn};
+use vramfit_api::{GpuNodeClass, InferenceJob};
+
+use crate::cli::Args;
+use crate::controller::{self, ControllerConfig};
+use crate::error::Error;
+use crate::http::{self, Health};
+use crate::leader::{self, LeaseConfig};
+use crate::metrics::Metrics;
+
+/// Runs the operator until SIGTERM/SIGINT (`Ok`) or a fatal error (a lost lease included).
+pub async fn run(args: Args) -> Result<(), Error> {
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        info!("shutdown requested; finishing in-flight reconciles");
+        let _ = stop_tx.send(true);
+    });
+
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::new(args.leader_election));
+    // The server outlives the controller: it stops once everything else has (a lost lease
+    // included, which no signal announces).
+    let (server_stop_tx, server_stop) = watch::channel(false);
+    let router = http::router(metrics.clone(), health.clone());
+    let server = tokio::spawn(http::bind(args.metrics_addr, router, server_stop).await?);
+    info!(addr = %args.metrics_addr, "serving /metrics, /healthz and /readyz");
+
+    let result = match Client::try_default().await {
+        Ok(client) => lead(client, &args, metrics, health, stop).await,
+        Err(source) => Err(Error::Kube {
+            context: "connecting to the API server",
+            source,
+        }),
+    };
+    let _ = server_stop_tx.send(true);
+    let _ = server.await;
+    result
+}
+
+async fn lead(
+    client: Client,
+    args: &Args,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    if !wait_for_crds(&client, &mut stop).await {
+        return Ok(());
+    }
+    let config = ControllerConfig {
+        concurrency: args.concurrency,
+        instance: Some(leader::identity()),
+        ..ControllerConfig::default()
+    };
+    if !args.leader_election {
+        controller::run(client, metrics, health, config, stop).await;
+        return Ok(());
+    }
+
+    let lease = LeaseConfig {
+        name: args.lease_name.clone(),
+        namespace: Some(args.lease_namespace.trim())
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or("default")
+            .to_string(),
+        identity: leader::identity(),
+    };
+    let Some(mut leadership) = leader::acquire(client.clone(), &lease, &mut stop).await? else {
+        return Ok(());
+    };
+    health.set_leader(true);
+    // The controller stops on a signal or when the lease is lost.
+    let (controller_stop_tx, controller_stop) = watch::channel(false);
+    let controller = tokio::spawn(controller::run(
+        client,
+        metrics,
+        health.clone(),
+        config,
+        controller_stop,
+    ));
+    let lost = tokio::select! {
+        _ = leadership.lost() => true,
+        _ = stop.wait_for(|stopped| *stopped) => false,
+    };
+    health.set_leader(false);
+    let _ = controller_stop_tx.send(true);
+    if let Err(error) = controller.await {
+        warn!(%error, "controller task failed");
+    }
+    if lost {
+        return Err(Error::Lease(format!(
+            "lost the lease {}/{}; exiting so that this replica restarts as a standby",
+            lease.namespace, lease.name
+        )));
+    }
+    leadership.release().await;
+    Ok(())
+}
+
+/// Waits until both CRDs are established, logging what is missing; `false` if stopped first.
+async fn wait_for_crds(client: &Client, stop: &mut watch::Receiver<bool>) -> bool {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let names = [InferenceJob::crd_name(), GpuNodeClass::crd_name()];
+    let mut delay = Duration::from_secs(2);
+    loop {
+        let mut missing = Vec::new();
+        for name in names {
+            match crds.get_opt(name).await {
+                Ok(crd) if is_crd_established().matches_object(crd.as_ref()) => {}
+                Ok(Some(_)) => missing.push(format!("{name} (not established yet)")),
+                Ok(None) => missing.push(format!("{name} (not installed)")),
+                Err(error) => missing.push(format!("{name} ({error})")),
+            }
+        }
+        if missing.is_empty() {
+            info!("CRDs established");
+            return true;
+        }
+        warn!(
+            missing = %missing.join(", "),
+            retry_in = ?delay,
+            "waiting for the vramfit CRDs; install them with the Helm chart or the generated YAML (crds/)"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|stopped| *stopped) => return false,
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the operator");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,74 @@
+//! Command-line flags (a contract with the Helm chart: keep names and defaults).
+use std::net::SocketAddr;
+
+use clap::{Parser, ValueEnum};
+
+/// vramfit operator: plans InferenceJobs for the GPU class they land on and runs their pods.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "vramfit-operator", version, about)]
+pub struct Args {
+    /// Address of the `/metrics`, `/healthz` and `/readyz` server.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// Run only while holding a Lease, so that several replicas can run.
+    #[arg(long)]
+    pub leader_election: bool,
+
+    /// Name of the Lease.
+    #[arg(long, default_value = "vramfit-operator")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+
+    /// Log format on stderr; the level comes from `RUST_LOG` (default `info`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Reconciles at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+}
+
+/// How logs are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn flags_and_defaults_match_the_chart() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from(["vramfit-operator"]).unwrap();
+        assert_eq!(args.metrics_addr.to_string(), "0.0.0.0:8080");
+        assert!(!args.leader_election);
+        assert_eq!(args.lease_name, "vramfit-operator");
+        assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.concurrency, 16);
+        let args = Args::try_parse_from([
+            "vramfit-operator",
+            "--metrics-addr=0.0.0.0:9090",
+            "--leader-election",
+            "--lease-name=x",
+            "--lease-namespace=vramfit-system",
+            "--log-format=json",
+            "--concurrency=4",
+        ])
+        .unwrap();
+        assert!(args.leader_election);
+        assert_eq!(args.lease_namespace, "vramfit-system");
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.concurrency, 4);
+        assert!(Args::try_parse_from(["vramfit-operator", "--concurrency=0"]).is_err());
+    }
+}

@@ -1,0 +1,421 @@
+//! The controller's wiring: reflectors for the stores reconcile reads, and the kube-runtime
+//! `Controller` on InferenceJobs.
+//!
+//! Watches, one stream per purpose:
+//!
+//! | what | selector | why |
+//! |---|---|---|
+//! | InferenceJobs | all | the controller's own objects (`DeserializeGuard`: a job that does not deserialize is reported, not fatal) |
+//! | Pods (`.owns()`) | `vramfit.io/job` | a pod's change reconciles its job (owner reference), metadata only |
+//! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase: what reconcile observes |
+//! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed` | GPUs taken per node, summed event by event (no pod kept) |
+//! | Nodes (store) | all | classes and allocatable GPUs, trimmed of images and managed fields |
+//! | GpuNodeClasses (store) | all | class overrides and definitions (`DeserializeGuard`) |
+//!
+//! Re-planning triggers come from the stores' own streams, after the store is updated: a
+//! node's labels, allocatable GPUs, taints, cordon or readiness changing, any GpuNodeClass
+//! change, or GPUs freed on a node, wake a (coalesced, 1 s) re-queue of every job. Jobs that
+//! are finished return at once; only waiting ones re-plan. (`Controller::watches` would open a
+//! second watch whose event can arrive before the store has the change, re-planning with the
+//! old labels and parking the job Unschedulable for the slow requeue.)
+//!
+//! Every watch retries with kube's default backoff; its errors are logged and it resumes.
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::{Notify, watch};
+use tracing::{debug, info, warn};
+use vramfit_api::{GpuNodeClass, InferenceJob};
+
+use crate::context::{Context, Settings, StoreWriters, Stores};
+use crate::desired_pod::{JOB_LABEL, fnv1a64};
+use crate::http::Health;
+use crate::metrics::Metrics;
+use crate::node_classes::{allocatable_gpus, is_schedulable, pod_gpu_request};
+use crate::reconcile::{error_policy, reconcile};
+
+/// Field selector of the GPU accounting pod store.
+pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Reconciles at once.
+    pub concurrency: u16,
+    /// Reporting instance of events (the pod name).
+    pub instance: Option<String>,
+    /// Tunables.
+    pub settings: Settings,
+    /// Window in which store changes are coalesced into one re-queue of every job.
+    pub wake_coalesce: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 16,
+            instance: None,
+            settings: Settings::default(),
+            wake_coalesce: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Runs the controller until `stop` turns true and in-flight reconciles finish.
+pub async fn run(
+    client: Client,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    config: ControllerConfig,
+    stop: watch::Receiver<bool>,
+) {
+    let (stores, writers) = Stores::writable();
+    let wake = Arc::new(Notify::new());
+    let reflectors = tokio::spawn(drive_reflectors(client.clone(), writers, wake.clone()));
+
+    let jobs = Api::<DeserializeGuard<InferenceJob>>::all(client.clone());
+    let controller = Controller::new(jobs, watcher::Config::default().any_semantic());
+    let job_store = controller.store();
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        stores.clone(),
+        config.settings.clone(),
+        config.instance.clone(),
+    ));
+    health.set_gauge_source(gauge_source(job_store.clone(), ctx.clone()));
+
+    // Reconciling before the stores have listed would see no nodes and park every job.
+    info!("waiting for the node, pod and GpuNodeClass caches");
+    let mut waiting = stop.clone();
+    tokio::select! {
+        synced = stores.wait_until_ready() => if synced.is_err() {
+            warn!("a store's reflector ended before it synced");
+            reflectors.abort();
+            return;
+        },
+        _ = waiting.wait_for(|stopped| *stopped) => {
+            reflectors.abort();
+            return;
+        }
+    }
+    info!("caches synced; starting the controller");
+    let synced_health = health.clone();
+    let synced_store = job_store.clone();
+    tokio::spawn(async move {
+        if synced_store.wait_until_ready().await.is_ok() {
+            synced_health.set_synced(true);
+        }
+    });
+
+    let pods = Api::<Pod>::all(client);
+    controller
+        .owns(
+            pods,
+            watcher::Config::default().labels(JOB_LABEL).any_semantic(),
+        )
+        .reconcile_all_on(wake_stream(wake, config.wake_coalesce))
+        .with_config(controller::Config::default().concurrency(config.concurrency))
+        .graceful_shutdown_on(shutdown_future(stop))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((job, _)) => debug!(job = %job, "reconciled"),
+                Err(controller::Error::ObjectNotFound(job)) => {
+                    debug!(job = %job, "job gone before its reconcile")
+                }
+                Err(controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
+                Err(error) => warn!(%error, "controller"),
+            }
+        })
+        .await;
+    health.set_synced(false);
+    reflectors.abort();
+    info!("controller stopped");
+}
+
+/// A `Send + Sync` future that resolves once `stop` turns true (what
+/// `graceful_shutdown_on` takes).
+fn shutdown_future(
+    mut stop: watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send + Sync + 'static {
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+        let _ = tx.send(());
+    });
+    rx.map(|_| ())
+}
+
+/// The function `/metrics` calls to refresh the job and inventory gauges.
+fn gauge_source(
+    job_store: Store<DeserializeGuard<InferenceJob>>,
+    ctx: Arc<Context>,
+) -> Box<dyn Fn() + Send + Sync> {
+    Box::new(move || {
+        let jobs = job_store.state();
+        ctx.metrics
+            .observe_jobs(jobs.iter().map(|job| match &job.0 {
+                Ok(job) => {
+                    let status = job.status.as_ref();
+                    (
+                        status
+                            .and_then(|s| s.phase)
+                            .unwrap_or(vramfit_api::Phase::Pending),
+                        status.and_then(|s| s.node_class.as_deref()),
+                    )
+                }
+                Err(_) => (vramfit_api::Phase::Pending, None),
+            }));
+        ctx.metrics
+            .observe_inventory(ctx.inventory().gpu_inventory());
+    })
+}
+
+/// A stream that yields once per burst of wake-ups, `coalesce` after its first.
+pub fn wake_stream(
+    wake: Arc<Notify>,
+    coalesce: Duration,
+) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(wake, move |wake| async move {
+        wake.notified().await;
+        tokio::time::sleep(coalesce).await;
+        Some(((), wake))
+    })
+}
+
+/// Runs the four reflectors that fill the stores; returns only if all of them end.
+pub async fn drive_reflectors(client: Client, writers: StoreWriters, wake: Arc<Notify>) {
+    let StoreWriters {
+        nodes,
+        job_pods,
+        gpu_usage,
+        node_classes,
+        inventory_version,
+    } = writers;
+
+    let node_wake = wake.clone();
+    let node_version = inventory_version.clone();
+    let mut fingerprints: HashMap<String, u64> = HashMap::new();
+    let nodes = watcher(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .modify(trim_node)
+    .reflect(nodes)
+    .for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Apply(node)) => {
+                let fingerprint = node_fingerprint(&node);
+                if fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint) {
+                    node_version.fetch_add(1, Ordering::AcqRel);
+                    node_wake.notify_one();
+                }
+            }
+            Ok(watcher::Event::InitApply(node)) => {
+                fingerprints.insert(node.name_any(), node_fingerprint(&node));
+            }
+            Ok(watcher::Event::Delete(node)) => {
+                fingerprints.remove(&node.name_any());
+                node_version.fetch_add(1, Ordering::AcqRel);
+            }
+            Ok(watcher::Event::InitDone) => {
+                node_version.fetch_add(1, Ordering::AcqRel);
+                node_wake.notify_one();
+            }
+            Ok(watcher::Event::Init) => {}
+            Err(error) => warn!(%error, "node watch failed; retrying"),
+        }
+        futures::future::ready(())
+    });
+
+    let class_wake = wake.clone();
+    let class_version = inventory_version;
+    let classes = watcher(
+        Api::<DeserializeGuard<GpuNodeClass>>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .reflect(node_classes)
+    .for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+            Ok(watcher::Event::Apply(class)) => {
+                if let Err(invalid) = &class.0 {
+                    warn!(class = %class.name_any(), error = %invalid.error, "GpuNodeClass cannot be read; ignored");
+                }
+                class_version.fetch_add(1, Ordering::AcqRel);
+                class_wake.notify_one();
+            }
+            Ok(_) => {
+                class_version.fetch_add(1, Ordering::AcqRel);
+                class_wake.notify_one();
+            }
+            Err(error) => warn!(%error, "GpuNodeClass watch failed; retrying"),
+        }
+        futures::future::ready(())
+    });
+
+    let pod_wake = wake;
+    let gpu_pods = watcher(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default()
+            .fields(NON_TERMINAL_PODS)
+            .any_semantic(),
+    )
+    .default_backoff()
+    .for_each(move |event| {
+        match event {
+            Ok(event) => {
+                // GPUs freed on a node: waiting jobs may fit now.
+                let freed = match &event {
+                    watcher::Event::Delete(pod) => {
+                        pod.spec
+                            .as_ref()
+                            .and_then(|s| s.node_name.as_ref())
+                            .is_some()
+                            && pod_gpu_request(pod) > 0
+                    }
+                    watcher::Event::InitDone => true,
+                    _ => false,
+                };
+                gpu_usage
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .apply_event(&event);
+                if freed {
+                    pod_wake.notify_one();
+                }
+            }
+            Err(error) => warn!(%error, "pod watch (GPU accounting) failed; retrying"),
+        }
+        futures::future::ready(())
+    });
+
+    let job_pods = watcher(
+        Api::<Pod>::all(client),
+        watcher::Config::default().labels(JOB_LABEL).any_semantic(),
+    )
+    .default_backoff()
+    .modify(trim_job_pod)
+    .reflect(job_pods)
+    .for_each(|event| {
+        if let Err(error) = event {
+            warn!(%error, "pod watch (job pods) failed; retrying");
+        }
+        futures::future::ready(())
+    });
+
+    futures::join!(nodes, classes, gpu_pods, job_pods);
+}
+
+/// What of a node matters to classes and room: labels, allocatable GPUs, cordon, taints,
+/// readiness.
+pub fn node_fingerprint(node: &Node) -> u64 {
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    let text = format!(
+        "{:?}|{}|{}|{:?}",
+        node.labels(),
+        allocatable_gpus(node),
+        is_schedulable(node),
+        taints.map(|t| t
+            .iter()
+            .map(|t| (&t.key, &t.value, &t.effect))
+            .collect::<Vec<_>>())
+    );
+    fnv1a64(text.as_bytes())
+}
+
+/// Keeps what reconcile reads from a job's pod: metadata (labels, the plan and spec-hash
+/// annotations), the node it is bound to, and its status. The spec is in the annotations' hash
+/// and in the plan; keeping it would cost several kB per pod.
+pub fn trim_job_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        *spec = k8s_openapi::api::core::v1::PodSpec {
+            node_name: spec.node_name.take(),
+            ..Default::default()
+        };
+    }
+}
+
+/// Drops what placement never reads from a node (the image list can be large).
+fn trim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.capacity = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[test]
+    fn node_fingerprints_follow_what_matters() {
+        let node = fixtures::gpu_node("a-1", "a10g", 4, 4);
+        let mut heartbeat = node.clone();
+        heartbeat.metadata.resource_version = Some("999".into());
+        assert_eq!(node_fingerprint(&node), node_fingerprint(&heartbeat));
+        let mut relabelled = node.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("x".into(), "y".into());
+        assert_ne!(node_fingerprint(&node), node_fingerprint(&relabelled));
+        let fewer = fixtures::gpu_node("a-1", "a10g", 4, 3);
+        assert_ne!(node_fingerprint(&node), node_fingerprint(&fewer));
+    }
+
+    #[test]
+    fn trimmed_job_pods_keep_what_reconcile_reads() {
+        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        let class = fixtures::class("a10g", 4);
+        let input = vramfit_planner::resolve_job(&job.spec).unwrap();
+        let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default()).unwrap();
+        let pod = crate::desired_pod::desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let mut failed =
+            fixtures::as_failed(fixtures::created(pod.clone()), "a-1", "OOMKilled", 137, "");
+        let state = crate::oom::classify(&failed);
+        trim_job_pod(&mut failed);
+        assert_eq!(crate::oom::classify(&failed), state);
+        assert_eq!(crate::desired_pod::recorded_plan(&failed), Some(plan));
+        assert_eq!(
+            crate::desired_pod::recorded_spec_hash(&failed),
+            crate::desired_pod::recorded_spec_hash(&pod)
+        );
+        assert!(failed.spec.as_ref().unwrap().containers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn wake_ups_coalesce() {
+        let wake = Arc::new(Notify::new());
+        let mut stream = Box::pin(wake_stream(wake.clone(), Duration::from_millis(10)));
+        wake.notify_one();
+        wake.notify_one();
+        assert_eq!(stream.next().await, Some(()));
+        let second = tokio::time::timeout(Duration::from_millis(50), stream.next()).await;
+        assert!(
+            second.is_err(),
+            "two wake-ups before the first fired make one re-queue"
+        );
+    }
+}

@@ -1,0 +1,551 @@
+//! The pod of one attempt of a job (pure): the planned env and runtime flags, the GPU count in
+//! the `nvidia.com/gpu` limit, node affinity to the chosen class, and the job's own pod
+//! settings passed through.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, EnvVar, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, Pod, PodSpec, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+use vramfit_api::labels::GPU_RESOURCE;
+use vramfit_api::{InferenceJob, Plan};
+use vramfit_planner::workload::{plan_env, runtime_args};
+use vramfit_planner::{JobInput, NodeClass};
+
+use crate::error::Error;
+
+/// The workload container's name.
+pub const CONTAINER_NAME: &str = "inference";
+/// Label on every pod: the job it runs (the job's name, hashed down to 63 characters if longer).
+pub const JOB_LABEL: &str = "vramfit.io/job";
+/// Label on every pod: its attempt number (1 for the first pod).
+pub const ATTEMPT_LABEL: &str = "vramfit.io/attempt";
+/// Label on every pod: the node class it was planned for.
+pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
+/// Annotation on every pod: its plan as JSON, so a restarted operator can adopt a pod it
+/// created before its status write landed.
+pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
+/// Annotation on every pod: a hash of its spec; a spec change that keeps it needs no new pod.
+pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
+/// `app.kubernetes.io/name` of every workload pod.
+pub const APP_NAME: &str = "vramfit-job";
+
+/// Longest pod name vramfit creates (a DNS label, so the name can double as a hostname).
+const MAX_NAME: usize = 63;
+
+/// The name of a job's pod for `attempt`: `<job>-<attempt>`, or, for long job names, a
+/// truncated name with a hash of the full one so that distinct jobs never share a pod name.
+pub fn pod_name(job_name: &str, attempt: u32) -> String {
+    let suffix = format!("-{attempt}");
+    let plain = format!("{job_name}{suffix}");
+    if plain.len() <= MAX_NAME {
+        return plain;
+    }
+    let hash = format!("-{:08x}", fnv1a64(job_name.as_bytes()) as u32);
+    let room = MAX_NAME - suffix.len() - hash.len();
+    let prefix = truncate_name(job_name, room);
+    format!("{prefix}{hash}{suffix}")
+}
+
+/// `name` as a label value: itself when it is one, else truncated with a hash.
+pub fn label_value(name: &str) -> String {
+    if vramfit_api::labels::is_valid_label_value(name) {
+        return name.to_string();
+    }
+    let hash = format!("-{:08x}", fnv1a64(name.as_bytes()) as u32);
+    let prefix = truncate_name(name, MAX_NAME - hash.len());
+    let value = format!("{prefix}{hash}");
+    if vramfit_api::labels::is_valid_label_value(&value) {
+        value
+    } else {
+        vramfit_api::labels::to_label_value(&value)
+    }
+}
+
+fn truncate_name(name: &str, max: usize) -> String {
+    let cut: String = name.chars().take(max).collect();
+    let trimmed = cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    if trimmed.is_empty() {
+        "job".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// The pod of attempt `attempt` of `job`, running `plan` on `class`.
+pub fn desired_pod(
+    job: &InferenceJob,
+    input: &JobInput,
+    plan: &Plan,
+    class: &NodeClass,
+    attempt: u32,
+) -> Result<Pod, Error> {
+    let job_name = job
+        .metadata
+        .name
+        .clone()
+        .ok_or(Error::MissingObjectKey("metadata.name"))?;
+    let namespace = job
+        .namespace()
+        .ok_or(Error::MissingObjectKey("metadata.namespace"))?;
+    let owner = OwnerReference {
+        api_version: InferenceJob::api_version(&()).to_string(),
+        kind: InferenceJob::kind(&()).to_string(),
+        name: job_name.clone(),
+        uid: job
+            .metadata
+            .uid
+            .clone()
+            .ok_or(Error::MissingObjectKey("metadata.uid"))?,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    if class.node_selector.is_empty() {
+        return Err(Error::InvalidClass(format!(
+            "node class {} has no node selector; refusing to place a pod anywhere",
+            class.name
+        )));
+    }
+    let template = job.spec.pod.clone().unwrap_or_default();
+
+    let mut labels = template.labels.clone();
+    let instance = label_value(&job_name);
+    labels.extend([
+        ("app.kubernetes.io/name".to_string(), APP_NAME.to_string()),
+        ("app.kubernetes.io/instance".to_string(), instance.clone()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            crate::FIELD_MANAGER.to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "inference".to_string(),
+        ),
+        (JOB_LABEL.to_string(), instance),
+        (ATTEMPT_LABEL.to_string(), attempt.to_string()),
+        (NODE_CLASS_LABEL.to_string(), label_value(&class.name)),
+    ]);
+
+    let spec = pod_spec(job, input, plan, class, &template);
+    let mut annotations = template.annotations.clone();
+    annotations.insert(
+        PLAN_ANNOTATION.to_string(),
+        serde_json::to_string(plan).map_err(Error::Serialize)?,
+    );
+    annotations.insert(SPEC_HASH_ANNOTATION.to_string(), spec_hash(&spec)?);
+
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&job_name, attempt)),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+fn pod_spec(
+    job: &InferenceJob,
+    input: &JobInput,
+    plan: &Plan,
+    class: &NodeClass,
+    template: &vramfit_api::PodTemplate,
+) -> PodSpec {
+    // The planned env first, so that the job's own variables may refer to it with $(NAME);
+    // on a name clash the planned value wins.
+    let planned = plan_env(input, plan);
+    let mut env: Vec<EnvVar> = planned
+        .iter()
+        .map(|(name, value)| EnvVar {
+            name: name.clone(),
+            value: Some(value.clone()),
+            value_from: None,
+        })
+        .collect();
+    env.extend(
+        template
+            .env
+            .iter()
+            .filter(|var| !planned.iter().any(|(name, _)| *name == var.name))
+            .cloned(),
+    );
+
+    let mut args = job.spec.args.clone();
+    args.extend(runtime_args(input, plan));
+
+    let gpus = Quantity(plan.gpu_count.to_string());
+    let mut resources = template.resources.clone().unwrap_or_default();
+    resources
+        .limits
+        .get_or_insert_with(BTreeMap::new)
+        .insert(GPU_RESOURCE.to_string(), gpus.clone());
+    resources
+        .requests
+        .get_or_insert_with(BTreeMap::new)
+        .insert(GPU_RESOURCE.to_string(), gpus);
+
+    let mut tolerations = vec![gpu_toleration()];
+    for toleration in &template.tolerations {
+        if !tolerations.contains(toleration) {
+            tolerations.push(toleration.clone());
+        }
+    }
+
+    let container = Container {
+        name: CONTAINER_NAME.to_string(),
+        image: Some(job.spec.image.clone()),
+        command: non_empty(job.spec.command.clone()),
+        args: non_empty(args),
+        env: non_empty(env),
+        resources: Some(resources),
+        volume_mounts: non_empty(template.volume_mounts.clone()),
+        // A CUDA out-of-memory error only reaches the logs; this copies their tail into the
+        // termination message, where the operator reads it.
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Container::default()
+    };
+
+    PodSpec {
+        containers: vec![container],
+        restart_policy: Some("Never".to_string()),
+        affinity: Some(class_affinity(class)),
+        node_selector: (!template.node_selector.is_empty()).then(|| template.node_selector.clone()),
+        tolerations: Some(tolerations),
+        volumes: non_empty(template.volumes.clone()),
+        service_account_name: template.service_account_name.clone(),
+        priority_class_name: template.priority_class_name.clone(),
+        ..PodSpec::default()
+    }
+}
+
+/// Tolerates the taint GPU nodes commonly carry.
+pub fn gpu_toleration() -> Toleration {
+    Toleration {
+        key: Some(GPU_RESOURCE.to_string()),
+        operator: Some("Exists".to_string()),
+        effect: Some("NoSchedule".to_string()),
+        ..Toleration::default()
+    }
+}
+
+/// Required node affinity to every label of the class's node selector.
+fn class_affinity(class: &NodeClass) -> Affinity {
+    let match_expressions = class
+        .node_selector
+        .iter()
+        .map(|(key, value)| NodeSelectorRequirement {
+            key: key.clone(),
+            operator: "In".to_string(),
+            values: Some(vec![value.clone()]),
+        })
+        .collect();
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(match_expressions),
+                    match_fields: None,
+                }],
+            }),
+            preferred_during_scheduling_ignored_during_execution: None,
+        }),
+        ..Affinity::default()
+    }
+}
+
+fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}
+
+/// A stable hash of a pod spec (FNV-1a over its JSON), stable across operator versions as long
+/// as the spec serializes the same.
+pub fn spec_hash(spec: &PodSpec) -> Result<String, Error> {
+    let json = serde_json::to_vec(spec).map_err(Error::Serialize)?;
+    Ok(format!("{:016x}", fnv1a64(&json)))
+}
+
+/// The spec hash a pod was created with.
+pub fn recorded_spec_hash(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(SPEC_HASH_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// The plan a pod was created with, from its annotation.
+pub fn recorded_plan(pod: &Pod) -> Option<Plan> {
+    let json = pod.metadata.annotations.as_ref()?.get(PLAN_ANNOTATION)?;
+    serde_json::from_str(json).ok()
+}
+
+/// Whether the pod's labels and annotations already hold every value vramfit wants.
+pub fn metadata_matches(observed: &Pod, desired: &Pod) -> bool {
+    fn contains(
+        have: &Option<BTreeMap<String, String>>,
+        want: &Option<BTreeMap<String, String>>,
+    ) -> bool {
+        let empty = BTreeMap::new();
+        let have = have.as_ref().unwrap_or(&empty);
+        want.as_ref()
+            .is_none_or(|want| want.iter().all(|(k, v)| have.get(k) == Some(v)))
+    }
+    contains(&observed.metadata.labels, &desired.metadata.labels)
+        && contains(
+            &observed.metadata.annotations,
+            &desired.metadata.annotations,
+        )
+}
+
+/// 64-bit FNV-1a: small, stable, good enough to tell specs and names apart.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use vramfit_api::{Fallback, Runtime};
+    use vramfit_planner::{plan_for_class, resolve_job};
+
+    fn env_of(pod: &Pod) -> BTreeMap<String, String> {
+        pod.spec.as_ref().unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap_or_default()))
+            .collect()
+    }
+
+    fn build(job: &InferenceJob, class: &NodeClass, attempt: u32) -> (Pod, Plan) {
+        let input = resolve_job(&job.spec).unwrap();
+        let plan = plan_for_class(&input, class, &Fallback::default()).unwrap();
+        (
+            desired_pod(job, &input, &plan, class, attempt).unwrap(),
+            plan,
+        )
+    }
+
+    #[test]
+    fn vllm_pod_carries_the_env_contract_gpus_affinity_and_flags() {
+        let job = fixtures::job_with_pod_template("chat", fixtures::vllm_mistral_spec());
+        let class = fixtures::class("a10g", 4);
+        let (pod, plan) = build(&job, &class, 1);
+        assert_eq!(pod.metadata.name.as_deref(), Some("chat-1"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some(fixtures::NAMESPACE));
+
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(
+            spec.node_name, None,
+            "placement goes through affinity, not nodeName"
+        );
+        let c = &spec.containers[0];
+        assert_eq!(c.name, CONTAINER_NAME);
+        assert_eq!(
+            c.termination_message_policy.as_deref(),
+            Some("FallbackToLogsOnError")
+        );
+        let gpus = Quantity(plan.gpu_count.to_string());
+        let res = c.resources.as_ref().unwrap();
+        assert_eq!(res.limits.as_ref().unwrap().get(GPU_RESOURCE), Some(&gpus));
+        assert_eq!(
+            res.requests.as_ref().unwrap().get(GPU_RESOURCE),
+            Some(&gpus)
+        );
+        assert_eq!(
+            res.limits.as_ref().unwrap().get("memory"),
+            Some(&Quantity("64Gi".into())),
+            "the job's resources are kept"
+        );
+
+        let env = env_of(&pod);
+        assert_eq!(env["TORCH_DTYPE"], "bfloat16");
+        assert_eq!(env["USE_QUANTIZATION"], "false");
+        assert_eq!(env["USE_FLASH_ATTN"], "true");
+        assert_eq!(env["PYTORCH_CUDA_ALLOC_CONF"], "max_split_size_mb:128");
+        assert_eq!(env["VRAMFIT_NODE_CLASS"], class.name);
+        assert_eq!(env["VRAMFIT_GPU_COUNT"], plan.gpu_count.to_string());
+        assert_eq!(env["HF_HOME"], "/cache", "the job's env is passed through");
+        assert_eq!(
+            env["USE_FLASH_ATTN"], "true",
+            "the planned value wins a clash"
+        );
+        let names: Vec<_> = c
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| e.name.clone())
+            .collect();
+        assert_eq!(names.iter().filter(|n| *n == "USE_FLASH_ATTN").count(), 1);
+
+        let args = c.args.as_ref().unwrap();
+        assert_eq!(
+            &args[..2],
+            &[
+                "--model".to_string(),
+                "mistralai/Mistral-7B-Instruct-v0.3".to_string()
+            ]
+        );
+        let flag = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .map(|i| args[i + 1].clone())
+        };
+        assert_eq!(flag("--dtype").as_deref(), Some("bfloat16"));
+        assert_eq!(
+            flag("--tensor-parallel-size"),
+            Some(plan.gpu_count.to_string())
+        );
+        assert_eq!(flag("--max-model-len").as_deref(), Some("4096"));
+
+        let terms = &spec
+            .affinity
+            .as_ref()
+            .unwrap()
+            .node_affinity
+            .as_ref()
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()
+            .unwrap()
+            .node_selector_terms;
+        let exprs = terms[0].match_expressions.as_ref().unwrap();
+        for (key, value) in &class.node_selector {
+            assert!(exprs.iter().any(|e| &e.key == key
+                && e.operator == "In"
+                && e.values.as_deref() == Some(std::slice::from_ref(value))));
+        }
+        assert_eq!(spec.node_selector.as_ref().unwrap()["pool"], "inference");
+
+        let tolerations = spec.tolerations.as_ref().unwrap();
+        assert_eq!(tolerations[0], gpu_toleration());
+        assert!(
+            tolerations
+                .iter()
+                .any(|t| t.key.as_deref() == Some("dedicated"))
+        );
+        assert_eq!(spec.service_account_name.as_deref(), Some("inference"));
+        assert_eq!(spec.priority_class_name.as_deref(), Some("batch-high"));
+        assert_eq!(spec.volumes.as_ref().unwrap()[0].name, "cache");
+        assert_eq!(c.volume_mounts.as_ref().unwrap()[0].mount_path, "/cache");
+
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(owner.kind, "InferenceJob");
+        assert_eq!(owner.api_version, "vramfit.io/v1alpha1");
+        assert_eq!(owner.name, "chat");
+        assert_eq!(owner.uid, fixtures::uid("chat"));
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(owner.block_owner_deletion, Some(true));
+
+        let labels = pod.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["app.kubernetes.io/name"], "vramfit-job");
+        assert_eq!(labels["app.kubernetes.io/instance"], "chat");
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "vramfit-operator");
+        assert_eq!(labels["app.kubernetes.io/component"], "inference");
+        assert_eq!(labels[JOB_LABEL], "chat");
+        assert_eq!(labels[ATTEMPT_LABEL], "1");
+        assert_eq!(labels[NODE_CLASS_LABEL], class.name);
+        assert_eq!(labels["team"], "research", "the job's pod labels are kept");
+        let annotations = pod.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations["example.com/owner"], "ml");
+        assert_eq!(recorded_plan(&pod).as_ref(), Some(&plan));
+        assert_eq!(
+            recorded_spec_hash(&pod),
+            Some(spec_hash(spec).unwrap().as_str())
+        );
+    }
+
+    #[test]
+    fn llamacpp_pod_gets_offload_flags() {
+        let job = fixtures::job("gguf", fixtures::llamacpp_spec());
+        let class = fixtures::class("a10g", 1);
+        let (pod, plan) = build(&job, &class, 2);
+        assert_eq!(job.spec.runtime, Runtime::Llamacpp);
+        assert_eq!(pod.metadata.name.as_deref(), Some("gguf-2"));
+        let args = pod.spec.as_ref().unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap();
+        let llama = plan.llama_cpp.unwrap();
+        let flag = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .map(|i| args[i + 1].clone())
+        };
+        assert_eq!(flag("--n-gpu-layers"), Some(llama.gpu_layers.to_string()));
+        assert_eq!(
+            flag("--cache-type-k").as_deref(),
+            Some(llama.kv_cache_type.as_str())
+        );
+        assert_eq!(flag("--flash-attn").as_deref(), Some("on"));
+        let env = env_of(&pod);
+        assert_eq!(
+            env["VRAMFIT_LLAMACPP_GPU_LAYERS"],
+            llama.gpu_layers.to_string()
+        );
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()[ATTEMPT_LABEL], "2");
+    }
+
+    #[test]
+    fn transformers_pod_on_a_v100_gets_float16_and_no_flags() {
+        let job = fixtures::job("vision", fixtures::internvl_spec());
+        let class = fixtures::class("v100", 4);
+        let (pod, plan) = build(&job, &class, 1);
+        let env = env_of(&pod);
+        assert_eq!(env["TORCH_DTYPE"], "float16");
+        assert_eq!(env["USE_FLASH_ATTN"], "false");
+        assert_eq!(env["PYTORCH_CUDA_ALLOC_CONF"], "max_split_size_mb:32");
+        assert_eq!(env["MAX_TILES"], plan.max_tiles.unwrap().to_string());
+        assert_eq!(pod.spec.as_ref().unwrap().containers[0].args, None);
+    }
+
+    #[test]
+    fn names_stay_short_and_distinct() {
+        assert_eq!(pod_name("chat", 3), "chat-3");
+        let long_a = "a".repeat(80);
+        let long_b = format!("{}b", "a".repeat(79));
+        let (a, b) = (pod_name(&long_a, 1), pod_name(&long_b, 1));
+        assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a.ends_with("-1"));
+        assert_eq!(pod_name(&long_a, 1), a, "deterministic");
+        let value = label_value(&long_a);
+        assert!(vramfit_api::labels::is_valid_label_value(&value), "{value}");
+        assert_eq!(label_value("chat"), "chat");
+    }
+
+    #[test]
+    fn spec_hash_tracks_the_spec_only() {
+        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        let class = fixtures::class("a10g", 4);
+        let (a, _) = build(&job, &class, 1);
+        let mut relabelled = job.clone();
+        relabelled.spec.pod = Some(vramfit_api::PodTemplate {
+            labels: BTreeMap::from([("x".into(), "y".into())]),
+            ..Default::default()
+        });
+        let (b, _) = build(&relabelled, &class, 1);
+        assert_eq!(recorded_spec_hash(&a), recorded_spec_hash(&b));
+        assert!(!metadata_matches(&a, &b));
+        let mut reimaged = job.clone();
+        reimaged.spec.image = "vllm/vllm-openai:v0.9.0".into();
+        let (c, _) = build(&reimaged, &class, 1);
+        assert_ne!(recorded_spec_hash(&a), recorded_spec_hash(&c));
+    }
+}

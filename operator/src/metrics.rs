@@ -1,0 +1,231 @@
+//! Prometheus metrics (`/metrics`, prometheus-client text format), under `vramfit_`:
+//!
+//! * `vramfit_jobs{phase,node_class}` (gauge): jobs by phase and class (zeros for every phase).
+//! * `vramfit_unschedulable_jobs` (gauge): jobs no class can run now.
+//! * `vramfit_reconcile_duration_seconds` (histogram).
+//! * `vramfit_reconcile_errors_total{kind}`: failed reconciles by [`crate::Error::metric_label`].
+//! * `vramfit_fallbacks_total{reason}`: steps down after out-of-memory failures, by kind
+//!   (`tiles`, `quantization`, `gpus`, `flash_attention`, `kv_cache`, `offload`).
+//! * `vramfit_gpu_inventory{node_class,product}` (gauge): allocatable GPUs per class.
+//!
+//! The gauges are computed from the stores when scraped, so they never go stale.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use vramfit_api::Phase;
+
+/// Labels of `vramfit_jobs`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    /// Phase.
+    pub phase: String,
+    /// Node class (empty before one is chosen).
+    pub node_class: String,
+}
+
+/// Labels of `vramfit_reconcile_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// Error kind.
+    pub kind: String,
+}
+
+/// Labels of `vramfit_fallbacks_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Kind of step.
+    pub reason: String,
+}
+
+/// Labels of `vramfit_gpu_inventory`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InventoryLabels {
+    /// Node class.
+    pub node_class: String,
+    /// GPU product.
+    pub product: String,
+}
+
+/// The operator's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    jobs: Family<JobLabels, Gauge>,
+    unschedulable_jobs: Gauge,
+    reconcile_duration: Histogram,
+    reconcile_errors: Family<KindLabels, Counter>,
+    fallbacks: Family<ReasonLabels, Counter>,
+    gpu_inventory: Family<InventoryLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("vramfit");
+        let jobs = Family::<JobLabels, Gauge>::default();
+        let unschedulable_jobs = Gauge::default();
+        let reconcile_duration = Histogram::new(exponential_buckets(0.000_25, 2.0, 16));
+        let reconcile_errors = Family::<KindLabels, Counter>::default();
+        let fallbacks = Family::<ReasonLabels, Counter>::default();
+        let gpu_inventory = Family::<InventoryLabels, Gauge>::default();
+        registry.register(
+            "jobs",
+            "InferenceJobs by phase and node class",
+            jobs.clone(),
+        );
+        registry.register(
+            "unschedulable_jobs",
+            "InferenceJobs that no node class can run now",
+            unschedulable_jobs.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile of an InferenceJob takes",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles, by error kind",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "fallbacks",
+            "Steps down after out-of-memory failures, by kind of step",
+            fallbacks.clone(),
+        );
+        registry.register(
+            "gpu_inventory",
+            "Allocatable GPUs per node class",
+            gpu_inventory.clone(),
+        );
+        Self {
+            registry,
+            jobs,
+            unschedulable_jobs,
+            reconcile_duration,
+            reconcile_errors,
+            fallbacks,
+            gpu_inventory,
+        }
+    }
+
+    /// Records a reconcile's duration.
+    pub fn observe_reconcile(&self, took: Duration) {
+        self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    /// Counts a failed reconcile.
+    pub fn count_error(&self, kind: &str) {
+        self.reconcile_errors
+            .get_or_create(&KindLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a step down.
+    pub fn count_fallback(&self, reason: &str) {
+        self.fallbacks
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets the job gauges from `(phase, node class)` of every job.
+    pub fn observe_jobs<'a>(&self, jobs: impl IntoIterator<Item = (Phase, Option<&'a str>)>) {
+        let mut counts: BTreeMap<(Phase, String), i64> = Phase::ALL
+            .iter()
+            .map(|p| ((*p, String::new()), 0))
+            .collect();
+        let mut unschedulable = 0;
+        for (phase, class) in jobs {
+            *counts
+                .entry((phase, class.unwrap_or_default().to_string()))
+                .or_default() += 1;
+            if phase == Phase::Unschedulable {
+                unschedulable += 1;
+            }
+        }
+        self.jobs.clear();
+        for ((phase, node_class), count) in counts {
+            self.jobs
+                .get_or_create(&JobLabels {
+                    phase: phase.as_str().to_string(),
+                    node_class,
+                })
+                .set(count);
+        }
+        self.unschedulable_jobs.set(unschedulable);
+    }
+
+    /// Sets the GPU inventory from `(class, product, GPUs)`.
+    pub fn observe_inventory(&self, classes: impl IntoIterator<Item = (String, String, u64)>) {
+        self.gpu_inventory.clear();
+        for (node_class, product, gpus) in classes {
+            self.gpu_inventory
+                .get_or_create(&InventoryLabels {
+                    node_class,
+                    product,
+                })
+                .set(i64::try_from(gpus).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_exposed() {
+        let metrics = Metrics::new();
+        metrics.observe_reconcile(Duration::from_millis(3));
+        metrics.count_error("status_patch");
+        metrics.count_fallback("tiles");
+        metrics.observe_jobs([
+            (Phase::Running, Some("a10g-x4")),
+            (Phase::Unschedulable, None),
+            (Phase::Unschedulable, None),
+        ]);
+        metrics.observe_inventory([("a10g-x4".to_string(), "NVIDIA-A10G".to_string(), 8)]);
+        let text = metrics.encode().unwrap();
+        for line in [
+            "vramfit_jobs{phase=\"Running\",node_class=\"a10g-x4\"} 1\n",
+            "vramfit_jobs{phase=\"Unschedulable\",node_class=\"\"} 2\n",
+            "vramfit_jobs{phase=\"Succeeded\",node_class=\"\"} 0\n",
+            "vramfit_unschedulable_jobs 2\n",
+            "vramfit_reconcile_duration_seconds_count 1\n",
+            "vramfit_reconcile_errors_total{kind=\"status_patch\"} 1\n",
+            "vramfit_fallbacks_total{reason=\"tiles\"} 1\n",
+            "vramfit_gpu_inventory{node_class=\"a10g-x4\",product=\"NVIDIA-A10G\"} 8\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        metrics.observe_jobs([]);
+        assert!(
+            !metrics.encode().unwrap().contains("a10g-x4\"} 1"),
+            "stale classes are dropped"
+        );
+    }
+}

@@ -1,0 +1,785 @@
+//! The job's next status (pure): from the job, the pods the stores show and the room in the
+//! cluster, decide the status to write, the pod to apply or delete, the events and the
+//! requeue. The reconcile pipeline only carries the decision out.
+//!
+//! An attempt's life, as recorded in `status.attempts[attemptCount-1]`:
+//!
+//! 1. **Start** (no attempt yet, or the last one ended out of memory or was replaced): plan
+//!    every class with the job's current `status.fallback` (after an out-of-memory failure,
+//!    one `fallback::next_step` further), keep the classes with room, choose; the pod
+//!    `<job>-<n>` is applied, then the status records attempt `n`. If a pod of that name
+//!    already exists (this process applied it, or a restarted one did before its status write
+//!    landed), it is adopted with the plan it carries instead of being planned again.
+//! 2. **Observe** (outcome unset): the pod's phase becomes the job's (`Scheduled`,
+//!    `Running`); its end sets the attempt's outcome: `Succeeded`, `OutOfMemory` (→ 1 again,
+//!    one step down, while `maxAttempts` allows and a step is left; else `Failed`), or
+//!    `Failed`. A missing pod is applied again under the same name.
+//! 3. **Spec change** (generation > observedGeneration, pod not finished): the job is
+//!    planned again on its class; a pod whose spec would change is deleted and the next
+//!    attempt starts (outcome `Replaced`); a change of labels or annotations only is applied
+//!    to the running pod; otherwise nothing happens to the pod.
+//!
+//! After an out-of-memory failure with no room for the step-down plan, the failure is written
+//! and the job waits `Unschedulable`; `status.fallback` and `status.plan` stay those of the
+//! failed attempt, so the step is computed again, identically, when room appears.
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use vramfit_api::{Attempt, Fallback, InferenceJob, InferenceJobStatus, Phase, Plan};
+use vramfit_planner::fallback::next_step;
+use vramfit_planner::{JobInput, plan_for_class};
+
+use crate::conditions::{self, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr};
+use crate::desired_pod::{
+    desired_pod, metadata_matches, pod_name, recorded_plan, recorded_spec_hash,
+};
+use crate::error::Error;
+use crate::events::{JobEvent, reasons as er};
+use crate::node_classes::{Capacity, Inventory};
+use crate::oom::{PodState, classify};
+use crate::placement::{Choice, choose, plan_summary};
+
+/// `attempts[].outcome`: the pod finished successfully.
+pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
+/// `attempts[].outcome`: the pod ran out of memory.
+pub const OUTCOME_OUT_OF_MEMORY: &str = "OutOfMemory";
+/// `attempts[].outcome`: the pod failed otherwise.
+pub const OUTCOME_FAILED: &str = "Failed";
+/// `attempts[].outcome`: the pod was deleted for a new one after a spec change.
+pub const OUTCOME_REPLACED: &str = "Replaced";
+
+/// What the stores say of a pod name.
+#[derive(Clone, Debug)]
+pub enum PodSeen {
+    /// The pod store holds it.
+    Observed(Arc<Pod>),
+    /// This process applied it moments ago; the store does not show it yet.
+    Applied(Arc<Plan>),
+    /// No such pod.
+    Absent,
+}
+
+/// Timings of the decisions.
+#[derive(Clone, Debug)]
+pub struct Requeues {
+    /// How soon an Unschedulable job is looked at again without any change.
+    pub unschedulable: Duration,
+    /// How soon a live job is looked at again without any change (a safety net for missed
+    /// watch events).
+    pub resync: Duration,
+}
+
+impl Default for Requeues {
+    fn default() -> Self {
+        Self {
+            unschedulable: Duration::from_secs(300),
+            resync: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What the reconcile observed.
+pub struct Observed<'a> {
+    /// The job.
+    pub job: &'a InferenceJob,
+    /// The validated spec, or why it is invalid.
+    pub input: &'a Result<JobInput, String>,
+    /// Looks a pod of the job's namespace up by name.
+    pub pods: &'a dyn Fn(&str) -> PodSeen,
+    /// Classes and nodes.
+    pub inventory: &'a Inventory,
+    /// Free GPUs per class for this job (computed only when an attempt starts).
+    pub capacity: &'a dyn Fn() -> Capacity,
+    /// Now.
+    pub now: Time,
+}
+
+/// What to do.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// The status to hold (written when it differs from the job's).
+    pub status: InferenceJobStatus,
+    /// A pod to delete first (the replaced attempt's).
+    pub delete_pod: Option<String>,
+    /// A pod to apply.
+    pub apply_pod: Option<Pod>,
+    /// The plan of the applied pod (for the reservation ledger).
+    pub applied_plan: Option<Plan>,
+    /// Events to publish once the writes succeeded.
+    pub events: Vec<JobEvent>,
+    /// Kinds of step taken down (`vramfit_fallbacks_total{reason}`).
+    pub steps: Vec<&'static str>,
+    /// When to look again.
+    pub action: Action,
+}
+
+impl Decision {
+    /// Whether the status differs from the job's.
+    pub fn status_changed(&self, job: &InferenceJob) -> bool {
+        job.status.as_ref() != Some(&self.status)
+    }
+}
+
+/// How an attempt is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    First,
+    AfterOutOfMemory,
+    Replacing,
+}
+
+struct Draft<'a> {
+    obs: &'a Observed<'a>,
+    status: InferenceJobStatus,
+    generation: Option<i64>,
+    delete_pod: Option<String>,
+    apply_pod: Option<Pod>,
+    applied_plan: Option<Plan>,
+    events: Vec<JobEvent>,
+    steps: Vec<&'static str>,
+}
+
+/// Decides the job's next status, and the writes that go with it.
+pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, Error> {
+    let old = obs.job.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(Phase::is_terminal) {
+        // Finished for good: nothing is planned, applied or written any more.
+        return Ok(Decision {
+            status: old,
+            delete_pod: None,
+            apply_pod: None,
+            applied_plan: None,
+            events: Vec::new(),
+            steps: Vec::new(),
+            action: Action::await_change(),
+        });
+    }
+    let mut draft = Draft {
+        obs,
+        generation: obs.job.metadata.generation,
+        status: old.clone(),
+        delete_pod: None,
+        apply_pod: None,
+        applied_plan: None,
+        events: Vec::new(),
+        steps: Vec::new(),
+    };
+    draft.status.observed_generation = draft.generation;
+    draft.validate(&old);
+    draft.advance(&old)?;
+    draft.fill_conditions();
+    draft.phase_events(&old);
+    conditions::sort(&mut draft.status.conditions);
+
+    let phase = draft.status.phase.unwrap_or(Phase::Pending);
+    let action = if phase.is_terminal() || obs.input.is_err() {
+        Action::await_change()
+    } else if phase == Phase::Unschedulable {
+        Action::requeue(requeues.unschedulable)
+    } else {
+        Action::requeue(requeues.resync)
+    };
+    Ok(Decision {
+        status: draft.status,
+        delete_pod: draft.delete_pod,
+        apply_pod: draft.apply_pod,
+        applied_plan: draft.applied_plan,
+        events: draft.events,
+        steps: draft.steps,
+        action,
+    })
+}
+
+impl Draft<'_> {
+    fn now(&self) -> &Time {
+        &self.obs.now
+    }
+
+    fn set(&mut self, type_: &str, value: bool, reason: &str, message: impl Into<String>) {
+        let (generation, now) = (self.generation, self.obs.now.clone());
+        conditions::set(
+            &mut self.status.conditions,
+            type_,
+            value,
+            reason,
+            message,
+            generation,
+            &now,
+        );
+    }
+
+    fn job_name(&self) -> String {
+        self.obs.job.name_any()
+    }
+
+    fn validate(&mut self, old: &InferenceJobStatus) {
+        match self.obs.input {
+            Ok(_) => self.set(
+                INVALID_SPEC,
+                false,
+                cr::SPEC_VALID,
+                "the spec can be planned",
+            ),
+            Err(message) => {
+                let already = conditions::get(&old.conditions, INVALID_SPEC)
+                    .is_some_and(|c| c.status == "True" && c.message == *message);
+                if !already {
+                    self.events
+                        .push(JobEvent::warning(er::INVALID_SPEC, message.clone()));
+                }
+                self.set(INVALID_SPEC, true, cr::INVALID_SPEC, message.clone());
+            }
+        }
+    }
+
+    /// Observes the current attempt and starts the next one when it is due.
+    fn advance(&mut self, old: &InferenceJobStatus) -> Result<(), Error> {
+        // A hand-edited status may count more attempts than it lists.
+        let count = (self.status.attempt_count as usize).min(self.status.attempts.len());
+        self.status.attempt_count = count as u32;
+        self.status.attempts.truncate(count);
+        if count == 0 {
+            return self.start(Start::First);
+        }
+        let outcome = self.status.attempts[count - 1].outcome.clone();
+        match outcome.as_deref() {
+            None => self.observe_current(old),
+            Some(OUTCOME_OUT_OF_MEMORY) => self.start(Start::AfterOutOfMemory),
+            Some(OUTCOME_REPLACED) => self.start(Start::Replacing),
+            Some(OUTCOME_SUCCEEDED) => {
+                self.succeed();
+                Ok(())
+            }
+            Some(_) => {
+                let message = self.status.attempts[count - 1]
+                    .message
+                    .clone()
+                    .unwrap_or_default();
+                self.fail(cr::POD_FAILED, message, false);
+                Ok(())
+            }
+        }
+    }
+
+    fn observe_current(&mut self, old: &InferenceJobStatus) -> Result<(), Error> {
+        let attempt = self.status.attempt_count;
+        let name = self
+            .status
+            .pod_name
+            .clone()
+            .unwrap_or_else(|| pod_name(&self.job_name(), attempt));
+        match (self.obs.pods)(&name) {
+            PodSeen::Applied(_) => {
+                // Applied moments ago: the watch has not caught up. A spec change is looked at
+                // once the pod shows (the generation stays unobserved until then).
+                if self.spec_changed(old) {
+                    self.status.observed_generation = old.observed_generation;
+                }
+                self.status.phase = Some(Phase::Scheduled);
+                Ok(())
+            }
+            PodSeen::Absent => self.recreate(&name, attempt),
+            PodSeen::Observed(pod) => {
+                let state = classify(&pod);
+                if !state.is_finished()
+                    && self.spec_changed(old)
+                    && self.replace_if_needed(&pod, &name, attempt)?
+                {
+                    return Ok(());
+                }
+                self.follow(&name, state)
+            }
+        }
+    }
+
+    fn spec_changed(&self, old: &InferenceJobStatus) -> bool {
+        self.generation.is_some()
+            && old.observed_generation.is_some()
+            && self.generation != old.observed_generation
+    }
+
+    /// The pod of the current attempt is gone: apply it again, same name, same plan.
+    fn recreate(&mut self, name: &str, attempt: u32) -> Result<(), Error> {
+        let (Ok(input), Some(plan)) = (self.obs.input, self.status.plan.clone()) else {
+            self.status.phase = Some(Phase::Pending);
+            return Ok(());
+        };
+        let Some(class) = self.obs.inventory.class(&plan.node_class) else {
+            // Its class is gone: this attempt cannot be re-run as planned; plan a new one.
+            self.end_attempt(
+                OUTCOME_REPLACED,
+                format!(
+                    "pod {name} is gone and node class {} no longer exists",
+                    plan.node_class
+                ),
+            );
+            return self.start(Start::Replacing);
+        };
+        let pod = desired_pod(self.obs.job, input, &plan, class, attempt)?;
+        self.apply_pod = Some(pod);
+        self.applied_plan = Some(plan);
+        self.status.phase = Some(Phase::Scheduled);
+        self.status.node_name = None;
+        self.set(
+            SCHEDULED,
+            true,
+            cr::POD_CREATED,
+            format!("pod {name} (attempt {attempt}) created again: it was gone"),
+        );
+        self.set(
+            READY,
+            false,
+            cr::POD_PENDING,
+            format!("pod {name} waits to be scheduled"),
+        );
+        Ok(())
+    }
+
+    /// After a spec change: a new pod only if the pod's spec would change.
+    fn replace_if_needed(&mut self, pod: &Pod, name: &str, attempt: u32) -> Result<bool, Error> {
+        let (Ok(input), Some(plan)) = (self.obs.input, self.status.plan.clone()) else {
+            return Ok(false);
+        };
+        let fallback = self.status.fallback.clone().unwrap_or_default();
+        let generation = self.generation.unwrap_or_default();
+        let why = match self.obs.inventory.class(&plan.node_class) {
+            // Without its class the pod cannot be compared; it keeps running.
+            None => return Ok(false),
+            Some(class) => match plan_for_class(input, class, &fallback) {
+                Err(reason) => format!(
+                    "spec changed (generation {generation}): class {} cannot run it any more: {reason}",
+                    class.name
+                ),
+                Ok(new_plan) => {
+                    let desired = desired_pod(self.obs.job, input, &new_plan, class, attempt)?;
+                    if recorded_spec_hash(pod) == recorded_spec_hash(&desired) {
+                        if !metadata_matches(pod, &desired) {
+                            self.apply_pod = Some(desired);
+                            self.applied_plan = Some(new_plan.clone());
+                        }
+                        self.status.plan = Some(new_plan);
+                        return Ok(false);
+                    }
+                    format!("spec changed (generation {generation}): the pod changes")
+                }
+            },
+        };
+        self.delete_pod = Some(name.to_string());
+        self.end_attempt(OUTCOME_REPLACED, why);
+        self.start(Start::Replacing)?;
+        Ok(true)
+    }
+
+    fn end_attempt(&mut self, outcome: &str, message: String) {
+        if let Some(last) = self.status.attempts.last_mut() {
+            last.outcome = Some(outcome.to_string());
+            last.message = Some(message);
+        }
+    }
+
+    /// The job follows its pod.
+    fn follow(&mut self, name: &str, state: PodState) -> Result<(), Error> {
+        if let Some(node) = state.node() {
+            self.status.node_name = Some(node.to_string());
+        }
+        let attempt = self.status.attempt_count;
+        match state {
+            PodState::Waiting { node, detail } => {
+                self.status.phase = Some(Phase::Scheduled);
+                match &node {
+                    Some(node) => self.set(
+                        SCHEDULED,
+                        true,
+                        cr::POD_BOUND,
+                        format!("pod {name} (attempt {attempt}) is bound to node {node}"),
+                    ),
+                    None => {
+                        let summary = self
+                            .status
+                            .attempts
+                            .last()
+                            .map(|a| a.plan_summary.clone())
+                            .unwrap_or_default();
+                        self.set(
+                            SCHEDULED,
+                            true,
+                            cr::POD_CREATED,
+                            format!("pod {name} (attempt {attempt}) created: {summary}"),
+                        );
+                    }
+                }
+                let message = match (detail, node) {
+                    (Some(detail), _) => format!("pod {name} waits: {detail}"),
+                    (None, Some(node)) => format!("pod {name} starts on node {node}"),
+                    (None, None) => format!("pod {name} waits to be scheduled"),
+                };
+                self.set(READY, false, cr::POD_PENDING, message);
+            }
+            PodState::Running { node } => {
+                self.status.phase = Some(Phase::Running);
+                let on = node.map(|n| format!(" on node {n}")).unwrap_or_default();
+                self.set(
+                    SCHEDULED,
+                    true,
+                    cr::POD_BOUND,
+                    format!("pod {name} (attempt {attempt}) is bound{on}"),
+                );
+                self.set(READY, true, cr::RUNNING, format!("pod {name} runs{on}"));
+            }
+            PodState::Succeeded { .. } => {
+                if let Some(last) = self.status.attempts.last_mut() {
+                    last.outcome = Some(OUTCOME_SUCCEEDED.to_string());
+                }
+                self.succeed();
+            }
+            PodState::OutOfMemory { message, .. } => {
+                if let Some(last) = self.status.attempts.last_mut() {
+                    last.outcome = Some(OUTCOME_OUT_OF_MEMORY.to_string());
+                    last.message = Some(message.clone());
+                }
+                self.events.push(
+                    JobEvent::warning(
+                        er::OUT_OF_MEMORY,
+                        format!("attempt {attempt} (pod {name}) ran out of memory: {message}"),
+                    )
+                    .about(name),
+                );
+                // Steps down at once when it can; otherwise the failure is recorded and waits.
+                return self.start(Start::AfterOutOfMemory);
+            }
+            PodState::Failed { message, .. } => {
+                if let Some(last) = self.status.attempts.last_mut() {
+                    last.outcome = Some(OUTCOME_FAILED.to_string());
+                    last.message = Some(message.clone());
+                }
+                self.fail(
+                    cr::POD_FAILED,
+                    format!("attempt {attempt} (pod {name}) failed: {message}"),
+                    false,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn succeed(&mut self) {
+        self.status.phase = Some(Phase::Succeeded);
+        let now = self.now().clone();
+        self.status.completion_time.get_or_insert(now);
+        let name = self.status.pod_name.clone().unwrap_or_default();
+        self.set(
+            READY,
+            false,
+            cr::SUCCEEDED,
+            format!("pod {name} completed successfully"),
+        );
+    }
+
+    /// Failed for good. `oom`: the failure was out of memory (the OutOfMemory condition says
+    /// why no retry follows).
+    fn fail(&mut self, reason: &str, message: String, oom: bool) {
+        self.status.phase = Some(Phase::Failed);
+        let now = self.now().clone();
+        self.status.completion_time.get_or_insert(now);
+        if oom {
+            self.set(OUT_OF_MEMORY, true, reason, message.clone());
+        }
+        self.set(READY, false, reason, message);
+    }
+
+    /// Starts attempt `attemptCount + 1`, or records why it cannot start now.
+    fn start(&mut self, how: Start) -> Result<(), Error> {
+        let Ok(input) = self.obs.input else {
+            self.status.phase = Some(Phase::Pending);
+            self.set(
+                SCHEDULED,
+                false,
+                cr::INVALID_SPEC,
+                "not planned: the spec is invalid (see InvalidSpec)",
+            );
+            self.set(READY, false, cr::NOT_RUNNING, "no pod runs");
+            return Ok(());
+        };
+        let previous = self.status.attempt_count;
+        let current_fallback = self.status.fallback.clone().unwrap_or_default();
+        let (fallback, step) = match how {
+            Start::First => (current_fallback.clone(), None),
+            Start::Replacing => {
+                let why = self.status.attempts.last().and_then(|a| a.message.clone());
+                let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
+                (current_fallback.clone(), Some(format!("new pod: {why}")))
+            }
+            Start::AfterOutOfMemory => {
+                let failure = self
+                    .status
+                    .attempts
+                    .last()
+                    .and_then(|a| a.message.clone())
+                    .unwrap_or_default();
+                let max = self.obs.job.spec.max_attempts;
+                if previous >= max {
+                    let message = format!(
+                        "attempt {previous} ran out of memory and all {max} attempts are used: {failure}"
+                    );
+                    self.fail(cr::ATTEMPTS_EXHAUSTED, message, true);
+                    return Ok(());
+                }
+                let Some(plan) = self.status.plan.clone() else {
+                    return self.start(Start::First);
+                };
+                let gpus_per_node = self
+                    .obs
+                    .inventory
+                    .class(&plan.node_class)
+                    .map_or(plan.gpu_count, |c| c.gpus_per_node);
+                match next_step(input, &plan, &current_fallback, gpus_per_node) {
+                    Some((next, step)) => (next, Some(step)),
+                    None => {
+                        let message = format!(
+                            "attempt {previous} ran out of memory and no step down is left: {failure}"
+                        );
+                        self.fail(cr::NO_STEP_LEFT, message, true);
+                        return Ok(());
+                    }
+                }
+            }
+        };
+
+        let number = previous + 1;
+        let name = pod_name(&self.job_name(), number);
+        let seen = (self.obs.pods)(&name);
+        let (plan, class_name, passed_over) = match seen {
+            PodSeen::Observed(pod) => match recorded_plan(&pod) {
+                Some(plan) => {
+                    let class = plan.node_class.clone();
+                    (plan, class, Vec::new())
+                }
+                None => {
+                    self.status.phase = Some(Phase::Pending);
+                    self.set(
+                        SCHEDULED,
+                        false,
+                        "PodNameTaken",
+                        format!("pod {name} exists but was not created by vramfit; delete it or rename the job"),
+                    );
+                    return Ok(());
+                }
+            },
+            PodSeen::Applied(plan) => {
+                let class = plan.node_class.clone();
+                ((*plan).clone(), class, Vec::new())
+            }
+            PodSeen::Absent => {
+                match choose(input, self.obs.inventory, &(self.obs.capacity)(), &fallback) {
+                    Ok(Choice {
+                        plan,
+                        class,
+                        passed_over,
+                    }) => {
+                        self.apply_pod =
+                            Some(desired_pod(self.obs.job, input, &plan, &class, number)?);
+                        self.applied_plan = Some(plan.clone());
+                        (plan, class.name, passed_over)
+                    }
+                    Err(none) => {
+                        self.unschedulable(
+                            how,
+                            previous,
+                            step.as_deref(),
+                            none.rejections,
+                            none.message,
+                        );
+                        return Ok(());
+                    }
+                }
+            }
+        };
+
+        let summary = plan_summary(&plan);
+        if how == Start::AfterOutOfMemory {
+            let step_text = step.clone().unwrap_or_default();
+            if let Some(failed_plan) = &self.status.plan {
+                self.steps
+                    .push(step_kind(failed_plan, &current_fallback, &fallback));
+            }
+            self.events.push(
+                JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
+                    .about(&name),
+            );
+            let failure = self
+                .status
+                .attempts
+                .last()
+                .and_then(|a| a.message.clone())
+                .unwrap_or_default();
+            self.set(
+                OUT_OF_MEMORY,
+                true,
+                cr::STEPPED_DOWN,
+                format!("attempt {previous} ran out of memory ({failure}); attempt {number}: {step_text}"),
+            );
+        }
+        self.events
+            .push(JobEvent::normal(er::PLANNED, summary.clone()).about(&name));
+        self.events.push(
+            JobEvent::normal(er::POD_CREATED, format!("pod {name} (attempt {number})"))
+                .about(&name),
+        );
+        self.status.attempts.push(Attempt {
+            number,
+            pod_name: name.clone(),
+            node_class: class_name.clone(),
+            plan_summary: summary.clone(),
+            step,
+            outcome: None,
+            message: None,
+        });
+        self.status.attempt_count = number;
+        self.status.plan = Some(plan);
+        self.status.node_class = Some(class_name);
+        self.status.pod_name = Some(name.clone());
+        self.status.node_name = None;
+        self.status.fallback = (!fallback.is_empty()).then_some(fallback);
+        self.status.rejected_classes = passed_over;
+        let now = self.now().clone();
+        self.status.start_time.get_or_insert(now);
+        self.status.phase = Some(Phase::Scheduled);
+        self.set(
+            SCHEDULED,
+            true,
+            cr::POD_CREATED,
+            format!("pod {name} (attempt {number}) created: {summary}"),
+        );
+        self.set(
+            READY,
+            false,
+            cr::POD_PENDING,
+            format!("pod {name} waits to be scheduled"),
+        );
+        Ok(())
+    }
+
+    fn unschedulable(
+        &mut self,
+        how: Start,
+        previous: u32,
+        step: Option<&str>,
+        rejections: Vec<vramfit_api::ClassRejection>,
+        message: String,
+    ) {
+        self.status.phase = Some(Phase::Unschedulable);
+        self.status.rejected_classes = rejections;
+        if how == Start::AfterOutOfMemory {
+            let failure = self
+                .status
+                .attempts
+                .last()
+                .and_then(|a| a.message.clone())
+                .unwrap_or_default();
+            self.set(
+                OUT_OF_MEMORY,
+                true,
+                cr::STEPPED_DOWN,
+                format!(
+                    "attempt {previous} ran out of memory ({failure}); attempt {}: {}, waiting for a class with room",
+                    previous + 1,
+                    step.unwrap_or_default()
+                ),
+            );
+        }
+        self.set(SCHEDULED, false, cr::NO_CLASS_FITS, message);
+        self.set(READY, false, cr::NOT_RUNNING, "no pod runs");
+    }
+
+    /// Every condition type is present, so dashboards can rely on them.
+    fn fill_conditions(&mut self) {
+        let missing = |s: &Self, t: &str| conditions::get(&s.status.conditions, t).is_none();
+        if missing(self, SCHEDULED) {
+            self.set(SCHEDULED, false, cr::NOT_PLANNED, "not planned yet");
+        }
+        if missing(self, READY) {
+            self.set(READY, false, cr::NOT_RUNNING, "no pod runs");
+        }
+        if missing(self, OUT_OF_MEMORY) {
+            self.set(
+                OUT_OF_MEMORY,
+                false,
+                cr::NO_OUT_OF_MEMORY,
+                "no attempt ran out of memory",
+            );
+        }
+        if self.status.phase.is_none() {
+            self.status.phase = Some(Phase::Pending);
+        }
+    }
+
+    /// Running, Succeeded, Failed and Unschedulable events on entering the phase.
+    fn phase_events(&mut self, old: &InferenceJobStatus) {
+        let (before, after) = (old.phase, self.status.phase);
+        if before == after {
+            return;
+        }
+        let message = |s: &Self, t: &str| {
+            conditions::get(&s.status.conditions, t)
+                .map(|c| c.message.clone())
+                .unwrap_or_default()
+        };
+        let pod = self.status.pod_name.clone();
+        let about = |event: JobEvent| match &pod {
+            Some(pod) => event.about(pod),
+            None => event,
+        };
+        match after {
+            Some(Phase::Running) => {
+                let note = message(self, READY);
+                self.events.push(about(JobEvent::normal(er::RUNNING, note)));
+            }
+            Some(Phase::Succeeded) => {
+                let note = message(self, READY);
+                self.events
+                    .push(about(JobEvent::normal(er::SUCCEEDED, note)));
+            }
+            Some(Phase::Failed) => {
+                let note = message(self, READY);
+                self.events.push(about(JobEvent::warning(er::FAILED, note)));
+            }
+            Some(Phase::Unschedulable) => {
+                let note = message(self, SCHEDULED);
+                self.events.push(JobEvent::warning(er::UNSCHEDULABLE, note));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The kind of step taken down from `plan` (run with `before`) to `after`, for
+/// `vramfit_fallbacks_total{reason}`: `tiles`, `quantization`, `gpus`, `flash_attention`,
+/// `kv_cache`, `offload`.
+pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static str {
+    let kv = plan.llama_cpp.map(|l| l.kv_cache_type);
+    if after.tile_steps > before.tile_steps {
+        "tiles"
+    } else if after
+        .min_quantization
+        .is_some_and(|q| q > plan.quantization)
+    {
+        "quantization"
+    } else if after.min_gpus.is_some_and(|n| n > plan.gpu_count) {
+        "gpus"
+    } else if after.flash_attention_off && !before.flash_attention_off {
+        "flash_attention"
+    } else if after.min_kv_cache_type.is_some_and(|t| Some(t) > kv) {
+        "kv_cache"
+    } else if after.offload_steps > before.offload_steps {
+        "offload"
+    } else {
+        "other"
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+//! How a workload pod stands or ended (pure): waiting, running, succeeded, out of memory, or
+//! another failure. Out of memory is what vramfit retries one step down (DOMAIN §8).
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+/// Substrings (compared case-insensitively) that mark a GPU or host out-of-memory failure in
+/// a container's termination message (its log tail, with `FallbackToLogsOnError`) or reason.
+pub const OOM_MARKERS: &[&str] = &[
+    // PyTorch: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB".
+    "cuda out of memory",
+    "outofmemoryerror",
+    // CUDA runtime and driver API errors.
+    "cudaerrormemoryallocation",
+    "cuda_error_out_of_memory",
+    "cuda error: out of memory",
+    // cuBLAS workspace allocation.
+    "cublas_status_alloc_failed",
+    // llama.cpp: "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 5120.00 MiB on
+    // device 0: cudaMalloc failed: out of memory" and "failed to allocate CUDA0 buffer".
+    "ggml_backend_cuda_buffer_type_alloc_buffer",
+    "cudamalloc failed: out of memory",
+    // vLLM when the weights leave no room for the KV cache.
+    "no available memory for the cache blocks",
+];
+
+/// Longest message kept in status (the termination message can hold 4 KiB of logs).
+pub const MAX_MESSAGE: usize = 400;
+
+/// Where a pod stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodState {
+    /// Not running yet: waiting for a node, pulling the image, starting.
+    Waiting {
+        /// The node it is bound to, once bound.
+        node: Option<String>,
+        /// Why it waits, when Kubernetes says (e.g. the scheduler's message).
+        detail: Option<String>,
+    },
+    /// Running.
+    Running {
+        /// The node it runs on.
+        node: Option<String>,
+    },
+    /// Finished successfully.
+    Succeeded {
+        /// The node it ran on.
+        node: Option<String>,
+    },
+    /// Ended out of memory (OOMKilled, or a CUDA out-of-memory error in its message).
+    OutOfMemory {
+        /// The node it ran on.
+        node: Option<String>,
+        /// The failure, trimmed.
+        message: String,
+    },
+    /// Ended with another failure.
+    Failed {
+        /// The node it ran on.
+        node: Option<String>,
+        /// The failure, trimmed.
+        message: String,
+    },
+}
+
+impl PodState {
+    /// The node the pod is bound to.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            PodState::Waiting { node, .. }
+            | PodState::Running { node }
+            | PodState::Succeeded { node }
+            | PodState::OutOfMemory { node, .. }
+            | PodState::Failed { node, .. } => node.as_deref(),
+        }
+    }
+
+    /// Whether the pod has ended.
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            PodState::Succeeded { .. } | PodState::OutOfMemory { .. } | PodState::Failed { .. }
+        )
+    }
+}
+
+/// Reads a pod's state from its status.
+pub fn classify(pod: &Pod) -> PodState {
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty());
+    let status = pod.status.clone().unwrap_or_default();
+    match status.phase.as_deref() {
+        Some("Running") => PodState::Running { node },
+        Some("Succeeded") => PodState::Succeeded { node },
+        Some("Failed") => {
+            let statuses: Vec<&ContainerStatus> = status
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .chain(status.container_statuses.iter().flatten())
+                .collect();
+            failure(
+                node,
+                &statuses,
+                status.reason.as_deref(),
+                status.message.as_deref(),
+            )
+        }
+        _ => {
+            let detail = status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                .map(|c| c.message.clone().or(c.reason.clone()).unwrap_or_default())
+                .or_else(|| waiting_reason(status.container_statuses.iter().flatten()))
+                .filter(|d| !d.is_empty())
+                .map(|d| trim_message(&d));
+            PodState::Waiting { node, detail }
+        }
+    }
+}
+
+fn waiting_reason<'a>(statuses: impl Iterator<Item = &'a ContainerStatus>) -> Option<String> {
+    statuses
+        .filter_map(|s| s.state.as_ref()?.waiting.as_ref())
+        .find_map(|w| match (&w.reason, &w.message) {
+            (Some(r), Some(m)) => Some(format!("{r}: {m}")),
+            (Some(r), None) => Some(r.clone()),
+            (None, m) => m.clone(),
+        })
+}
+
+fn failure(
+    node: Option<String>,
+    statuses: &[&ContainerStatus],
+    pod_reason: Option<&str>,
+    pod_message: Option<&str>,
+) -> PodState {
+    let terminated: Vec<_> = statuses
+        .iter()
+        .filter_map(|s| {
+            let now = s.state.as_ref().and_then(|state| state.terminated.as_ref());
+            now.or_else(|| {
+                s.last_state
+                    .as_ref()
+                    .and_then(|state| state.terminated.as_ref())
+            })
+        })
+        .filter(|t| t.exit_code != 0 || t.reason.as_deref() == Some("OOMKilled"))
+        .collect();
+    for t in &terminated {
+        let reason = t.reason.as_deref().unwrap_or_default();
+        let message = t.message.as_deref().unwrap_or_default();
+        if reason == "OOMKilled" {
+            let detail = oom_line(message).unwrap_or_else(|| {
+                format!(
+                    "container OOMKilled (exit code {}): host memory limit reached",
+                    t.exit_code
+                )
+            });
+            return PodState::OutOfMemory {
+                node,
+                message: detail,
+            };
+        }
+        if let Some(line) = oom_line(message).or_else(|| oom_line(reason)) {
+            return PodState::OutOfMemory {
+                node,
+                message: line,
+            };
+        }
+    }
+    if let Some(line) = pod_message.and_then(oom_line) {
+        return PodState::OutOfMemory {
+            node,
+            message: line,
+        };
+    }
+    let message = match terminated.first() {
+        Some(t) => {
+            let reason = t.reason.as_deref().unwrap_or("Error");
+            let tail = t
+                .message
+                .as_deref()
+                .map(last_line)
+                .filter(|l| !l.is_empty());
+            match tail {
+                Some(line) => format!("{reason} (exit code {}): {line}", t.exit_code),
+                None => format!("{reason} (exit code {})", t.exit_code),
+            }
+        }
+        None => match (pod_reason, pod_message) {
+            (Some(r), Some(m)) => format!("{r}: {m}"),
+            (Some(r), None) => r.to_string(),
+            (None, Some(m)) => m.to_string(),
+            (None, None) => "pod failed".to_string(),
+        },
+    };
+    PodState::Failed {
+        node,
+        message: trim_message(&message),
+    }
+}
+
+/// Whether `text` reports an out-of-memory failure.
+pub fn is_oom_text(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    OOM_MARKERS.iter().any(|m| lower.contains(m))
+        || (lower.contains("failed to allocate") && lower.contains("buffer"))
+}
+
+/// The line of `text` that reports out of memory, trimmed, if any.
+fn oom_line(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .find(|line| is_oom_text(line))
+        .or_else(|| is_oom_text(text).then_some(text))
+        .map(|line| trim_message(line.trim()))
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+}
+
+/// Trims a message to [`MAX_MESSAGE`] characters on a character boundary.
+pub fn trim_message(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= MAX_MESSAGE {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(MAX_MESSAGE - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[test]
+    fn phases_map_to_states() {
+        let pod = fixtures::pending_pod("chat-1", None);
+        assert_eq!(
+            classify(&pod),
+            PodState::Waiting {
+                node: None,
+                detail: None
+            }
+        );
+        let pod = fixtures::running_pod("chat-1", "gpu-a");
+        assert_eq!(
+            classify(&pod),
+            PodState::Running {
+                node: Some("gpu-a".into())
+            }
+        );
+        let pod = fixtures::succeeded_pod("chat-1", "gpu-a");
+        assert!(matches!(classify(&pod), PodState::Succeeded { .. }));
+    }
+
+    #[test]
+    fn oom_killed_is_out_of_memory() {
+        let pod = fixtures::failed_pod("chat-1", "gpu-a", "OOMKilled", 137, "");
+        let PodState::OutOfMemory { message, .. } = classify(&pod) else {
+            panic!("{:?}", classify(&pod))
+        };
+        assert!(message.contains("OOMKilled"), "{message}");
+    }
+
+    #[test]
+    fn cuda_messages_are_out_of_memory() {
+        for text in [
+            "Traceback...\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "RuntimeError: CUDA error: out of memory",
+            "cudaErrorMemoryAllocation",
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 5120.00 MiB on device 0: cudaMalloc failed: out of memory",
+            "llama_model_load: error loading model: failed to allocate CUDA0 buffer of size 4404019200",
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+        ] {
+            let pod = fixtures::failed_pod("chat-1", "gpu-a", "Error", 1, text);
+            let state = classify(&pod);
+            let PodState::OutOfMemory { message, node } = state else {
+                panic!("{text}: {state:?}")
+            };
+            assert_eq!(node.as_deref(), Some("gpu-a"));
+            assert!(
+                !message.contains("Traceback"),
+                "the OOM line is kept: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_failures_keep_their_message() {
+        let pod = fixtures::failed_pod(
+            "chat-1",
+            "gpu-a",
+            "Error",
+            2,
+            "loading...\nFileNotFoundError: /models/x.gguf",
+        );
+        assert_eq!(
+            classify(&pod),
+            PodState::Failed {
+                node: Some("gpu-a".into()),
+                message: "Error (exit code 2): FileNotFoundError: /models/x.gguf".into()
+            }
+        );
+        let long = "x".repeat(2000);
+        let pod = fixtures::failed_pod("chat-1", "gpu-a", "Error", 1, &long);
+        let PodState::Failed { message, .. } = classify(&pod) else {
+            panic!()
+        };
+        assert_eq!(message.chars().count(), MAX_MESSAGE);
+    }
+
+    #[test]
+    fn unschedulable_pods_say_why() {
+        let mut pod = fixtures::pending_pod("chat-1", None);
+        pod.status.get_or_insert_default().conditions =
+            Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                message: Some("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.".into()),
+                ..Default::default()
+            }]);
+        let PodState::Waiting { detail, .. } = classify(&pod) else {
+            panic!()
+        };
+        assert_eq!(
+            detail.as_deref(),
+            Some("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+        );
+    }
+}

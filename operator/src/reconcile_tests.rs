@@ -1,0 +1,430 @@
+//! Controller tests: the real `reconcile` against the [`ApiServerVerifier`], asserting every
+//! request (method, path with `fieldManager=vramfit-operator`, body) in order.
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::DeserializeGuard;
+use kube::core::error_boundary::InvalidObject;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+use vramfit_api::{InferenceJob, InferenceJobStatus};
+
+use crate::context::{Context, StoreWriters};
+use crate::fixtures::{self, NAMESPACE};
+use crate::next_status::Requeues;
+use crate::reconcile::reconcile;
+use crate::verifier::{ApiServerVerifier, test_context};
+
+/// Runs one reconcile while `script` answers its requests; returns its action.
+async fn run<F>(
+    ctx: &Arc<Context>,
+    job: &InferenceJob,
+    api: &mut ApiServerVerifier,
+    script: F,
+) -> Action
+where
+    F: AsyncFnOnce(&mut ApiServerVerifier),
+{
+    let task = tokio::spawn(reconcile(
+        Arc::new(DeserializeGuard(Ok(job.clone()))),
+        ctx.clone(),
+    ));
+    script(api).await;
+    api.no_more_requests().await;
+    match tokio::time::timeout(Duration::from_secs(5), task).await {
+        Ok(Ok(Ok(action))) => action,
+        other => panic!("reconcile did not finish well: {other:?}"),
+    }
+}
+
+/// The job with the status the verifier saw written.
+fn with_status(job: &InferenceJob, body: &Value) -> InferenceJob {
+    let mut job = job.clone();
+    let status: InferenceJobStatus = serde_json::from_value(body["status"].clone()).unwrap();
+    job.status = Some(status);
+    job
+}
+
+/// The pod the verifier saw applied, as the store would show it once created.
+fn created_pod(body: &Value) -> Pod {
+    fixtures::created(serde_json::from_value(body.clone()).unwrap())
+}
+
+fn a10g_cluster(writers: &mut StoreWriters) {
+    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 4, 4));
+    writers.mark_ready();
+}
+
+fn env_value(pod: &Value, name: &str) -> Value {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == name))
+        .map(|e| e["value"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn condition(status: &Value, type_: &str) -> Value {
+    status["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The first reconcile of `chat` on an A10G cluster: returns (pod body, status body).
+async fn first_reconcile(
+    ctx: &Arc<Context>,
+    api: &mut ApiServerVerifier,
+    job: &InferenceJob,
+) -> (Value, Value) {
+    let mut bodies = (Value::Null, Value::Null);
+    let action = run(ctx, job, api, async |api| {
+        bodies.0 = api.pod_apply("chat-1").await;
+        bodies.1 = api.status_apply(job).await;
+        api.events("chat", &["Planned", "PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(action, Action::requeue(Requeues::default().resync));
+    bodies
+}
+
+#[tokio::test]
+async fn first_reconcile_applies_the_pod_then_the_status() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+
+    assert_eq!(pod["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        pod["metadata"]["ownerReferences"],
+        json!([{ "apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "name": "chat",
+                 "uid": fixtures::uid("chat"), "controller": true, "blockOwnerDeletion": true }])
+    );
+    assert_eq!(pod["metadata"]["labels"]["vramfit.io/job"], "chat");
+    assert_eq!(pod["metadata"]["labels"]["vramfit.io/attempt"], "1");
+    assert_eq!(
+        pod["metadata"]["labels"]["vramfit.io/node-class"],
+        "a10g-x4"
+    );
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "1");
+    assert_eq!(
+        container["terminationMessagePolicy"],
+        "FallbackToLogsOnError"
+    );
+    assert_eq!(env_value(&pod, "TORCH_DTYPE"), "bfloat16");
+    assert_eq!(
+        pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"],
+        json!([
+            { "key": "vramfit.io/gpu.count", "operator": "In", "values": ["4"] },
+            { "key": "vramfit.io/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"] }
+        ])
+    );
+
+    let s = &status["status"];
+    assert_eq!(s["phase"], "Scheduled");
+    assert_eq!(s["observedGeneration"], 1);
+    assert_eq!(s["nodeClass"], "a10g-x4");
+    assert_eq!(s["podName"], "chat-1");
+    assert_eq!(s["attemptCount"], 1);
+    assert_eq!(s["plan"]["gpuCount"], 1);
+    assert_eq!(s["plan"]["dtype"], "bfloat16");
+    assert_eq!(s["attempts"][0]["podName"], "chat-1");
+    assert_eq!(condition(&status, "Scheduled")["reason"], "PodCreated");
+    assert_eq!(condition(&status, "InvalidSpec")["status"], "False");
+}
+
+#[tokio::test]
+async fn restart_is_idempotent() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+
+    // A restarted operator (empty ledger) whose stores show the pod and the status: no write.
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    writers.apply_pod(created_pod(&pod));
+    let written = with_status(&job, &status);
+    let action = run(&ctx, &written, &mut api, async |_| {}).await;
+    assert_eq!(action, Action::requeue(Requeues::default().resync));
+
+    // It crashed between the pod apply and the status write: the pod is adopted, no second pod.
+    let adopted = run(&ctx, &job, &mut api, async |api| {
+        let again = api.status_apply(&job).await;
+        assert_eq!(again["status"]["podName"], "chat-1");
+        assert_eq!(again["status"]["plan"], status["status"]["plan"]);
+        assert_eq!(again["status"]["attemptCount"], 1);
+        api.events("chat", &["Planned", "PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(adopted, Action::requeue(Requeues::default().resync));
+
+    // The pod was deleted behind its back: the same apply, under the same name.
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    run(&ctx, &written, &mut api, async |api| {
+        let again = api.pod_apply("chat-1").await;
+        assert_eq!(again, pod, "the same pod, applied again");
+        api.status_apply(&written).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_running_pod_updates_the_status() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    writers.apply_pod(fixtures::as_running(created_pod(&pod), "a-1"));
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["phase"], "Running");
+        assert_eq!(body["status"]["nodeName"], "a-1");
+        assert_eq!(condition(&body, "Ready")["status"], "True");
+        assert_eq!(condition(&body, "Ready")["reason"], "Running");
+        api.event("chat", "Running").await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cuda_oom_starts_the_next_attempt_one_step_down() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    let message = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB";
+    writers.apply_pod(fixtures::as_failed(
+        created_pod(&pod),
+        "a-1",
+        "Error",
+        1,
+        message,
+    ));
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        let next = api.pod_apply("chat-2").await;
+        assert_eq!(next["metadata"]["labels"]["vramfit.io/attempt"], "2");
+        assert_eq!(
+            next["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+            "2"
+        );
+        assert_eq!(env_value(&next, "VRAMFIT_GPU_COUNT"), "2");
+        let body = api.status_apply(&job).await;
+        let s = &body["status"];
+        assert_eq!(s["attemptCount"], 2);
+        assert_eq!(s["podName"], "chat-2");
+        assert_eq!(s["fallback"]["minGpus"], 2);
+        assert_eq!(s["attempts"][0]["outcome"], "OutOfMemory");
+        assert_eq!(s["attempts"][0]["message"], message);
+        assert_eq!(s["attempts"][1]["step"], "one more GPU: 1 → 2");
+        assert_eq!(condition(&body, "OutOfMemory")["status"], "True");
+        assert_eq!(condition(&body, "OutOfMemory")["reason"], "SteppedDown");
+        api.events(
+            "chat",
+            &["OutOfMemory", "SteppedDown", "Planned", "PodCreated"],
+        )
+        .await;
+    })
+    .await;
+    let metrics = ctx.metrics.encode().unwrap();
+    assert!(
+        metrics.contains("vramfit_fallbacks_total{reason=\"gpus\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn exhausted_attempts_fail_with_the_last_reason() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.max_attempts = 1;
+    let job = fixtures::job("chat", spec);
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    writers.apply_pod(fixtures::as_failed(
+        created_pod(&pod),
+        "a-1",
+        "OOMKilled",
+        137,
+        "",
+    ));
+    let job = with_status(&job, &status);
+    let action = run(&ctx, &job, &mut api, async |api| {
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["phase"], "Failed");
+        assert!(body["status"]["completionTime"].is_string());
+        assert_eq!(body["status"]["attempts"][0]["outcome"], "OutOfMemory");
+        assert_eq!(
+            condition(&body, "OutOfMemory")["reason"],
+            "AttemptsExhausted"
+        );
+        let ready = condition(&body, "Ready");
+        assert_eq!(ready["reason"], "AttemptsExhausted");
+        assert!(
+            ready["message"].as_str().unwrap().contains("OOMKilled"),
+            "{ready}"
+        );
+        api.events("chat", &["OutOfMemory", "Failed"]).await;
+    })
+    .await;
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_node_label_change_replans_an_unschedulable_job() {
+    let (ctx, mut api, mut writers) = test_context();
+    writers.apply_node(fixtures::cpu_node("n-1"));
+    writers.mark_ready();
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let mut status = Value::Null;
+    let action = run(&ctx, &job, &mut api, async |api| {
+        status = api.status_apply(&job).await;
+        assert_eq!(status["status"]["phase"], "Unschedulable");
+        assert_eq!(condition(&status, "Scheduled")["reason"], "NoClassFits");
+        api.event("chat", "Unschedulable").await;
+    })
+    .await;
+    assert_eq!(action, Action::requeue(Requeues::default().unschedulable));
+
+    // The agent labels the node: the job is planned and placed.
+    let mut labelled = fixtures::gpu_node("n-1", "a10g", 1, 1);
+    labelled.metadata.resource_version = Some("2".into());
+    writers.apply_node(labelled);
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        let pod = api.pod_apply("chat-1").await;
+        assert_eq!(
+            pod["metadata"]["labels"]["vramfit.io/node-class"],
+            "a10g-x1"
+        );
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["phase"], "Scheduled");
+        assert_eq!(condition(&body, "Scheduled")["status"], "True");
+        api.events("chat", &["Planned", "PodCreated"]).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_bf16_pinned_job_on_a_v100_cluster_is_unschedulable_with_the_reason() {
+    let (ctx, mut api, mut writers) = test_context();
+    writers.apply_node(fixtures::gpu_node("v-1", "v100", 4, 4));
+    writers.mark_ready();
+    let job = fixtures::job("pinned", fixtures::bf16_pinned_spec());
+    run(&ctx, &job, &mut api, async |api| {
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["phase"], "Unschedulable");
+        let message = condition(&body, "Scheduled")["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message
+                .contains("v100-sxm2-16gb-x4: bfloat16 is pinned but compute capability 7.0 < 8.0"),
+            "{message}"
+        );
+        assert_eq!(
+            body["status"]["rejectedClasses"][0]["nodeClass"],
+            "v100-sxm2-16gb-x4"
+        );
+        let event = api.event("pinned", "Unschedulable").await;
+        assert_eq!(event["type"], "Warning");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_invalid_spec_is_reported_and_waits_for_a_change() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("bad", fixtures::invalid_spec());
+    let mut status = Value::Null;
+    let action = run(&ctx, &job, &mut api, async |api| {
+        status = api.status_apply(&job).await;
+        assert_eq!(status["status"]["phase"], "Pending");
+        let invalid = condition(&status, "InvalidSpec");
+        assert_eq!(invalid["status"], "True");
+        assert!(
+            invalid["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown model preset"),
+            "{invalid}"
+        );
+        api.event("bad", "InvalidSpec").await;
+    })
+    .await;
+    assert_eq!(action, Action::await_change(), "no requeue storm");
+
+    // Reconciled again (its own status event): nothing written, still waiting.
+    let job = with_status(&job, &status);
+    let action = run(&ctx, &job, &mut api, async |_| {}).await;
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_job_that_does_not_deserialize_is_reported_once() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let mut meta = fixtures::job("odd", fixtures::vllm_mistral_spec()).metadata;
+    meta.generation = Some(4);
+    let object = Arc::new(DeserializeGuard::<InferenceJob>(Err(InvalidObject {
+        error: "spec.llamaCpp.gpuLayers: gpuLayers must be `auto` or a non-negative integer".into(),
+        metadata: meta,
+    })));
+    for first in [true, false] {
+        let task = tokio::spawn(reconcile(object.clone(), ctx.clone()));
+        if first {
+            let body = api.status_merge("odd").await;
+            assert_eq!(body["status"]["observedGeneration"], 4);
+            let invalid = body["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "InvalidSpec")
+                .cloned()
+                .unwrap();
+            assert!(
+                invalid["message"].as_str().unwrap().contains("gpuLayers"),
+                "{invalid}"
+            );
+            api.event("odd", "InvalidSpec").await;
+        }
+        api.no_more_requests().await;
+        let action = task.await.unwrap().unwrap();
+        assert_eq!(action, Action::await_change());
+    }
+}
+
+#[tokio::test]
+async fn a_spec_change_replaces_a_pod_whose_spec_changes() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    writers.apply_pod(fixtures::as_running(created_pod(&pod), "a-1"));
+    let mut job = with_status(&job, &status);
+    job.metadata.generation = Some(2);
+    job.spec.image = "vllm/vllm-openai:v0.9.0".into();
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-1").await;
+        let next = api.pod_apply("chat-2").await;
+        assert_eq!(
+            next["spec"]["containers"][0]["image"],
+            "vllm/vllm-openai:v0.9.0"
+        );
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["attempts"][0]["outcome"], "Replaced");
+        assert_eq!(body["status"]["observedGeneration"], 2);
+        api.events("chat", &["Planned", "PodCreated"]).await;
+    })
+    .await;
+}

@@ -1,0 +1,197 @@
+//! An API server stand-in for controller tests (kube-rs controller-rs style): a
+//! `tower_test` mock behind a real `kube::Client`, and an [`ApiServerVerifier`] that asserts
+//! each request the reconcile makes, in order (method, path with the field manager, body) and
+//! answers it.
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use kube::client::Body;
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle, SendResponse};
+use vramfit_api::InferenceJob;
+
+use crate::context::{Context, Settings, StoreWriters, Stores};
+use crate::fixtures::NAMESPACE;
+use crate::metrics::Metrics;
+
+/// Query string of every server-side apply.
+pub const APPLY_QUERY: &str = "?&force=true&fieldManager=vramfit-operator";
+
+/// Asserts and answers the requests of one reconcile.
+pub struct ApiServerVerifier {
+    handle: Handle<Request<Body>, Response<Body>>,
+}
+
+/// A context whose client talks to the verifier, with empty writable stores.
+pub fn test_context() -> (Arc<Context>, ApiServerVerifier, StoreWriters) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (stores, writers) = Stores::writable();
+    let ctx = Context::new(
+        client,
+        Arc::new(Metrics::new()),
+        stores,
+        Settings::default(),
+        None,
+    );
+    (Arc::new(ctx), ApiServerVerifier { handle }, writers)
+}
+
+fn respond(send: SendResponse<Response<Body>>, status: u16, body: &Value) {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    match Response::builder().status(status).body(Body::from(bytes)) {
+        Ok(response) => send.send_response(response),
+        Err(error) => panic!("building a response: {error}"),
+    }
+}
+
+impl ApiServerVerifier {
+    async fn next(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
+        match tokio::time::timeout(Duration::from_secs(5), self.handle.next_request()).await {
+            Ok(Some(pair)) => pair,
+            Ok(None) => panic!("the client went away before the expected request"),
+            Err(_) => panic!("no request within 5 s"),
+        }
+    }
+
+    async fn body(request: Request<Body>) -> Value {
+        let bytes = request
+            .into_body()
+            .collect_bytes()
+            .await
+            .unwrap_or_default();
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    }
+
+    /// Expects the server-side apply of pod `name`; answers with the pod, created. Returns the
+    /// applied body.
+    pub async fn pod_apply(&mut self, name: &str) -> Value {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("/api/v1/namespaces/{NAMESPACE}/pods/{name}{APPLY_QUERY}")
+        );
+        assert_eq!(
+            request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            Some("application/apply-patch+yaml")
+        );
+        let body = Self::body(request).await;
+        assert_eq!(body["apiVersion"], "v1");
+        assert_eq!(body["kind"], "Pod");
+        assert_eq!(body["metadata"]["name"], name);
+        let mut created = body.clone();
+        created["metadata"]["uid"] = json!(crate::fixtures::uid(name));
+        created["status"] = json!({ "phase": "Pending" });
+        respond(send, 200, &created);
+        body
+    }
+
+    /// Expects the deletion of pod `name`.
+    pub async fn pod_delete(&mut self, name: &str) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::DELETE);
+        assert_eq!(
+            request.uri().path(),
+            format!("/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+        );
+        respond(
+            send,
+            200,
+            &json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "namespace": NAMESPACE } }),
+        );
+    }
+
+    /// Expects the server-side apply of `job`'s status; answers with the job carrying it.
+    /// Returns the applied body.
+    pub async fn status_apply(&mut self, job: &InferenceJob) -> Value {
+        let name = job.meta().name.clone().unwrap_or_default();
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!(
+                "/apis/vramfit.io/v1alpha1/namespaces/{NAMESPACE}/inferencejobs/{name}/status{APPLY_QUERY}"
+            )
+        );
+        let body = Self::body(request).await;
+        assert_eq!(body["apiVersion"], "vramfit.io/v1alpha1");
+        assert_eq!(body["kind"], "InferenceJob");
+        assert_eq!(
+            body.as_object().map(|o| o.len()),
+            Some(3),
+            "apiVersion, kind and status only: {body}"
+        );
+        let mut answer = serde_json::to_value(job).unwrap_or(Value::Null);
+        answer["status"] = body["status"].clone();
+        respond(send, 200, &answer);
+        body
+    }
+
+    /// Expects a JSON merge patch of a job's status (malformed jobs); returns its body.
+    pub async fn status_merge(&mut self, name: &str) -> Value {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH);
+        assert_eq!(
+            request.uri().to_string(),
+            format!(
+                "/apis/vramfit.io/v1alpha1/namespaces/{NAMESPACE}/inferencejobs/{name}/status?&fieldManager=vramfit-operator"
+            )
+        );
+        assert_eq!(
+            request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            Some("application/merge-patch+json")
+        );
+        let body = Self::body(request).await;
+        respond(
+            send,
+            200,
+            &json!({ "apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
+                     "metadata": { "name": name, "namespace": NAMESPACE }, "status": body["status"] }),
+        );
+        body
+    }
+
+    /// Expects an event with `reason` on the job `name`; returns its body.
+    pub async fn event(&mut self, name: &str, reason: &str) -> Value {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::POST, "{}", request.uri());
+        assert_eq!(
+            request.uri().path(),
+            format!("/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")
+        );
+        let body = Self::body(request).await;
+        assert_eq!(body["reason"], reason, "{body}");
+        assert_eq!(body["regarding"]["name"], name);
+        assert_eq!(body["regarding"]["kind"], "InferenceJob");
+        assert_eq!(body["reportingController"], "vramfit-operator");
+        respond(send, 201, &body);
+        body
+    }
+
+    /// Expects events with these reasons, in order.
+    pub async fn events(&mut self, name: &str, reasons: &[&str]) -> Vec<Value> {
+        let mut bodies = Vec::new();
+        for reason in reasons {
+            bodies.push(self.event(name, reason).await);
+        }
+        bodies
+    }
+
+    /// Asserts that no further request comes.
+    pub async fn no_more_requests(&mut self) {
+        if let Ok(Some((request, _))) =
+            tokio::time::timeout(Duration::from_millis(200), self.handle.next_request()).await
+        {
+            panic!("unexpected request: {} {}", request.method(), request.uri());
+        }
+    }
+}
