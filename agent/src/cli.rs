@@ -2,7 +2,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+pub use vramfit_telemetry::LogFormat;
 
 /// vramfit node agent: reads the node's GPUs through NVML (or a fixture file) and keeps its
 /// `vramfit.io/` labels true.
@@ -38,15 +39,6 @@ pub struct Args {
     /// Log format on stderr; the level comes from `RUST_LOG` (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-}
-
-/// How logs are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 impl Args {

@@ -16,4 +16,3 @@ pub mod node_writer;
 pub mod readiness;
 pub mod refresh;
 pub mod shutdown;
-pub mod telemetry;

@@ -1,7 +1,8 @@
 //! Command-line flags (a contract with the Helm chart: keep names and defaults).
 use std::net::SocketAddr;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+pub use vramfit_telemetry::LogFormat;
 
 /// vramfit operator: plans InferenceJobs for the GPU class they land on and runs their pods.
 #[derive(Clone, Debug, Parser)]
@@ -30,15 +31,6 @@ pub struct Args {
     /// Reconciles at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
-}
-
-/// How logs are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 #[cfg(test)]

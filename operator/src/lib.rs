@@ -34,7 +34,6 @@ pub mod permissions;
 pub mod placement;
 pub mod reconcile;
 pub mod reservations;
-pub mod telemetry;
 
 #[cfg(test)]
 mod reconcile_tests;

@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use vramfit_operator::{app, cli::Args, telemetry};
+use vramfit_operator::{app, cli::Args};
+use vramfit_telemetry as telemetry;
 
 fn main() -> ExitCode {
     let args = Args::parse();
