@@ -95,3 +95,39 @@ fn json_output_of_one_class_carries_env_and_args() {
             .any(|e| e[0] == "TORCH_DTYPE" && e[1] == "bfloat16")
     );
 }
+
+#[test]
+fn node_class_manifests_override_and_add_classes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args(["plan", "examples/mistral-economy.yaml", "-o", "json"])
+        .args(["--node-classes", "examples/node-classes/fleet.yaml"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let class = |name: &str| {
+        report["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["nodeClass"] == name)
+            .unwrap_or_else(|| panic!("no class {name} in {report}"))
+            .clone()
+    };
+    // allowJobs: false closes a class; a price override changes the plan's price.
+    assert!(
+        class("t4-x1")["cannotRun"]
+            .as_str()
+            .unwrap()
+            .contains("allowJobs: false")
+    );
+    assert_eq!(class("a10g-x1")["plan"]["hourlyPriceCents"], 45);
+    // A class defined from scratch is planned like the others, and economy picks the cheapest.
+    assert_eq!(class("onprem-a6000-x2")["plan"]["dtype"], "bfloat16");
+    assert_eq!(report["chosen"], "onprem-a6000-x2");
+}

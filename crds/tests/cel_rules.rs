@@ -64,11 +64,39 @@ fn every_example_passes_the_rules() {
     let schema = schema::<InferenceJob>();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue; // examples/node-classes/ holds GpuNodeClass manifests
+        }
         let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         if let Err(errors) = validate(&schema, &object, None) {
             panic!("{}: {errors}", path.display());
         }
     }
+}
+
+#[test]
+fn example_node_classes_pass_the_rules() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/node-classes");
+    let schema = schema::<GpuNodeClass>();
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let object = <Value as serde::Deserialize>::deserialize(document).unwrap();
+            let typed: GpuNodeClass = serde_json::from_value(object.clone())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(typed.metadata.name.is_some());
+            if let Err(errors) = validate(&schema, &object, None) {
+                panic!("{}: {errors}", path.display());
+            }
+            count += 1;
+        }
+    }
+    assert!(
+        count >= 3,
+        "expected the example node classes, found {count}"
+    );
 }
 
 #[test]
