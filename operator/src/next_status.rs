@@ -610,12 +610,7 @@ impl Draft<'_> {
                 JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
                     .about(&name),
             );
-            let failure = self
-                .status
-                .attempts
-                .last()
-                .and_then(|a| a.message.clone())
-                .unwrap_or_default();
+            let failure = self.last_failure_message();
             self.set(
                 OUT_OF_MEMORY,
                 true,
@@ -663,6 +658,15 @@ impl Draft<'_> {
         Ok(())
     }
 
+    /// The failure message of the latest attempt, if any.
+    fn last_failure_message(&self) -> String {
+        self.status
+            .attempts
+            .last()
+            .and_then(|a| a.message.clone())
+            .unwrap_or_default()
+    }
+
     fn unschedulable(
         &mut self,
         how: Start,
@@ -674,12 +678,7 @@ impl Draft<'_> {
         self.status.phase = Some(Phase::Unschedulable);
         self.status.rejected_classes = rejections;
         if how == Start::AfterOutOfMemory {
-            let failure = self
-                .status
-                .attempts
-                .last()
-                .and_then(|a| a.message.clone())
-                .unwrap_or_default();
+            let failure = self.last_failure_message();
             self.set(
                 OUT_OF_MEMORY,
                 true,

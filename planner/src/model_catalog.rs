@@ -201,24 +201,15 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         })?),
         None => None,
     };
-    let missing =
-        |field: &str| ModelError(format!("model.{field} is required when no preset is given"));
-    let parameters = spec
-        .parameters
-        .or(base.map(|p| p.shape.parameters))
-        .ok_or_else(|| missing("parameters"))?;
-    let layers = spec
-        .layers
-        .or(base.map(|p| p.shape.layers))
-        .ok_or_else(|| missing("layers"))?;
-    let hidden_size = spec
-        .hidden_size
-        .or(base.map(|p| p.shape.hidden_size))
-        .ok_or_else(|| missing("hiddenSize"))?;
-    let attention_heads = spec
-        .attention_heads
-        .or(base.map(|p| p.shape.attention_heads))
-        .ok_or_else(|| missing("attentionHeads"))?;
+    let shape = base.map(|p| p.shape);
+    let parameters = required(spec.parameters, shape.map(|s| s.parameters), "parameters")?;
+    let layers = required(spec.layers, shape.map(|s| s.layers), "layers")?;
+    let hidden_size = required(spec.hidden_size, shape.map(|s| s.hidden_size), "hiddenSize")?;
+    let attention_heads = required(
+        spec.attention_heads,
+        shape.map(|s| s.attention_heads),
+        "attentionHeads",
+    )?;
     if parameters == 0 || layers == 0 || hidden_size == 0 || attention_heads == 0 {
         return Err(ModelError(
             "model parameters, layers, hiddenSize and attentionHeads must be positive".into(),
@@ -226,12 +217,12 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     }
     let head_dim = spec
         .head_dim
-        .or(base.map(|p| p.shape.head_dim))
+        .or(shape.map(|s| s.head_dim))
         .unwrap_or((hidden_size / attention_heads).max(1));
     // Unknown KV heads: assume full multi-head attention, which never under-estimates.
     let kv_heads = spec
         .kv_heads
-        .or(base.map(|p| p.shape.kv_heads))
+        .or(shape.map(|s| s.kv_heads))
         .unwrap_or(attention_heads);
     if kv_heads > attention_heads {
         return Err(ModelError(format!(
@@ -241,7 +232,7 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     let name = spec
         .name
         .clone()
-        .or(base.map(|p| p.shape.name.to_string()))
+        .or(shape.map(|s| s.name.to_string()))
         .unwrap_or_else(|| "custom-model".to_string());
     Ok(ModelShape {
         name,
@@ -253,16 +244,20 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         head_dim,
         context_limit: spec
             .context_limit
-            .or(base.map(|p| p.shape.context_limit))
+            .or(shape.map(|s| s.context_limit))
             .unwrap_or(u32::MAX),
         gguf_file_bytes: spec
             .gguf_file_bytes
-            .or(base.and_then(|p| p.shape.gguf_file_bytes)),
-        vision: spec
-            .vision
-            .or(base.map(|p| p.shape.vision))
-            .unwrap_or(false),
+            .or(shape.and_then(|s| s.gguf_file_bytes)),
+        vision: spec.vision.or(shape.map(|s| s.vision)).unwrap_or(false),
     })
+}
+
+/// An explicit field wins over the preset's; without either, the field is missing.
+fn required<T>(explicit: Option<T>, preset: Option<T>, field: &str) -> Result<T, ModelError> {
+    explicit
+        .or(preset)
+        .ok_or_else(|| ModelError(format!("model.{field} is required when no preset is given")))
 }
 
 #[cfg(test)]
