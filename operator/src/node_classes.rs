@@ -612,6 +612,40 @@ mod tests {
     }
 
     #[test]
+    fn nodes_labelled_only_by_nvidia_gfd_form_classes_selected_by_gfd_labels() {
+        let gfd = fixtures::labelled_node(
+            "h-1",
+            &[
+                ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+                ("nvidia.com/gpu.count", "8"),
+                ("nvidia.com/gpu.memory", "81559"),
+                ("nvidia.com/gpu.compute.major", "9"),
+                ("nvidia.com/gpu.compute.minor", "0"),
+                ("nvidia.com/gpu.family", "hopper"),
+            ],
+            8,
+        );
+        let inventory = build_inventory(&[Arc::new(gfd)], &[]);
+        let class = inventory
+            .class("h100-80gb-hbm3-x8")
+            .expect("a class from GFD labels");
+        assert_eq!(
+            class.capability,
+            vramfit_api::labels::ComputeCapability::new(9, 0)
+        );
+        assert_eq!(class.pytorch_cuda_alloc_conf, "max_split_size_mb:256");
+        assert_eq!(
+            class
+                .node_selector
+                .get("nvidia.com/gpu.product")
+                .map(String::as_str),
+            Some("NVIDIA-H100-80GB-HBM3"),
+            "pods are pinned with GFD's own labels"
+        );
+        assert_eq!(inventory.nodes.len(), 1);
+    }
+
+    #[test]
     fn free_gpus_subtract_bound_unbound_and_reserved_pods() {
         let nodes = vec![
             Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4)),
