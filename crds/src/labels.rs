@@ -110,11 +110,17 @@ pub struct GpuFacts {
 }
 
 /// Reads a node's GPU facts: the vramfit agent's labels first, GFD's when the agent's are
-/// absent. `None` for a node without (usable) GPUs or without enough labels to plan from.
+/// absent or the agent could not read NVML (GFD may still see the GPUs). `None` for a node
+/// without GPUs or without enough labels to plan from.
 pub fn gpu_facts(labels: &BTreeMap<String, String>) -> Option<GpuFacts> {
-    if labels.contains_key(GPU_PRESENT) {
-        if labels.get(GPU_PRESENT).map(String::as_str) != Some("true") {
-            return None;
+    if let Some(present) = labels.get(GPU_PRESENT) {
+        if present != "true" {
+            let reason = labels.get(GPU_ABSENT_REASON).map(String::as_str);
+            // The agent saw the node and found no GPU: believe it over any stale GFD label.
+            if reason.is_none_or(|r| r == "no-gpus") {
+                return None;
+            }
+            return read_gfd_facts(labels);
         }
         return read_facts(
             labels,
@@ -128,6 +134,10 @@ pub fn gpu_facts(labels: &BTreeMap<String, String>) -> Option<GpuFacts> {
             },
         );
     }
+    read_gfd_facts(labels)
+}
+
+fn read_gfd_facts(labels: &BTreeMap<String, String>) -> Option<GpuFacts> {
     read_facts(
         labels,
         LabelSource::Gfd,
@@ -257,6 +267,33 @@ mod tests {
         assert_eq!(facts.source, LabelSource::Gfd);
         assert_eq!(facts.compute_capability, Some(ComputeCapability::new(9, 0)));
         assert_eq!(facts.count, 8);
+    }
+
+    #[test]
+    fn gfd_labels_stand_in_when_the_agent_cannot_read_nvml() {
+        let gfd = [
+            (GFD_PRODUCT, "NVIDIA-A10G"),
+            (GFD_COUNT, "1"),
+            (GFD_MEMORY, "23028"),
+            (GFD_COMPUTE_MAJOR, "8"),
+            (GFD_COMPUTE_MINOR, "6"),
+        ];
+        let with_agent = |reason: &'static str| {
+            let mut l = labels(&gfd);
+            l.insert(GPU_PRESENT.into(), "false".into());
+            l.insert(GPU_ABSENT_REASON.into(), reason.into());
+            gpu_facts(&l)
+        };
+        assert_eq!(
+            with_agent("nvml-unavailable").map(|f| f.source),
+            Some(LabelSource::Gfd)
+        );
+        assert_eq!(with_agent("nvml-error").map(|f| f.count), Some(1));
+        assert_eq!(
+            with_agent("no-gpus"),
+            None,
+            "the agent saw no GPU: stale GFD labels lose"
+        );
     }
 
     #[test]
