@@ -68,8 +68,21 @@ impl JobEvent {
     }
 }
 
-/// Events accept at most 1 kB of note.
-const MAX_NOTE: usize = 1000;
+/// events.k8s.io/v1 accepts at most 1024 bytes of note; keep a margin.
+const MAX_NOTE_BYTES: usize = 1000;
+
+/// `note` cut to at most [`MAX_NOTE_BYTES`] bytes, on a character boundary (progress bars and
+/// `…` are several bytes each: a cut by characters could still be rejected).
+pub fn fit_note(note: &str) -> &str {
+    if note.len() <= MAX_NOTE_BYTES {
+        return note;
+    }
+    let mut end = MAX_NOTE_BYTES;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    &note[..end]
+}
 
 /// Publishes `events` on the job `reference`; failures are logged and counted by the caller.
 /// Returns how many were published.
@@ -80,7 +93,7 @@ pub async fn publish(
 ) -> usize {
     let mut published = 0;
     for event in events {
-        let note: String = event.note.chars().take(MAX_NOTE).collect();
+        let note = fit_note(&event.note).to_string();
         let result = recorder
             .publish(
                 &Event {
@@ -111,4 +124,18 @@ pub async fn publish(
         }
     }
     published
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_cut_by_bytes_on_a_character_boundary() {
+        assert_eq!(fit_note("short"), "short");
+        let bar = "█".repeat(600); // 3 bytes each: 1800 bytes in 600 characters
+        let cut = fit_note(&bar);
+        assert!(cut.len() <= MAX_NOTE_BYTES, "{}", cut.len());
+        assert_eq!(cut.chars().count(), MAX_NOTE_BYTES / 3);
+    }
 }

@@ -93,7 +93,14 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         // Its pods are owned: the garbage collector removes them.
         return Ok(Action::await_change());
     }
-    let decision = decide(job, ctx, Time(Timestamp::now()))?;
+    let decision = {
+        // Capacity is read and the chosen pod reserved under one lock, with no await between:
+        // a burst of reconciles cannot all take the same last free GPUs.
+        let _placing = ctx.reservations.hold_placement();
+        let decision = decide(job, ctx, Time(Timestamp::now()))?;
+        reserve(job, &decision, ctx);
+        decision
+    };
     carry_out(job, &decision, ctx).await?;
     Ok(decision.action)
 }
@@ -137,6 +144,15 @@ pub fn decide(job: &InferenceJob, ctx: &Context, now: Time) -> Result<Decision, 
     next_status(&observed, &ctx.settings.requeues)
 }
 
+/// Records the pod a decision applies, before the apply, so it counts against its class.
+pub fn reserve(job: &InferenceJob, decision: &Decision, ctx: &Context) {
+    if let (Some(pod), Some(plan), Some(namespace)) =
+        (&decision.apply_pod, &decision.applied_plan, job.namespace())
+    {
+        ctx.reservations.record(&namespace, &pod.name_any(), plan);
+    }
+}
+
 fn is_terminal(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -173,14 +189,13 @@ pub async fn carry_out(
     if let Some(pod) = &decision.apply_pod {
         let pod_name = pod.name_any();
         let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-        pods.patch(&pod_name, &params, &Patch::Apply(pod))
-            .await
-            .map_err(|source| Error::PodApply {
+        if let Err(source) = pods.patch(&pod_name, &params, &Patch::Apply(pod)).await {
+            // Not applied: its GPUs are free again.
+            ctx.reservations.forget(&namespace, &pod_name);
+            return Err(Error::PodApply {
                 pod: pod_name.clone(),
                 source,
-            })?;
-        if let Some(plan) = &decision.applied_plan {
-            ctx.reservations.record(&namespace, &pod_name, plan);
+            });
         }
         info!(pod = %pod_name, "applied the pod");
     }

@@ -428,3 +428,36 @@ async fn a_spec_change_replaces_a_pod_whose_spec_changes() {
     })
     .await;
 }
+
+/// A pod is reserved before it is applied: a second job decided while the first pod's apply
+/// is still in flight does not take the same last free GPU.
+#[tokio::test]
+async fn a_reserved_pod_takes_its_gpus_before_the_apply_returns() {
+    use crate::reconcile::{decide, reserve};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+
+    let (ctx, _api, mut writers) = test_context();
+    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 1, 1));
+    writers.mark_ready();
+    let first = fixtures::job("first", fixtures::vllm_mistral_spec());
+    let second = fixtures::job("second", fixtures::vllm_mistral_spec());
+    let now = || Time(Timestamp::now());
+
+    let placed = decide(&first, &ctx, now()).unwrap();
+    assert_eq!(placed.status.phase, Some(Phase::Scheduled));
+    // Without the reservation the second job would see the same free GPU.
+    let unreserved = decide(&second, &ctx, now()).unwrap();
+    assert_eq!(unreserved.status.phase, Some(Phase::Scheduled));
+
+    reserve(&first, &placed, &ctx);
+    let after = decide(&second, &ctx, now()).unwrap();
+    assert_eq!(
+        after.status.phase,
+        Some(Phase::Unschedulable),
+        "{:?}",
+        after.status
+    );
+    assert!(after.apply_pod.is_none());
+}

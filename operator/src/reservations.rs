@@ -30,6 +30,9 @@ pub struct Reservation {
 #[derive(Debug)]
 pub struct Reservations {
     entries: Mutex<HashMap<String, Reservation>>,
+    /// Held from reading capacity to recording the chosen pod, so that concurrent reconciles
+    /// never both take the last free GPUs of a node.
+    placement: Mutex<()>,
     ttl: Duration,
 }
 
@@ -38,6 +41,7 @@ impl Reservations {
     pub fn new(ttl: Duration) -> Self {
         Self {
             entries: Mutex::new(HashMap::new()),
+            placement: Mutex::new(()),
             ttl,
         }
     }
@@ -49,7 +53,15 @@ impl Reservations {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records an applied pod.
+    /// Serializes placements: hold the guard from reading capacity until the chosen pod is
+    /// recorded (no `.await` in between).
+    pub fn hold_placement(&self) -> MutexGuard<'_, ()> {
+        self.placement
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a pod about to be applied (forgotten again if the apply fails).
     pub fn record(&self, namespace: &str, pod: &str, plan: &Plan) {
         let entry = Reservation {
             class: plan.node_class.clone(),
