@@ -6,8 +6,7 @@
 //! | what | selector | why |
 //! |---|---|---|
 //! | InferenceJobs | all | the controller's own objects (`DeserializeGuard`: a job that does not deserialize is reported, not fatal) |
-//! | Pods (`.owns()`) | `vramfit.io/job` | a pod's change reconciles its job (owner reference), metadata only |
-//! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase: what reconcile observes |
+//! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase: what reconcile observes; each change reconciles the job that controls the pod, once the store holds it |
 //! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed` | GPUs taken per node, summed event by event (no pod kept) |
 //! | Nodes (store) | all | classes and allocatable GPUs, trimmed of images and managed fields |
 //! | GpuNodeClasses (store) | all | class overrides and definitions (`DeserializeGuard`) |
@@ -15,9 +14,9 @@
 //! Re-planning triggers come from the stores' own streams, after the store is updated: a
 //! node's labels, allocatable GPUs, taints, cordon or readiness changing, any GpuNodeClass
 //! change, or GPUs freed on a node, wake a (coalesced, 1 s) re-queue of every job. Jobs that
-//! are finished return at once; only waiting ones re-plan. (`Controller::watches` would open a
-//! second watch whose event can arrive before the store has the change, re-planning with the
-//! old labels and parking the job Unschedulable for the slow requeue.)
+//! are finished return at once; only waiting ones re-plan. (`Controller::watches` and
+//! `.owns()` would open a second watch whose event can arrive before the store has the
+//! change: the reconcile would read the old state and nothing would trigger another.)
 //!
 //! Every watch retries with kube's default backoff; its errors are logged and it resumes.
 use std::collections::HashMap;
@@ -26,14 +25,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::channel::mpsc::UnboundedSender;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 use vramfit_api::{GpuNodeClass, InferenceJob};
@@ -82,7 +82,16 @@ pub async fn run(
 ) {
     let (stores, writers) = Stores::writable();
     let wake = Arc::new(Notify::new());
-    let reflectors = tokio::spawn(drive_reflectors(client.clone(), writers, wake.clone()));
+    // Pod changes reach their job through the job-pod store's own stream, after the store
+    // holds them: a separate `.owns()` watch could trigger a reconcile that reads the store
+    // before the change arrives there, and then nothing would trigger another.
+    let (pod_changes, changed_jobs) = futures::channel::mpsc::unbounded();
+    let reflectors = tokio::spawn(drive_reflectors(
+        client.clone(),
+        writers,
+        wake.clone(),
+        pod_changes,
+    ));
 
     let jobs = Api::<DeserializeGuard<InferenceJob>>::all(client.clone());
     let controller = Controller::new(jobs, watcher::Config::default().any_semantic());
@@ -119,12 +128,8 @@ pub async fn run(
         }
     });
 
-    let pods = Api::<Pod>::all(client);
     controller
-        .owns(
-            pods,
-            watcher::Config::default().labels(JOB_LABEL).any_semantic(),
-        )
+        .reconcile_on(changed_jobs)
         .reconcile_all_on(wake_stream(wake, config.wake_coalesce))
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown_future(stop))
@@ -195,8 +200,17 @@ pub fn wake_stream(
     })
 }
 
-/// Runs the four reflectors that fill the stores; returns only if all of them end.
-pub async fn drive_reflectors(client: Client, writers: StoreWriters, wake: Arc<Notify>) {
+/// A job whose pod changed, to reconcile.
+pub type JobRef = ObjectRef<DeserializeGuard<InferenceJob>>;
+
+/// Runs the four reflectors that fill the stores; returns only if all of them end. Each job
+/// pod's change is sent on `pod_changes` (as its job) once the store holds it.
+pub async fn drive_reflectors(
+    client: Client,
+    writers: StoreWriters,
+    wake: Arc<Notify>,
+    pod_changes: UnboundedSender<JobRef>,
+) {
     let StoreWriters {
         nodes,
         job_pods,
@@ -311,14 +325,38 @@ pub async fn drive_reflectors(client: Client, writers: StoreWriters, wake: Arc<N
     .default_backoff()
     .modify(trim_job_pod)
     .reflect(job_pods)
-    .for_each(|event| {
-        if let Err(error) = event {
-            warn!(%error, "pod watch (job pods) failed; retrying");
+    .for_each(move |event| {
+        match event {
+            Ok(
+                watcher::Event::Apply(pod)
+                | watcher::Event::InitApply(pod)
+                | watcher::Event::Delete(pod),
+            ) => {
+                if let Some(job) = owning_job(&pod) {
+                    // Fails only once the controller has stopped: nothing left to trigger.
+                    let _ = pod_changes.unbounded_send(job);
+                }
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
         }
         futures::future::ready(())
     });
 
     futures::join!(nodes, classes, gpu_pods, job_pods);
+}
+
+/// The InferenceJob that controls `pod`, if any.
+pub fn owning_job(pod: &Pod) -> Option<JobRef> {
+    let namespace = pod.namespace()?;
+    pod.owner_references()
+        .iter()
+        .find(|owner| {
+            owner.controller == Some(true)
+                && owner.kind == InferenceJob::kind(&())
+                && owner.api_version == InferenceJob::api_version(&())
+        })
+        .map(|owner| JobRef::new(&owner.name).within(&namespace))
 }
 
 /// What of a node matters to classes and room: labels, allocatable GPUs, cordon, taints,
@@ -367,6 +405,31 @@ fn trim_node(node: &mut Node) {
 mod tests {
     use super::*;
     use crate::fixtures;
+
+    #[test]
+    fn a_pod_change_triggers_only_the_job_that_controls_the_pod() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owned_by = |kind: &str, controller: Option<bool>| {
+            let mut pod = fixtures::pending_pod("chat-1", None);
+            pod.metadata.namespace = Some("team-a".to_string());
+            pod.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "vramfit.io/v1alpha1".to_string(),
+                kind: kind.to_string(),
+                name: "chat".to_string(),
+                uid: "u".to_string(),
+                controller,
+                block_owner_deletion: Some(true),
+            }]);
+            owning_job(&pod)
+        };
+        assert_eq!(
+            owned_by("InferenceJob", Some(true)),
+            Some(JobRef::new("chat").within("team-a"))
+        );
+        assert_eq!(owned_by("InferenceJob", None), None, "not the controller");
+        assert_eq!(owned_by("Job", Some(true)), None, "another kind");
+        assert_eq!(owning_job(&fixtures::pending_pod("loose", None)), None);
+    }
 
     #[test]
     fn node_fingerprints_follow_what_matters() {
