@@ -59,6 +59,9 @@ pub enum PodSeen {
     Observed(Arc<Pod>),
     /// This process applied it moments ago; the store does not show it yet.
     Applied(Arc<Plan>),
+    /// A pod of that name exists but this job does not control it (an earlier job of the same
+    /// name whose pods the garbage collector has not removed yet, or someone else's pod).
+    Foreign,
     /// No such pod.
     Absent,
 }
@@ -283,6 +286,10 @@ impl Draft<'_> {
                 Ok(())
             }
             PodSeen::Absent => self.recreate(&name, attempt),
+            PodSeen::Foreign => {
+                self.name_taken(&name);
+                Ok(())
+            }
             PodSeen::Observed(pod) => {
                 let state = classify(&pod);
                 if !state.is_finished()
@@ -294,6 +301,21 @@ impl Draft<'_> {
                 self.follow(&name, state)
             }
         }
+    }
+
+    /// A pod with the attempt's name exists and is not this job's: wait for it to go (its
+    /// deletion reconciles the job again) rather than adopt it.
+    fn name_taken(&mut self, name: &str) {
+        self.status.phase = Some(Phase::Pending);
+        self.set(
+            SCHEDULED,
+            false,
+            cr::POD_NAME_TAKEN,
+            format!(
+                "pod {name} exists but this job does not own it (an earlier job of the same name, or \
+                 not vramfit's); waiting for it to be deleted"
+            ),
+        );
     }
 
     fn spec_changed(&self, old: &InferenceJobStatus) -> bool {
@@ -559,16 +581,14 @@ impl Draft<'_> {
                     (plan, class, Vec::new())
                 }
                 None => {
-                    self.status.phase = Some(Phase::Pending);
-                    self.set(
-                        SCHEDULED,
-                        false,
-                        "PodNameTaken",
-                        format!("pod {name} exists but was not created by vramfit; delete it or rename the job"),
-                    );
+                    self.name_taken(&name);
                     return Ok(());
                 }
             },
+            PodSeen::Foreign => {
+                self.name_taken(&name);
+                return Ok(());
+            }
             PodSeen::Applied(plan) => {
                 let class = plan.node_class.clone();
                 ((*plan).clone(), class, Vec::new())

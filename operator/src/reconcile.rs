@@ -116,6 +116,9 @@ pub fn decide(job: &InferenceJob, ctx: &Context, now: Time) -> Result<Decision, 
     let stores = &ctx.stores;
     let pods = |name: &str| -> PodSeen {
         if let Some(pod) = stores.job_pod(&namespace, name) {
+            if !controlled_by(&pod, job) {
+                return PodSeen::Foreign;
+            }
             if is_terminal(&pod) {
                 // A finished pod takes no GPUs: its reservation (if any) ends.
                 ctx.reservations.forget(&namespace, name);
@@ -151,6 +154,14 @@ pub fn reserve(job: &InferenceJob, decision: &Decision, ctx: &Context) {
     {
         ctx.reservations.record(&namespace, &pod.name_any(), plan);
     }
+}
+
+/// Whether `job` (this very object, by uid) is the pod's controller: a job deleted and
+/// created again under the same name must not adopt its predecessor's pods.
+fn controlled_by(pod: &Pod, job: &InferenceJob) -> bool {
+    pod.owner_references().iter().any(|owner| {
+        owner.controller == Some(true) && Some(&owner.uid) == job.metadata.uid.as_ref()
+    })
 }
 
 fn is_terminal(pod: &Pod) -> bool {

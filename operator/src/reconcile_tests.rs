@@ -461,3 +461,39 @@ async fn a_reserved_pod_takes_its_gpus_before_the_apply_returns() {
     );
     assert!(after.apply_pod.is_none());
 }
+
+/// A job deleted and created again under the same name finds its predecessor's pod (the
+/// garbage collector has not removed it yet): it must neither adopt nor follow that pod.
+#[tokio::test]
+async fn a_pod_of_an_earlier_job_with_the_same_name_is_not_adopted() {
+    use crate::reconcile::decide;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod_body, _) = first_reconcile(&ctx, &mut api, &job).await;
+    // The earlier job's pod, finished, still in the store.
+    let old_pod = fixtures::as_succeeded(created_pod(&pod_body), "a-1");
+    writers.apply_pod(old_pod);
+
+    let mut reborn = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    reborn.metadata.uid = Some("a-new-uid".to_string());
+    let decision = decide(&reborn, &ctx, Time(Timestamp::now())).unwrap();
+    assert_eq!(
+        decision.status.phase,
+        Some(Phase::Pending),
+        "{:?}",
+        decision.status
+    );
+    assert!(decision.apply_pod.is_none());
+    let scheduled = decision
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Scheduled")
+        .unwrap();
+    assert_eq!(scheduled.reason, "PodNameTaken");
+}
