@@ -26,6 +26,8 @@ pub mod reasons {
     pub const POD_BOUND: &str = "PodBound";
     /// Scheduled=False: no node class can run the job now.
     pub const NO_CLASS_FITS: &str = "NoClassFits";
+    /// Scheduled=False: the API server refused the attempt's pod.
+    pub const POD_REJECTED: &str = "PodRejected";
     /// Scheduled=False: a pod with the attempt's name exists and is not the job's.
     pub const POD_NAME_TAKEN: &str = "PodNameTaken";
     /// Ready=True: the pod runs.

@@ -90,6 +90,20 @@ impl Error {
         }
     }
 
+    /// The API server's message when it refused a pod for good (403 quota or pod security,
+    /// 422 invalid, 400 bad request…): the user has to change something.
+    pub fn pod_rejection(&self) -> Option<String> {
+        match self {
+            Error::PodApply {
+                source: kube::Error::Api(status),
+                ..
+            } if (400..500).contains(&status.code) && !self.is_transient() => {
+                Some(format!("{} ({})", status.message, status.code))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the API answered that the request conflicts or the server is overloaded (a
     /// retry soon is expected to succeed).
     pub fn is_transient(&self) -> bool {

@@ -23,6 +23,9 @@ pub mod reasons {
     pub const UNSCHEDULABLE: &str = "Unschedulable";
     /// The spec cannot be planned (Warning).
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The API server refused the attempt's pod (quota, pod security, an invalid volume…)
+    /// (Warning).
+    pub const POD_REJECTED: &str = "PodRejected";
 }
 
 /// An event to publish on a job.

@@ -203,10 +203,15 @@ pub async fn carry_out(
         if let Err(source) = pods.patch(&pod_name, &params, &Patch::Apply(pod)).await {
             // Not applied: its GPUs are free again.
             ctx.reservations.forget(&namespace, &pod_name);
-            return Err(Error::PodApply {
+            let error = Error::PodApply {
                 pod: pod_name.clone(),
                 source,
-            });
+            };
+            if let Some(why) = error.pod_rejection() {
+                report_rejection(job, ctx, &pod_name, &why).await;
+            }
+            // Retried with backoff by `error_policy`: quota may free up, a policy may change.
+            return Err(error);
         }
         info!(pod = %pod_name, "applied the pod");
     }
@@ -223,6 +228,36 @@ pub async fn carry_out(
         events::publish(&ctx.recorder, &job.object_ref(&()), &decision.events).await;
     }
     Ok(())
+}
+
+/// Tells the user, in the job's status and an Event, why the API server refused its pod; the
+/// status is otherwise left as it was (no attempt is recorded for a pod that never existed).
+async fn report_rejection(job: &InferenceJob, ctx: &Context, pod: &str, why: &str) {
+    let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+        return;
+    };
+    let message = format!("the API server refused pod {pod}: {why}");
+    warn!(job = %format!("{namespace}/{name}"), %message, "pod rejected");
+    let mut status = job.status.clone().unwrap_or_default();
+    status.phase.get_or_insert(Phase::Pending);
+    let now = Time(Timestamp::now());
+    let generation = job.metadata.generation;
+    conditions::set(
+        &mut status.conditions,
+        SCHEDULED,
+        false,
+        cr::POD_REJECTED,
+        message.clone(),
+        generation,
+        &now,
+    );
+    if job.status.as_ref() != Some(&status)
+        && let Err(error) = patch_status(ctx, &namespace, &name, &status).await
+    {
+        warn!(%error, "could not report the rejected pod in status");
+    }
+    let event = JobEvent::warning(er::POD_REJECTED, message).about(pod);
+    events::publish(&ctx.recorder, &job.object_ref(&()), &[event]).await;
 }
 
 /// Server-side applies the whole status of a job.

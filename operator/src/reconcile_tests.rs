@@ -497,3 +497,46 @@ async fn a_pod_of_an_earlier_job_with_the_same_name_is_not_adopted() {
         .unwrap();
     assert_eq!(scheduled.reason, "PodNameTaken");
 }
+
+/// A pod the API server refuses for good (here an exceeded quota) is reported in the job's
+/// status and an Event, and the reconcile fails so that it is retried with backoff.
+#[tokio::test]
+async fn a_refused_pod_is_reported_in_status_and_retried_with_backoff() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let quota =
+        "pods \"chat-1\" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1";
+    let task = tokio::spawn(reconcile(
+        Arc::new(DeserializeGuard(Ok(job.clone()))),
+        ctx.clone(),
+    ));
+    api.pod_apply_rejected("chat-1", 403, quota).await;
+    let status = api.status_apply(&job).await;
+    api.events("chat", &["PodRejected"]).await;
+    api.no_more_requests().await;
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("reconcile finishes")
+        .expect("no panic");
+    assert!(result.is_err(), "retried by error_policy: {result:?}");
+
+    let scheduled = condition(&status, "Scheduled");
+    assert_eq!(scheduled["status"], "False");
+    assert_eq!(scheduled["reason"], "PodRejected");
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded quota")
+    );
+    assert_eq!(status["status"]["phase"], "Pending");
+    assert!(
+        status["status"]["attempts"].is_null(),
+        "no attempt for a pod that never existed"
+    );
+    assert!(
+        ctx.reservations.is_empty(),
+        "the refused pod's GPUs are free again"
+    );
+}

@@ -92,6 +92,23 @@ impl ApiServerVerifier {
         body
     }
 
+    /// Expects the server-side apply of pod `name`; refuses it with `code` and `message`, as
+    /// the API server does for an exceeded quota or a pod-security violation.
+    pub async fn pod_apply_rejected(&mut self, name: &str, code: u16, message: &str) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("/api/v1/namespaces/{NAMESPACE}/pods/{name}{APPLY_QUERY}")
+        );
+        respond(
+            send,
+            code,
+            &json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                     "message": message, "reason": "Forbidden", "code": code }),
+        );
+    }
+
     /// Expects the deletion of pod `name`.
     pub async fn pod_delete(&mut self, name: &str) {
         let (request, send) = self.next().await;
