@@ -514,8 +514,9 @@ pub struct Attempt {
     /// Why this attempt differs from the previous one (the step taken down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// How it ended: Succeeded, OutOfMemory, Failed, or Replaced (deleted for a new pod after
-    /// a spec change); unset while it runs.
+    /// How it ended: Succeeded, OutOfMemory, Failed, Disrupted (ended by Kubernetes: evicted,
+    /// preempted, drained, refused at admission; run again with the same plan), or Replaced
+    /// (deleted for a new pod after a spec change); unset while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
     /// The failure message (termination message or reason), trimmed.

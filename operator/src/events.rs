@@ -15,6 +15,8 @@ pub mod reasons {
     pub const SUCCEEDED: &str = "Succeeded";
     /// An attempt ran out of memory (Warning).
     pub const OUT_OF_MEMORY: &str = "OutOfMemory";
+    /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).
+    pub const DISRUPTED: &str = "Disrupted";
     /// The next attempt steps down (note: the step).
     pub const STEPPED_DOWN: &str = "SteppedDown";
     /// The job failed for good (Warning).

@@ -51,6 +51,8 @@ pub const OUTCOME_OUT_OF_MEMORY: &str = "OutOfMemory";
 pub const OUTCOME_FAILED: &str = "Failed";
 /// `attempts[].outcome`: the pod was deleted for a new one after a spec change.
 pub const OUTCOME_REPLACED: &str = "Replaced";
+/// `attempts[].outcome`: Kubernetes ended the pod (eviction, preemption, drain, admission).
+pub const OUTCOME_DISRUPTED: &str = "Disrupted";
 
 /// What the stores say of a pod name.
 #[derive(Clone, Debug)]
@@ -132,6 +134,8 @@ impl Decision {
 enum Start {
     First,
     AfterOutOfMemory,
+    /// Kubernetes ended the pod: the same plan again, within the attempt limit.
+    AfterDisruption,
     Replacing,
 }
 
@@ -253,6 +257,7 @@ impl Draft<'_> {
             None => self.observe_current(old),
             Some(OUTCOME_OUT_OF_MEMORY) => self.start(Start::AfterOutOfMemory),
             Some(OUTCOME_REPLACED) => self.start(Start::Replacing),
+            Some(OUTCOME_DISRUPTED) => self.start(Start::AfterDisruption),
             Some(OUTCOME_SUCCEEDED) => {
                 self.succeed();
                 Ok(())
@@ -473,6 +478,22 @@ impl Draft<'_> {
                 // Steps down at once when it can; otherwise the failure is recorded and waits.
                 return self.start(Start::AfterOutOfMemory);
             }
+            PodState::Disrupted { message, .. } => {
+                if let Some(last) = self.status.attempts.last_mut() {
+                    last.outcome = Some(OUTCOME_DISRUPTED.to_string());
+                    last.message = Some(message.clone());
+                }
+                self.events.push(
+                    JobEvent::warning(
+                        er::DISRUPTED,
+                        format!(
+                            "attempt {attempt} (pod {name}) was ended by Kubernetes: {message}"
+                        ),
+                    )
+                    .about(name),
+                );
+                return self.start(Start::AfterDisruption);
+            }
             PodState::Failed { message, .. } => {
                 if let Some(last) = self.status.attempts.last_mut() {
                     last.outcome = Some(OUTCOME_FAILED.to_string());
@@ -534,6 +555,21 @@ impl Draft<'_> {
                 let why = self.status.attempts.last().and_then(|a| a.message.clone());
                 let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
                 (current_fallback.clone(), Some(format!("new pod: {why}")))
+            }
+            Start::AfterDisruption => {
+                let why = self.last_failure_message();
+                let max = self.obs.job.spec.max_attempts;
+                if previous >= max {
+                    let message = format!(
+                        "attempt {previous} was ended by Kubernetes and all {max} attempts are used: {why}"
+                    );
+                    self.fail(cr::ATTEMPTS_EXHAUSTED, message, false);
+                    return Ok(());
+                }
+                (
+                    current_fallback.clone(),
+                    Some(format!("same plan again: {why}")),
+                )
             }
             Start::AfterOutOfMemory => {
                 let failure = self

@@ -52,6 +52,15 @@ pub enum PodState {
         /// The failure, trimmed.
         message: String,
     },
+    /// Ended because Kubernetes took it away, not because the workload failed: evicted,
+    /// preempted, drained, deleted, refused by the kubelet at admission, or its node shut down.
+    /// vramfit runs the same plan again in a new pod.
+    Disrupted {
+        /// The node it was on.
+        node: Option<String>,
+        /// What Kubernetes said, trimmed.
+        message: String,
+    },
     /// Ended with another failure.
     Failed {
         /// The node it ran on.
@@ -69,6 +78,7 @@ impl PodState {
             | PodState::Running { node }
             | PodState::Succeeded { node }
             | PodState::OutOfMemory { node, .. }
+            | PodState::Disrupted { node, .. }
             | PodState::Failed { node, .. } => node.as_deref(),
         }
     }
@@ -77,7 +87,10 @@ impl PodState {
     pub fn is_finished(&self) -> bool {
         matches!(
             self,
-            PodState::Succeeded { .. } | PodState::OutOfMemory { .. } | PodState::Failed { .. }
+            PodState::Succeeded { .. }
+                | PodState::OutOfMemory { .. }
+                | PodState::Disrupted { .. }
+                | PodState::Failed { .. }
         )
     }
 }
@@ -93,6 +106,10 @@ pub fn classify(pod: &Pod) -> PodState {
     match status.phase.as_deref() {
         Some("Running") => PodState::Running { node },
         Some("Succeeded") => PodState::Succeeded { node },
+        Some("Failed") if disrupted(pod) => PodState::Disrupted {
+            node,
+            message: trim_message(&disruption_message(pod)),
+        },
         Some("Failed") => {
             let statuses: Vec<&ContainerStatus> = status
                 .init_container_statuses
@@ -119,6 +136,51 @@ pub fn classify(pod: &Pod) -> PodState {
                 .map(|d| trim_message(&d));
             PodState::Waiting { node, detail }
         }
+    }
+}
+
+/// Pod `status.reason`s the kubelet sets when it, not the workload, ended the pod.
+const DISRUPTION_REASONS: &[&str] = &[
+    "Evicted",
+    "Preempting",
+    "Terminated",
+    "Shutdown",
+    "NodeShutdown",
+    "NodeLost",
+    "UnexpectedAdmissionError",
+    "NodeAffinity",
+    "NodeSelectorMismatching",
+];
+
+/// Whether a failed pod was ended by Kubernetes rather than by its workload: it is being
+/// deleted, carries the `DisruptionTarget` condition (eviction, preemption, taint manager,
+/// drain), or the kubelet gave a disruption reason (eviction, admission, `OutOf<resource>`).
+fn disrupted(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    let disruption_target = status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+    });
+    let reason = status.and_then(|s| s.reason.as_deref()).unwrap_or_default();
+    pod.metadata.deletion_timestamp.is_some()
+        || disruption_target
+        || DISRUPTION_REASONS.contains(&reason)
+        || reason.starts_with("OutOf")
+}
+
+fn disruption_message(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    let condition = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"))
+        .and_then(|c| c.message.clone().or(c.reason.clone()));
+    let reason = status.and_then(|s| s.reason.clone());
+    let message = status.and_then(|s| s.message.clone());
+    match (reason, message.or(condition)) {
+        (Some(r), Some(m)) => format!("{r}: {m}"),
+        (Some(r), None) => r,
+        (None, Some(m)) => m,
+        (None, None) => "the pod was deleted".to_string(),
     }
 }
 
@@ -340,5 +402,59 @@ mod tests {
             detail.as_deref(),
             Some("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
         );
+    }
+
+    #[test]
+    fn pods_kubernetes_ended_are_disruptions_not_failures() {
+        let failed = |reason: Option<&str>, condition: bool, deleting: bool| {
+            let mut pod = fixtures::as_failed(
+                fixtures::pending_pod("chat-1", Some("a-1")),
+                "a-1",
+                "Error",
+                137,
+                "",
+            );
+            let status = pod.status.as_mut().unwrap();
+            status.reason = reason.map(str::to_string);
+            if condition {
+                status.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                    type_: "DisruptionTarget".to_string(),
+                    status: "True".to_string(),
+                    reason: Some("PreemptionByScheduler".to_string()),
+                    ..Default::default()
+                }]);
+            }
+            if deleting {
+                pod.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            classify(&pod)
+        };
+        let is_disruption = |state: PodState| matches!(state, PodState::Disrupted { .. });
+        assert!(is_disruption(failed(Some("Evicted"), false, false)));
+        assert!(is_disruption(failed(
+            Some("OutOfnvidia.com/gpu"),
+            false,
+            false
+        )));
+        assert!(is_disruption(failed(
+            Some("UnexpectedAdmissionError"),
+            false,
+            false
+        )));
+        assert!(
+            is_disruption(failed(None, true, false)),
+            "DisruptionTarget condition"
+        );
+        assert!(
+            is_disruption(failed(None, false, true)),
+            "deleted under the job"
+        );
+        assert!(matches!(
+            failed(None, false, false),
+            PodState::Failed { .. }
+        ));
     }
 }

@@ -644,3 +644,64 @@ fn every_example_is_placed_or_says_why() {
     }
     assert!(placed > 0, "no example was placed");
 }
+
+/// `pod`, failed because the kubelet evicted it (not the workload's fault).
+fn as_evicted(pod: Pod) -> Pod {
+    let mut pod = fixtures::as_failed(pod, "a-1", "Error", 137, "");
+    if let Some(status) = pod.status.as_mut() {
+        status.reason = Some("Evicted".to_string());
+        status.message = Some("The node was low on resource: memory.".to_string());
+    }
+    pod
+}
+
+#[test]
+fn a_pod_kubernetes_ended_runs_again_with_the_same_plan() {
+    let mut world = a10g_world();
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let first = world.decide(&job);
+    let job = written(&job, &first);
+    let name = world.observe(&first, |p| fixtures::as_running(p, "a-1"));
+    world.set_pod(&name, as_evicted);
+
+    let d = world.decide(&job);
+    let pod = d.apply_pod.as_ref().expect("a new pod");
+    assert_eq!(pod.metadata.name.as_deref(), Some("chat-2"));
+    assert_eq!(d.status.phase, Some(Phase::Scheduled));
+    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("Disrupted"));
+    assert!(
+        d.status.attempts[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("Evicted")
+    );
+    assert_eq!(
+        d.status.plan, first.status.plan,
+        "no step down: the plan did not fail"
+    );
+    assert!(
+        d.status.attempts[1]
+            .step
+            .as_deref()
+            .unwrap()
+            .starts_with("same plan again")
+    );
+    assert_eq!(condition(&d, "OutOfMemory").status, "False");
+    assert_eq!(reasons(&d)[0], "Disrupted");
+}
+
+#[test]
+fn disruptions_also_end_when_attempts_run_out() {
+    let mut world = a10g_world();
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.max_attempts = 1;
+    let job = fixtures::job("chat", spec);
+    let first = world.decide(&job);
+    let job = written(&job, &first);
+    world.observe(&first, as_evicted);
+    let d = world.decide(&job);
+    assert!(d.apply_pod.is_none());
+    assert_eq!(d.status.phase, Some(Phase::Failed));
+    assert_eq!(condition(&d, "Ready").reason, "AttemptsExhausted");
+}
