@@ -296,6 +296,14 @@ fn catch_up(jobs: &mut [InferenceJob], counts: &Counts) {
         if let Some(body) = statuses.get(&key) {
             let value: serde_json::Value = serde_json::from_slice(body).unwrap();
             job.status = Some(serde_json::from_value(value["status"].clone()).unwrap());
+            // As the API server does on every write.
+            let version: u64 = job
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            job.metadata.resource_version = Some((version + 1).to_string());
         }
     }
 }

@@ -95,9 +95,15 @@ async fn lead(
         _ = stop.wait_for(|stopped| *stopped) => false,
     };
     health.set_leader(false);
-    let _ = controller_stop_tx.send(true);
-    if let Err(error) = controller.await {
-        warn!(%error, "controller task failed");
+    if lost {
+        // Another replica may already lead: stop writing now rather than letting in-flight
+        // reconciles finish (they resume from the cluster's state on the new leader).
+        controller.abort();
+    } else {
+        let _ = controller_stop_tx.send(true);
+        if let Err(error) = controller.await {
+            warn!(%error, "controller task failed");
+        }
     }
     if lost {
         return Err(Error::Lease(format!(

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
@@ -219,7 +219,13 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     reported_malformed: Mutex<HashSet<(String, Option<i64>)>>,
     inventory: Mutex<Option<(u64, Arc<Inventory>)>>,
+    /// Per job uid: the resourceVersion a status write was decided from, and when.
+    written_from: Mutex<HashMap<String, (String, Instant)>>,
 }
+
+/// How long a job read from the cache may lag behind vramfit's own status write before it is
+/// decided on anyway (the watch should deliver the write within milliseconds).
+const STALE_CACHE_GRACE: Duration = Duration::from_secs(10);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -250,6 +256,7 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             reported_malformed: Mutex::new(HashSet::new()),
             inventory: Mutex::new(None),
+            written_from: Mutex::new(HashMap::new()),
         }
     }
 
@@ -267,6 +274,30 @@ impl Context {
         ));
         *lock(&self.inventory) = Some((version, inventory.clone()));
         inventory
+    }
+
+    /// Remembers that a status write changed job `uid`, decided from `resource_version`.
+    pub fn remember_status_write(&self, uid: &str, resource_version: &str) {
+        lock(&self.written_from).insert(
+            uid.to_string(),
+            (resource_version.to_string(), Instant::now()),
+        );
+    }
+
+    /// Whether the cached job (`uid` at `resource_version`) predates vramfit's own last status
+    /// write: deciding on it again would repeat that decision's events and metrics.
+    pub fn is_stale(&self, uid: &str, resource_version: &str) -> bool {
+        let mut written = lock(&self.written_from);
+        match written.get(uid) {
+            Some((from, at)) if from == resource_version && at.elapsed() < STALE_CACHE_GRACE => {
+                true
+            }
+            Some(_) => {
+                written.remove(uid);
+                false
+            }
+            None => false,
+        }
     }
 
     /// Counts a failed reconcile of `key` and returns how many in a row failed.

@@ -39,6 +39,10 @@ use crate::events::{self, JobEvent, reasons as er};
 use crate::next_status::{Decision, Observed, PodSeen, next_status};
 use crate::node_classes::{Capacity, PodConstraints};
 
+/// How soon a job read from a cache that lags behind vramfit's own status write is looked at
+/// again (its watch event normally triggers the reconcile first).
+const STALE_CACHE_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Reconciles one job. Invalid specs are reported in status and wait for a change; API
 /// errors return `Err` and are retried by [`error_policy`].
 #[instrument(skip(job, ctx), fields(job = %job_key(&job)))]
@@ -80,6 +84,14 @@ pub fn job_key(job: &DeserializeGuard<InferenceJob>) -> String {
 
 /// The reconcile of a job that deserializes.
 pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, Error> {
+    // A cached job older than our own last status write would repeat that decision (its
+    // events, its fallback count): wait for the watch to deliver the write.
+    if let (Some(uid), Some(version)) = (&job.metadata.uid, &job.metadata.resource_version)
+        && ctx.is_stale(uid, version)
+    {
+        debug!("the cache has not caught up with the last status write yet");
+        return Ok(Action::requeue(STALE_CACHE_RETRY));
+    }
     // Finished jobs are final: nothing to read, nothing to write.
     if job
         .status
@@ -217,7 +229,14 @@ pub async fn carry_out(
     }
 
     if decision.status_changed(job) {
-        patch_status(ctx, &namespace, &name, &decision.status).await?;
+        let written = patch_status(ctx, &namespace, &name, &decision.status).await?;
+        // Only a write that moved the job to a new resourceVersion can leave the cache behind.
+        if let (Some(uid), Some(from), Some(to)) =
+            (&job.metadata.uid, &job.metadata.resource_version, &written)
+            && to != from
+        {
+            ctx.remember_status_write(uid, from);
+        }
         debug!(phase = ?decision.status.phase, "wrote the status");
     }
 
@@ -260,13 +279,13 @@ async fn report_rejection(job: &InferenceJob, ctx: &Context, pod: &str, why: &st
     events::publish(&ctx.recorder, &job.object_ref(&()), &[event]).await;
 }
 
-/// Server-side applies the whole status of a job.
+/// Server-side applies the whole status of a job; returns the job's new resourceVersion.
 pub async fn patch_status(
     ctx: &Context,
     namespace: &str,
     name: &str,
     status: &InferenceJobStatus,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let jobs: Api<DeserializeGuard<InferenceJob>> = Api::namespaced(ctx.client.clone(), namespace);
     let body = json!({
         "apiVersion": InferenceJob::api_version(&()),
@@ -274,13 +293,14 @@ pub async fn patch_status(
         "status": status,
     });
     let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-    jobs.patch_status(name, &params, &Patch::Apply(&body))
+    let written = jobs
+        .patch_status(name, &params, &Patch::Apply(&body))
         .await
         .map_err(|source| Error::StatusPatch {
             job: format!("{namespace}/{name}"),
             source,
         })?;
-    Ok(())
+    Ok(written.resource_version())
 }
 
 /// A job that does not deserialize (it passed the CRD schema but not vramfit's types): report

@@ -43,6 +43,7 @@ fn with_status(job: &InferenceJob, body: &Value) -> InferenceJob {
     let mut job = job.clone();
     let status: InferenceJobStatus = serde_json::from_value(body["status"].clone()).unwrap();
     job.status = Some(status);
+    job.metadata.resource_version = Some(crate::verifier::next_resource_version(&job));
     job
 }
 
@@ -539,4 +540,25 @@ async fn a_refused_pod_is_reported_in_status_and_retried_with_backoff() {
         ctx.reservations.is_empty(),
         "the refused pod's GPUs are free again"
     );
+}
+
+/// A reconcile that reads the job from a cache older than its own last status write does not
+/// decide again (that would repeat the decision's events and fallback counts): it looks
+/// again shortly, and proceeds once the cache has the write.
+#[tokio::test]
+async fn a_cache_behind_the_last_status_write_is_not_decided_on() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    writers.apply_pod(created_pod(&pod));
+
+    // The same (stale) job again: no request at all.
+    let action = run(&ctx, &job, &mut api, async |_| {}).await;
+    assert_eq!(action, Action::requeue(Duration::from_millis(500)));
+
+    // With the write in the cache, the pod is simply followed: nothing to write.
+    let current = with_status(&job, &status);
+    let action = run(&ctx, &current, &mut api, async |_| {}).await;
+    assert_eq!(action, Action::requeue(Requeues::default().resync));
 }

@@ -47,6 +47,17 @@ fn respond(send: SendResponse<Response<Body>>, status: u16, body: &Value) {
     }
 }
 
+/// The resourceVersion the API server gives `job` after a write (numbers in tests).
+pub fn next_resource_version(job: &InferenceJob) -> String {
+    let current: u64 = job
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (current + 1).to_string()
+}
+
 impl ApiServerVerifier {
     async fn next(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
         match tokio::time::timeout(Duration::from_secs(5), self.handle.next_request()).await {
@@ -146,6 +157,7 @@ impl ApiServerVerifier {
         );
         let mut answer = serde_json::to_value(job).unwrap_or(Value::Null);
         answer["status"] = body["status"].clone();
+        answer["metadata"]["resourceVersion"] = json!(next_resource_version(job));
         respond(send, 200, &answer);
         body
     }
