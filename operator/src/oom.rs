@@ -273,12 +273,17 @@ pub fn is_oom_text(text: &str) -> bool {
         || (lower.contains("failed to allocate") && lower.contains("buffer"))
 }
 
-/// The line of `text` that reports out of memory, trimmed, if any.
+/// The line of `text` that reports out of memory, trimmed, if any. Source lines quoted in a
+/// Python traceback (the line after `File "…", line N`) are code, not a report: an
+/// `except torch.OutOfMemoryError:` there says nothing about how the process ended.
 fn oom_line(text: &str) -> Option<String> {
-    text.lines()
+    let lines: Vec<&str> = text.lines().collect();
+    let quoted_source = |i: usize| i > 0 && lines[i - 1].trim_start().starts_with("File \"");
+    (0..lines.len())
         .rev()
-        .find(|line| is_oom_text(line))
-        .or_else(|| is_oom_text(text).then_some(text))
+        .find(|&i| !quoted_source(i) && is_oom_text(lines[i]))
+        .map(|i| lines[i])
+        .or_else(|| (lines.len() <= 1 && is_oom_text(text)).then_some(text))
         .map(|line| trim_message(line.trim()))
 }
 
@@ -456,5 +461,32 @@ mod tests {
             failed(None, false, false),
             PodState::Failed { .. }
         ));
+    }
+
+    #[test]
+    fn code_quoted_in_a_traceback_is_not_an_out_of_memory_report() {
+        let log = "Traceback (most recent call last):\n  File \"/app/run.py\", line 12, in main\n    except torch.OutOfMemoryError:\nFileNotFoundError: /models/x";
+        let pod = fixtures::as_failed(
+            fixtures::pending_pod("chat-1", Some("a-1")),
+            "a-1",
+            "Error",
+            1,
+            log,
+        );
+        match classify(&pod) {
+            PodState::Failed { message, .. } => {
+                assert!(message.contains("FileNotFoundError"), "{message}")
+            }
+            other => panic!("not an OOM: {other:?}"),
+        }
+        let real = "  File \"/app/run.py\", line 40, in generate\n    out = model(x)\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+        let pod = fixtures::as_failed(
+            fixtures::pending_pod("chat-1", Some("a-1")),
+            "a-1",
+            "Error",
+            1,
+            real,
+        );
+        assert!(matches!(classify(&pod), PodState::OutOfMemory { .. }));
     }
 }
