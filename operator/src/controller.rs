@@ -13,8 +13,8 @@
 //!
 //! Re-planning triggers come from the stores' own streams, after the store is updated: a
 //! node's labels, allocatable GPUs, taints, cordon or readiness changing, any GpuNodeClass
-//! change, or GPUs freed on a node, wake a (coalesced, 1 s) re-queue of every job. Jobs that
-//! are finished return at once; only waiting ones re-plan. (`Controller::watches` and
+//! change, or GPUs freed on a node, wake a (coalesced, 1 s) re-queue of the jobs that wait
+//! for a class with room (Pending, Unschedulable); placed jobs follow their pods. (`Controller::watches` and
 //! `.owns()` would open a second watch whose event can arrive before the store has the
 //! change: the reconcile would read the old state and nothing would trigger another.)
 //!
@@ -57,7 +57,7 @@ pub struct ControllerConfig {
     pub instance: Option<String>,
     /// Tunables.
     pub settings: Settings,
-    /// Window in which store changes are coalesced into one re-queue of every job.
+    /// Window in which store changes are coalesced into one re-queue of the waiting jobs.
     pub wake_coalesce: Duration,
 }
 
@@ -130,7 +130,10 @@ pub async fn run(
 
     controller
         .reconcile_on(changed_jobs)
-        .reconcile_all_on(wake_stream(wake, config.wake_coalesce))
+        .reconcile_on(waiting_jobs_on(
+            wake_stream(wake, config.wake_coalesce),
+            job_store.clone(),
+        ))
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown_future(stop))
         .run(reconcile, error_policy, ctx)
@@ -186,6 +189,29 @@ fn gauge_source(
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
     })
+}
+
+/// For each wake-up, the jobs a change of nodes, classes or free GPUs can move: those not
+/// placed yet (Pending, Unschedulable). Placed and finished jobs follow their pods instead.
+pub fn waiting_jobs_on(
+    wakes: impl Stream<Item = ()> + Send + 'static,
+    jobs: Store<DeserializeGuard<InferenceJob>>,
+) -> impl Stream<Item = JobRef> + Send + 'static {
+    wakes.flat_map(move |()| futures::stream::iter(waiting_jobs(&jobs.state())))
+}
+
+/// The jobs of `jobs` that wait for a class with room (or have not been planned yet).
+pub fn waiting_jobs(jobs: &[Arc<DeserializeGuard<InferenceJob>>]) -> Vec<JobRef> {
+    jobs.iter()
+        .filter(|job| match &job.0 {
+            Ok(job) => matches!(
+                job.status.as_ref().and_then(|s| s.phase),
+                None | Some(vramfit_api::Phase::Pending | vramfit_api::Phase::Unschedulable)
+            ),
+            Err(_) => false,
+        })
+        .map(|job| JobRef::from_obj(job.as_ref()))
+        .collect()
 }
 
 /// A stream that yields once per burst of wake-ups, `coalesce` after its first.
@@ -405,6 +431,29 @@ fn trim_node(node: &mut Node) {
 mod tests {
     use super::*;
     use crate::fixtures;
+
+    #[test]
+    fn wake_ups_re_plan_only_jobs_that_wait_for_room() {
+        use vramfit_api::{InferenceJobStatus, Phase};
+        let with_phase = |name: &str, phase: Option<Phase>| {
+            let mut job = fixtures::job(name, fixtures::vllm_mistral_spec());
+            job.status = phase.map(|phase| InferenceJobStatus {
+                phase: Some(phase),
+                ..Default::default()
+            });
+            Arc::new(DeserializeGuard(Ok(job)))
+        };
+        let jobs = vec![
+            with_phase("new", None),
+            with_phase("waiting", Some(Phase::Unschedulable)),
+            with_phase("invalid", Some(Phase::Pending)),
+            with_phase("placed", Some(Phase::Scheduled)),
+            with_phase("running", Some(Phase::Running)),
+            with_phase("done", Some(Phase::Succeeded)),
+        ];
+        let names: Vec<String> = waiting_jobs(&jobs).into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["new", "waiting", "invalid"]);
+    }
 
     #[test]
     fn a_pod_change_triggers_only_the_job_that_controls_the_pod() {
