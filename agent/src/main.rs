@@ -24,7 +24,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(app::run(args)) {
+    let result = runtime.block_on(app::run(args));
+    // A GPU that hangs an NVML call holds a blocking thread: do not wait for it past SIGTERM.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");

@@ -2,8 +2,11 @@
 //!
 //! `nvml-wrapper` opens `libnvidia-ml.so.1` with `dlopen` when [`Nvml::init`] runs, not when
 //! the binary starts, so the agent starts on nodes without the driver. Any failure to load or
-//! initialise NVML is reported as "no GPUs" with a reason, and initialisation is tried again
-//! on the next probe: a node whose driver comes up after the agent recovers by itself.
+//! initialise NVML is reported as "no GPUs" with a reason.
+//!
+//! NVML is opened for each probe and shut down right after it: a handle kept open holds
+//! `/dev/nvidiactl` and every `/dev/nvidia*`, and would stop a driver upgrade from unloading
+//! the module, `nvidia-smi -r`, and MIG mode changes on the node.
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 use tracing::debug;
@@ -19,42 +22,31 @@ const NVML_DEVICE_MIG_ENABLE: u32 = 1;
 
 const MIB: u64 = 1024 * 1024;
 
-/// Reads GPUs through NVML, keeping the library initialised between probes while it works.
+/// Reads GPUs through NVML, opening and closing the library for each probe.
 #[derive(Default)]
-pub struct NvmlProbe {
-    nvml: Option<Nvml>,
-}
+pub struct NvmlProbe;
 
 impl NvmlProbe {
-    /// A probe that initialises NVML on first use.
+    /// A probe that opens NVML when it runs.
     pub fn new() -> Self {
-        Self::default()
+        Self
     }
 }
 
 impl GpuProbe for NvmlProbe {
     fn probe(&mut self) -> Result<Probe, ProbeError> {
-        let nvml = match self.nvml.take() {
-            Some(nvml) => nvml,
-            None => match Nvml::init() {
-                Ok(nvml) => nvml,
-                Err(error) => {
-                    return Ok(Probe::absent(
-                        init_failure_reason(&error),
-                        error.to_string(),
-                    ));
-                }
-            },
-        };
-        match read_devices(&nvml) {
-            Ok(probe) => {
-                self.nvml = Some(nvml);
-                Ok(probe)
+        let nvml = match Nvml::init() {
+            Ok(nvml) => nvml,
+            Err(error) => {
+                return Ok(Probe::absent(
+                    init_failure_reason(&error),
+                    error.to_string(),
+                ));
             }
-            // Dropping the handle shuts NVML down; the next probe initialises it afresh,
-            // which is what recovers from a driver reload.
-            Err(error) => Ok(Probe::absent(AbsentReason::NvmlError, error.to_string())),
-        }
+        };
+        // `nvml` is dropped (nvmlShutdown) when this returns.
+        Ok(read_devices(&nvml)
+            .unwrap_or_else(|error| Probe::absent(AbsentReason::NvmlError, error.to_string())))
     }
 }
 
