@@ -278,6 +278,14 @@ fn agent_runs_on_nvidia_gpu_nodes_despite_their_taint() {
                 "feature.node.kubernetes.io/pci-10de.present".to_string(),
                 vec!["true".to_string()]
             ),
+            (
+                "feature.node.kubernetes.io/pci-0302_10de.present".to_string(),
+                vec!["true".to_string()]
+            ),
+            (
+                "feature.node.kubernetes.io/pci-0300_10de.present".to_string(),
+                vec!["true".to_string()]
+            ),
         ]
     );
     assert!(

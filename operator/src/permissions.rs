@@ -40,6 +40,15 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get", "patch"],
         scope: Scope::Cluster,
     },
+    // Pods carry an owner reference with blockOwnerDeletion: clusters that run the
+    // OwnerReferencesPermissionEnforcement admission plugin (OpenShift, hardened clusters)
+    // require update on the owner's finalizers to set it. Nothing else uses it.
+    Permission {
+        api_group: "vramfit.io",
+        resource: "inferencejobs/finalizers",
+        verbs: &["update"],
+        scope: Scope::Cluster,
+    },
     Permission {
         api_group: "vramfit.io",
         resource: "gpunodeclasses",
