@@ -464,10 +464,7 @@ impl Draft<'_> {
                 self.succeed();
             }
             PodState::OutOfMemory { message, .. } => {
-                if let Some(last) = self.status.attempts.last_mut() {
-                    last.outcome = Some(OUTCOME_OUT_OF_MEMORY.to_string());
-                    last.message = Some(message.clone());
-                }
+                self.end_attempt(OUTCOME_OUT_OF_MEMORY, message.clone());
                 self.events.push(
                     JobEvent::warning(
                         er::OUT_OF_MEMORY,
@@ -479,10 +476,7 @@ impl Draft<'_> {
                 return self.start(Start::AfterOutOfMemory);
             }
             PodState::Disrupted { message, .. } => {
-                if let Some(last) = self.status.attempts.last_mut() {
-                    last.outcome = Some(OUTCOME_DISRUPTED.to_string());
-                    last.message = Some(message.clone());
-                }
+                self.end_attempt(OUTCOME_DISRUPTED, message.clone());
                 self.events.push(
                     JobEvent::warning(
                         er::DISRUPTED,
@@ -495,10 +489,7 @@ impl Draft<'_> {
                 return self.start(Start::AfterDisruption);
             }
             PodState::Failed { message, .. } => {
-                if let Some(last) = self.status.attempts.last_mut() {
-                    last.outcome = Some(OUTCOME_FAILED.to_string());
-                    last.message = Some(message.clone());
-                }
+                self.end_attempt(OUTCOME_FAILED, message.clone());
                 self.fail(
                     cr::POD_FAILED,
                     format!("attempt {attempt} (pod {name}) failed: {message}"),
