@@ -524,7 +524,7 @@ pub struct Attempt {
     pub message: Option<String>,
 }
 
-/// Steps taken down after out-of-memory failures (DOMAIN §8); the planner applies them.
+/// Steps taken down after out-of-memory failures (docs/planning.md); the planner applies them.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Fallback {

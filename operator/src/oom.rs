@@ -1,5 +1,5 @@
 //! How a workload pod stands or ended (pure): waiting, running, succeeded, out of memory, or
-//! another failure. Out of memory is what vramfit retries one step down (DOMAIN §8).
+//! another failure. Out of memory is what vramfit retries one step down (docs/planning.md).
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 /// Substrings (compared case-insensitively) that mark a GPU or host out-of-memory failure in

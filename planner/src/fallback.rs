@@ -1,4 +1,4 @@
-//! The ladder after an out-of-memory failure (DOMAIN §8): fewer image tiles, then the next
+//! The ladder after an out-of-memory failure (docs/planning.md): fewer image tiles, then the next
 //! quantization level or one more GPU (by preference), then flash attention off; for
 //! llama.cpp, a smaller KV-cache type, one more GPU, then fewer offloaded layers.
 use vramfit_api::{Fallback, KvCacheType, Plan, Preference, Quantization, Runtime};

@@ -1,4 +1,4 @@
-//! GPU catalog (DOMAIN §1–2): product name → model, architecture, tier.
+//! GPU catalog (docs/planning.md): product name → model, architecture, tier.
 //!
 //! Product names are matched by model token, never by substring: "NVIDIA A100-SXM4-80GB"
 //! is an A100, not an A10; "NVIDIA A10G" is an A10G.
@@ -63,7 +63,7 @@ pub struct GpuModel {
     pub name: &'static str,
     /// Tokens that must appear consecutively in the product name.
     tokens: &'static [&'static str],
-    /// Tier (DOMAIN §2).
+    /// Tier (docs/planning.md).
     pub tier: Tier,
     /// Compute capability of the model, for classes whose labels lack it.
     pub capability: ComputeCapability,
@@ -131,7 +131,7 @@ pub fn tier_of(product: &str) -> Tier {
     identify(product).map_or(Tier::Other, |m| m.tier)
 }
 
-/// Memory kept free on every GPU (DOMAIN §2): min(cap, share of VRAM), in MiB.
+/// Memory kept free on every GPU (docs/planning.md): min(cap, share of VRAM), in MiB.
 pub fn memory_buffer_mib(tier: Tier, vram_mib: u64) -> u64 {
     let (cap_gib, percent) = match tier {
         DatacenterHighMemory => (20, 15),
@@ -144,7 +144,7 @@ pub fn memory_buffer_mib(tier: Tier, vram_mib: u64) -> u64 {
     (cap_gib * 1024).min(vram_mib * percent / 100)
 }
 
-/// Share of each GPU's memory a process may use (DOMAIN §4), in percent.
+/// Share of each GPU's memory a process may use (docs/planning.md), in percent.
 pub fn memory_fraction_percent(tier: Tier) -> u32 {
     match tier {
         DatacenterHighMemory => 95,
@@ -153,7 +153,7 @@ pub fn memory_fraction_percent(tier: Tier) -> u32 {
     }
 }
 
-/// PYTORCH_CUDA_ALLOC_CONF by architecture (DOMAIN §4).
+/// PYTORCH_CUDA_ALLOC_CONF by architecture (docs/planning.md).
 pub fn pytorch_cuda_alloc_conf(arch: Architecture) -> &'static str {
     match arch {
         Architecture::Volta => "max_split_size_mb:32",

@@ -12,7 +12,7 @@ pub const DEFAULT_CONTEXT_LENGTH: u32 = 4096;
 /// vLLM prefills in chunks (chunked prefill, `max_num_batched_tokens`): activations are
 /// sized for at most this many tokens at once.
 pub const VLLM_PREFILL_CHUNK_TOKENS: u64 = 8192;
-/// llama.cpp share of VRAM planned for, when the job sets none (DOMAIN §7).
+/// llama.cpp share of VRAM planned for, when the job sets none (docs/planning.md).
 pub const DEFAULT_TARGET_USAGE_PERCENT: u32 = 80;
 
 /// A job ready to plan.

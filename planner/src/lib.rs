@@ -1,13 +1,13 @@
 //! vramfit's planner: pure functions from (job, node class) to a plan, with no cluster.
 //!
-//! * [`gpu_catalog`]: product name → model, architecture, tier (DOMAIN §1–2).
-//! * [`model_catalog`]: model presets and their published sources (DOMAIN §6).
+//! * [`gpu_catalog`]: product name → model, architecture, tier (docs/planning.md).
+//! * [`model_catalog`]: model presets and their published sources (docs/planning.md).
 //! * [`node_class`]: classes of GPU nodes and their defaults.
-//! * [`memory`]: the memory estimator (DOMAIN §6).
-//! * [`plan`]: a job on a class → a plan with its reasons, or why not (DOMAIN §3–7).
-//! * [`ranking`]: which class wins (DOMAIN §7).
-//! * [`fallback`]: the step down after an out-of-memory failure (DOMAIN §8).
-//! * [`workload`]: the pod's env and runtime flags (DOMAIN §9).
+//! * [`memory`]: the memory estimator (docs/planning.md).
+//! * [`plan`]: a job on a class → a plan with its reasons, or why not (docs/planning.md).
+//! * [`ranking`]: which class wins (docs/planning.md).
+//! * [`fallback`]: the step down after an out-of-memory failure (docs/planning.md).
+//! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 #![forbid(unsafe_code)]
 
 pub mod fallback;

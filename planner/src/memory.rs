@@ -1,4 +1,4 @@
-//! Memory needed by a model (DOMAIN §6). Every figure rounds up: a plan that does not fit
+//! Memory needed by a model (docs/planning.md). Every figure rounds up: a plan that does not fit
 //! costs a failed pod and a retry; an over-estimate costs at most a quantization step.
 use vramfit_api::{KvCacheType, Quantization};
 
@@ -15,10 +15,10 @@ pub const ACTIVATION_BYTES_PER_TOKEN_HIDDEN: u64 = 64;
 /// states. With the floor and activations, calibrated on the teams' measurements
 /// (Llama-3.2-11B-Vision ≈ 27-28 GB in bf16 at 4k, InternVL3-8B ≈ 19.5 GB).
 pub const VISION_ALLOWANCE_MIB: u64 = 3072;
-/// llama.cpp runtime overhead per GPU (DOMAIN §7).
+/// llama.cpp runtime overhead per GPU (docs/planning.md).
 pub const LLAMACPP_OVERHEAD_MIB: u64 = 500;
 
-/// Bytes per parameter, in thousandths (quantization constants included: DOMAIN §6).
+/// Bytes per parameter, in thousandths (quantization constants included: docs/planning.md).
 pub fn weight_millibytes_per_parameter(q: Quantization) -> u64 {
     match q {
         Quantization::None => 2000,

@@ -1,4 +1,4 @@
-//! Model presets (DOMAIN §6), each with the published source of its numbers, and the
+//! Model presets (docs/planning.md), each with the published source of its numbers, and the
 //! resolution of a job's `model` into the numbers the estimator needs.
 use vramfit_api::ModelSpec;
 

@@ -1,5 +1,5 @@
 //! Decisions shared by every runtime: whether a class may run the job at all, dtype,
-//! flash attention, TF32, allocator settings, memory fraction, image tiles (DOMAIN §2–5).
+//! flash attention, TF32, allocator settings, memory fraction, image tiles (docs/planning.md).
 use vramfit_api::{Dtype, DtypeRequest, Fallback};
 
 use crate::job_input::JobInput;

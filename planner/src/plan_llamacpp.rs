@@ -1,4 +1,4 @@
-//! Sizing for GGUF models under llama.cpp (DOMAIN §7): how many layers to offload, with
+//! Sizing for GGUF models under llama.cpp (docs/planning.md): how many layers to offload, with
 //! which KV-cache type, on how many GPUs.
 use vramfit_api::{Fallback, GpuLayers, KvCacheType, LlamaCppPlan, MemoryEstimate, Preference};
 

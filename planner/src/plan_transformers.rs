@@ -1,5 +1,5 @@
 //! Sizing for transformer runtimes (transformers, vLLM, custom): quantization and GPU count
-//! (DOMAIN §7). Quality: full precision on more GPUs before quantizing. Economy: fewest GPUs
+//! (docs/planning.md). Quality: full precision on more GPUs before quantizing. Economy: fewest GPUs
 //! first, quantizing before adding GPUs.
 use vramfit_api::{Dtype, Fallback, MemoryEstimate, Preference, Quantization, Runtime};
 

@@ -1,4 +1,4 @@
-//! Choosing among the classes that can run a job (DOMAIN §7): quality takes the best plan,
+//! Choosing among the classes that can run a job (docs/planning.md): quality takes the best plan,
 //! economy the cheapest that fits. Ties break deterministically by class name.
 use std::cmp::Ordering;
 

@@ -1,4 +1,4 @@
-//! MAX_TILES for vision-language models (DOMAIN §5).
+//! MAX_TILES for vision-language models (docs/planning.md).
 
 /// The tile ladder, largest first; an out-of-memory retry moves one step down.
 pub const TILE_LADDER: [u32; 6] = [32, 18, 14, 12, 8, 6];

@@ -1,4 +1,4 @@
-//! What the workload container receives (DOMAIN §9): the env contract every runtime reads,
+//! What the workload container receives (docs/planning.md): the env contract every runtime reads,
 //! and the flags vLLM and llama.cpp need.
 use vramfit_api::{Plan, Quantization, Runtime};
 

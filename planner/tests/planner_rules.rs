@@ -1,4 +1,4 @@
-//! The planner's rules (DOMAIN §3–9), one behaviour per test.
+//! The planner's rules (docs/planning.md), one behaviour per test.
 mod common;
 
 use common::{class, job, plan};
