@@ -351,17 +351,9 @@ impl Draft<'_> {
         self.applied_plan = Some(plan);
         self.status.phase = Some(Phase::Scheduled);
         self.status.node_name = None;
-        self.set(
-            SCHEDULED,
-            true,
-            cr::POD_CREATED,
+        self.pod_created(
+            name,
             format!("pod {name} (attempt {attempt}) created again: it was gone"),
-        );
-        self.set(
-            READY,
-            false,
-            cr::POD_PENDING,
-            format!("pod {name} waits to be scheduled"),
         );
         Ok(())
     }
@@ -406,6 +398,17 @@ impl Draft<'_> {
             last.outcome = Some(outcome.to_string());
             last.message = Some(message);
         }
+    }
+
+    /// Conditions of a pod just applied: created, waiting to be scheduled.
+    fn pod_created(&mut self, name: &str, message: String) {
+        self.set(SCHEDULED, true, cr::POD_CREATED, message);
+        self.set(
+            READY,
+            false,
+            cr::POD_PENDING,
+            format!("pod {name} waits to be scheduled"),
+        );
     }
 
     /// The job follows its pod.
@@ -690,17 +693,9 @@ impl Draft<'_> {
         let now = self.now().clone();
         self.status.start_time.get_or_insert(now);
         self.status.phase = Some(Phase::Scheduled);
-        self.set(
-            SCHEDULED,
-            true,
-            cr::POD_CREATED,
+        self.pod_created(
+            &name,
             format!("pod {name} (attempt {number}) created: {summary}"),
-        );
-        self.set(
-            READY,
-            false,
-            cr::POD_PENDING,
-            format!("pod {name} waits to be scheduled"),
         );
         Ok(())
     }
