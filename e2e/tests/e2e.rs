@@ -1232,12 +1232,7 @@ async fn kubelet_success(s: &mut Suite) -> Result<()> {
         "exactly one pod for the Succeeded job",
         Duration::from_secs(5),
         || async {
-            let pods = s.pods_of(&job).await?;
-            ensure!(
-                pods.len() == 1,
-                "pods {:?}",
-                pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
-            );
+            exactly_one_pod(&s.pods_of(&job).await?)?;
             Ok(())
         },
     )
@@ -1459,12 +1454,7 @@ async fn leader_election(s: &mut Suite) -> Result<()> {
         "exactly one pod for the job with two replicas",
         Duration::from_secs(8),
         || async {
-            let pods = s.pods_of(&job).await?;
-            ensure!(
-                pods.len() == 1,
-                "pods {:?}",
-                pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
-            );
+            exactly_one_pod(&s.pods_of(&job).await?)?;
             expect_eq(
                 "Lease holder",
                 holder(leases.clone(), lease_name.clone()).await?,
@@ -1518,12 +1508,7 @@ async fn leader_election(s: &mut Suite) -> Result<()> {
         "exactly one pod for the job after failover",
         Duration::from_secs(5),
         || async {
-            let pods = s.pods_of(&job).await?;
-            ensure!(
-                pods.len() == 1,
-                "pods {:?}",
-                pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
-            );
+            exactly_one_pod(&s.pods_of(&job).await?)?;
             Ok(())
         },
     )
@@ -1673,5 +1658,15 @@ async fn garbage_collection(s: &mut Suite) -> Result<()> {
                 .await;
         }
     }
+    Ok(())
+}
+
+/// A job's pods are exactly one.
+fn exactly_one_pod(pods: &[Pod]) -> Result<()> {
+    ensure!(
+        pods.len() == 1,
+        "pods {:?}",
+        pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+    );
     Ok(())
 }
