@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{Notify, watch};
@@ -93,9 +93,26 @@ pub async fn run(
         pod_changes,
     ));
 
-    let jobs = Api::<DeserializeGuard<InferenceJob>>::all(client.clone());
-    let controller = Controller::new(jobs, watcher::Config::default().any_semantic());
-    let job_store = controller.store();
+    // The job reflector is ours, not the Controller's: its first full list (`InitDone`) is
+    // the readiness signal. A second waiter on the Controller's store would not do: kube's
+    // `Store::wait_until_ready` wakes only its latest poller, so either that waiter or the
+    // Controller's own runner would never wake.
+    let (job_store, job_writer) = reflector::store::<DeserializeGuard<InferenceJob>>();
+    let ready_health = health.clone();
+    let job_events = reflector(
+        job_writer,
+        watcher(
+            Api::<DeserializeGuard<InferenceJob>>::all(client.clone()),
+            watcher::Config::default().any_semantic(),
+        ),
+    )
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            ready_health.set_synced(true);
+        }
+    })
+    .applied_objects();
+    let controller = Controller::for_stream(job_events, job_store.clone());
     let ctx = Arc::new(Context::new(
         client.clone(),
         metrics.clone(),
@@ -119,14 +136,7 @@ pub async fn run(
             return;
         }
     }
-    info!("caches synced; starting the controller");
-    let synced_health = health.clone();
-    let synced_store = job_store.clone();
-    tokio::spawn(async move {
-        if synced_store.wait_until_ready().await.is_ok() {
-            synced_health.set_synced(true);
-        }
-    });
+    info!("caches synced; starting the controller (ready once the jobs are listed)");
 
     controller
         .reconcile_on(changed_jobs)
@@ -515,6 +525,52 @@ mod tests {
             crate::desired_pod::recorded_spec_hash(&pod)
         );
         assert!(failed.spec.as_ref().unwrap().containers.is_empty());
+    }
+
+    /// Regression (seen on a real API server): `/readyz` never turned 200 because a second
+    /// waiter on the Controller's job store was never woken.
+    #[tokio::test]
+    async fn the_replica_turns_ready_once_every_cache_and_the_jobs_are_listed() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        // An API server with nothing in it: every list is empty, every watch stays open.
+        let server = tokio::spawn(async move {
+            let mut open_watches = Vec::new();
+            let mut lists = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                let query = request.uri().query().unwrap_or_default().to_string();
+                if query.contains("watch=true") {
+                    open_watches.push(send);
+                    continue;
+                }
+                lists.push(request.uri().path().to_string());
+                let body = br#"{"metadata":{"resourceVersion":"1"},"items":[]}"#.to_vec();
+                send.send_response(Response::builder().body(Body::from(body)).unwrap());
+            }
+            lists
+        });
+        let health = Arc::new(Health::new(false));
+        let (stop_tx, stop) = watch::channel(false);
+        let controller = tokio::spawn(run(
+            Client::new(service, "default"),
+            Arc::new(Metrics::new()),
+            health.clone(),
+            ControllerConfig::default(),
+            stop,
+        ));
+        let ready = tokio::time::timeout(Duration::from_secs(10), async {
+            while health.readiness().is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(ready.is_ok(), "not ready: {:?}", health.readiness());
+        let _ = stop_tx.send(true);
+        let stopped = tokio::time::timeout(Duration::from_secs(10), controller).await;
+        assert!(stopped.is_ok(), "the controller stops on the signal");
+        assert_eq!(health.readiness(), Err("caches not synced yet"));
+        server.abort();
     }
 
     #[tokio::test]
