@@ -224,6 +224,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32) 
         ("kubectl-printer-columns", |s| Box::pin(kubectl_columns(s))),
         ("kubelet-success", |s| Box::pin(kubelet_success(s))),
         ("oom-steps-down-then-fails", |s| Box::pin(oom_steps_down(s))),
+        ("full-class-overflows-then-frees", |s| {
+            Box::pin(full_class_overflows_then_frees(s))
+        }),
         ("operator-restart-keeps-one-pod-per-job", |s| {
             Box::pin(restart_keeps_one_pod(s))
         }),
@@ -257,7 +260,12 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32) 
     );
     let (mut passed, mut failed) = (0, 0);
     for (name, scenario) in scenarios {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+        // The agent's labels are what every other scenario places on: it always runs.
+        let prerequisite = name == "agent-labels-nodes";
+        if !prerequisite
+            && !filters.is_empty()
+            && !filters.iter().any(|f| name.contains(f.as_str()))
+        {
             continue;
         }
         println!("---- {name}");
@@ -379,6 +387,19 @@ async fn setup(plan: Arc<Mutex<CleanupPlan>>) -> Result<Suite> {
             .await
             .with_context(|| format!("creating node {}", sim.name(&run)))?;
         plan.lock().unwrap().nodes.push(sim.name(&run));
+        // Admission taints every new Node `node.kubernetes.io/not-ready:NoSchedule`; a
+        // kubelet's node-lifecycle controller lifts it once the node is Ready. Nothing does
+        // here, so the simulated kubelet sets the node's own taints back, as registered.
+        nodes
+            .patch(
+                &sim.name(&run),
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"taints": node_manifest(&sim, &run)["spec"]["taints"]}}),
+                ),
+            )
+            .await
+            .with_context(|| format!("lifting the not-ready taint of node {}", sim.name(&run)))?;
         nodes
             .patch_status(
                 &sim.name(&run),
@@ -606,15 +627,24 @@ impl Suite {
                     })
                     .cloned();
                 match pod {
-                    Some(pod) if status.pod_name.as_deref() == Some(pod.name_any().as_str()) => {
+                    // Bound too: every cluster runs a scheduler, and where it puts the pod is
+                    // part of what is checked.
+                    Some(pod)
+                        if status.pod_name.as_deref() == Some(pod.name_any().as_str())
+                            && node_of(&pod).is_some() =>
+                    {
                         Ok((job, pod))
                     }
                     _ => bail!(
-                        "phase {:?}, status.podName {:?}, pods {:?}, conditions {:?}",
+                        "phase {:?}, status.podName {:?}, pods (name, attempt, node) {:?}, conditions {:?}",
                         status.phase,
                         status.pod_name,
                         pods.iter()
-                            .map(|p| (p.name_any(), p.labels().get(ATTEMPT_LABEL).cloned()))
+                            .map(|p| (
+                                p.name_any(),
+                                p.labels().get(ATTEMPT_LABEL).cloned(),
+                                node_of(p).map(str::to_string)
+                            ))
                             .collect::<Vec<_>>(),
                         status
                             .conditions
@@ -784,6 +814,11 @@ fn image_of(pod: &Pod) -> String {
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone())
         .unwrap_or_default()
+}
+
+/// The node a scheduler bound the pod to.
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
 fn is_live(pod: &Pod) -> bool {
@@ -992,8 +1027,12 @@ fn check_placed_job(job: &InferenceJob, pod: &Pod, nodes: &[Node]) -> Result<()>
             plan.gpu_count
         );
     }
-    // Where a scheduler bound the pod, it is on a node of the chosen class.
-    if let Some(bound) = spec.node_name.as_deref() {
+    // The scheduler bound the pod to a node of the chosen class.
+    let bound = spec
+        .node_name
+        .as_deref()
+        .ok_or_else(|| anyhow!("pod {} is not bound to a node", pod.name_any()))?;
+    {
         ensure!(
             matching.iter().any(|n| n.name_any() == bound),
             "pod {} was bound to {bound}, not a node matching its class {class}",
@@ -1632,33 +1671,129 @@ async fn garbage_collection(s: &mut Suite) -> Result<()> {
                 .await?
                 .items
                 .iter()
+                // A collected pod bound to a node stays Terminating until its kubelet
+                // confirms; the garbage collector's part is the deletion request.
                 .filter(|p| {
-                    p.owner_references()
-                        .iter()
-                        .any(|o| Some(&o.uid) == job.uid().as_ref())
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.owner_references()
+                            .iter()
+                            .any(|o| Some(&o.uid) == job.uid().as_ref())
                 })
                 .map(|p| p.name_any())
                 .collect();
-            ensure!(left.is_empty(), "pods {left:?} remain");
+            ensure!(left.is_empty(), "pods {left:?} remain, not being deleted");
             Ok(())
         },
     )
     .await;
-    match gone {
-        Ok(()) => {
-            println!("     a controller manager runs: the garbage collector removed the job's pods")
-        }
-        Err(_) => {
-            println!(
-                "     no garbage collector (bare control plane?): pods remain; the owner reference is asserted, deleting them here"
-            );
-            let _ = s
-                .pods()
-                .delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
-                .await;
-        }
-    }
+    // No kubelet here to finish the deletion: end it as one would.
+    let _ = s
+        .pods()
+        .delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
+        .await;
+    gone.context(
+        "the garbage collector (kube-controller-manager) should delete the pods of a deleted job",
+    )?;
+    println!("     the garbage collector deleted the job's pod");
     Ok(())
+}
+
+/// A job limited to `classes`, one GPU, with the given preference.
+fn pinned_job(s: &Suite, name: &str, classes: &[&str], preference: &str) -> Value {
+    let mut job = s.own_job(name, 3);
+    job["spec"]["gpus"] = json!({"min": 1, "max": 1});
+    job["spec"]["nodeClasses"] = json!({ "allowed": classes });
+    job["spec"]["preference"] = json!(preference);
+    job
+}
+
+/// Fills a class (its one GPU taken by a running job): the next job goes to another class
+/// that fits, a job allowed only the full class waits Unschedulable with the reason, and it
+/// starts by itself when the running pod finishes. Pods are bound by the real scheduler.
+async fn full_class_overflows_then_frees(s: &mut Suite) -> Result<()> {
+    s.ensure_single_operator().await?;
+    let nodes = s.sim_nodes().await?;
+    let node_named = |suffix: &str| format!("{PREFIX}{}-{suffix}", s.run);
+    let (small, big) = ("a10g-x1", "a10g-x4");
+    let names: Vec<String> = ["fill-first", "fill-overflow", "fill-waits"]
+        .map(String::from)
+        .to_vec();
+
+    s.apply_job(pinned_job(s, &names[0], &[small], "economy"))
+        .await?;
+    let (job, first_pod) = s.wait_pod(&names[0], 1).await?;
+    check_placed_job(&job, &first_pod, &nodes)?;
+    expect_eq(
+        "class of the first job",
+        job.status.as_ref().and_then(|st| st.node_class.as_deref()),
+        Some(small),
+    )?;
+    expect_eq(
+        "node of the first pod",
+        node_of(&first_pod),
+        Some(node_named("a10gx1").as_str()),
+    )?;
+    s.set_pod_running(&first_pod).await?;
+    s.wait_phase(&names[0], &[Phase::Running]).await?;
+
+    // Economy prefers the one-GPU class; it is full, so the job goes to the other A10G class.
+    s.apply_job(pinned_job(s, &names[1], &[small, big], "economy"))
+        .await?;
+    let (job, pod) = s.wait_pod(&names[1], 1).await?;
+    check_placed_job(&job, &pod, &nodes)?;
+    expect_eq(
+        "class of the overflow job",
+        job.status.as_ref().and_then(|st| st.node_class.as_deref()),
+        Some(big),
+    )?;
+    expect_eq(
+        "node of the overflow pod",
+        node_of(&pod),
+        Some(node_named("a10gx4").as_str()),
+    )?;
+
+    // Only the full class allowed: Unschedulable, saying why, and no pod.
+    s.apply_job(pinned_job(s, &names[2], &[small], "economy"))
+        .await?;
+    let job = s.wait_phase(&names[2], &[Phase::Unschedulable]).await?;
+    let status = job.status.clone().unwrap_or_default();
+    ensure!(
+        status
+            .rejected_classes
+            .iter()
+            .any(|r| r.node_class == small && r.reason.contains("no free GPUs")),
+        "rejectedClasses should say {small} has no free GPUs: {:?}",
+        status.rejected_classes
+    );
+    ensure!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.status == "False" && c.message.contains(small)),
+        "no False condition names {small}: {:?}",
+        conditions_of(&job)
+    );
+    s.wait_events(&names[2], &["Unschedulable"]).await?;
+    ensure!(
+        s.pods_of(&job).await?.is_empty(),
+        "an Unschedulable job has a pod"
+    );
+
+    // The running pod finishes: its GPU is free, and the waiting job starts by itself.
+    s.set_pod_ended(&first_pod, 0, "Completed", "").await?;
+    s.wait_phase(&names[0], &[Phase::Succeeded]).await?;
+    let (job, pod) = s.wait_pod(&names[2], 1).await?;
+    check_placed_job(&job, &pod, &nodes)?;
+    expect_eq(
+        "node of the waiting job's pod",
+        node_of(&pod),
+        Some(node_named("a10gx1").as_str()),
+    )?;
+    println!(
+        "     {} waited Unschedulable, then started on {} once {} finished",
+        names[2], small, names[0]
+    );
+    s.delete_jobs(&names).await
 }
 
 /// A job's pods are exactly one.
