@@ -7,8 +7,8 @@
 #   scripts/helm-check.sh           check (exit 1 on any failure)
 #   scripts/helm-check.sh --update  copy crds/*.yaml into the chart, rewrite deploy/, check
 #
-# The virtual environment lives in .venv/helm (git-ignored) and is reused while
-# scripts/helm-check-requirements.txt is unchanged. PYTHON picks the interpreter (3.11+).
+# scripts/helm-venv.sh sets up the virtual environment in .venv/helm (git-ignored), reused
+# while scripts/helm-check-requirements.txt is unchanged. PYTHON picks the interpreter (3.11+).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,21 +21,10 @@ case "${1:-}" in
   *) echo "usage: $0 [--update]" >&2; exit 2 ;;
 esac
 
-venv="$root/.venv/helm"
-requirements="$root/scripts/helm-check-requirements.txt"
-stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "helm-check: installing $requirements into .venv/helm"
-  rm -rf "$venv"
-  "${PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
-    --ignore-requires-python -r "$requirements"
-  echo "$want" > "$stamp"
-fi
+python="$(bash "$root/scripts/helm-venv.sh")"
 
 if $update; then
   bash "$root/scripts/sync-chart-crds.sh"
-  exec "$venv/bin/python" "$root/scripts/helm_check.py" --update
+  exec "$python" "$root/scripts/helm_check.py" --update
 fi
-exec "$venv/bin/python" "$root/scripts/helm_check.py"
+exec "$python" "$root/scripts/helm_check.py"

@@ -1,0 +1,579 @@
+#!/usr/bin/env python3
+"""Install vramfit on the cluster in KUBECONFIG the two documented ways and check the result.
+
+Run with the interpreter of .venv/helm (helm-sdkpy: Helm v4's library; PyYAML):
+
+    KUBECONFIG=~/.kube/config "$(bash scripts/helm-venv.sh)" e2e/install_check.py
+
+Needs `kubectl` on PATH (or KUBECTL naming it) and cluster-admin credentials. The pods
+need not run: no kubelet is required. Checks, each reported as `PASS <name>` or
+`FAIL <name>: <expected vs seen>`, then `install-check: N passed, M failed`:
+
+  deploy-server-side-apply            `kubectl apply --server-side -f deploy/`: no warning,
+                                      every object exists; then removed again.
+  helm-install-upgrade-uninstall      install, upgrade with changed values, uninstall (the
+                                      CRDs are kept, as documented), through Helm's library.
+  helm-refuses-kubectl-installed-crds CRDs applied with kubectl make `helm install` fail with
+                                      Helm's ownership error; the README's migrations
+                                      (kubectl -> Helm, Helm -> kubectl) work.
+  agent-label-guard-enforced          as the agent's ServiceAccount: vramfit.io/ labels may
+                                      change, nothing else on the Node may.
+
+The operator's own permissions (exactly operator/src/permissions.rs, checked with
+`kubectl auth can-i --list` while it runs a job as its service account) are the e2e
+suite's scenario `operator-under-chart-rbac`.
+
+Each check removes what it created (namespaces `vramfit-install-<random>` and deploy/'s
+`vramfit`, a Node `vramfit-install-<random>`, the releases, the CRDs it caused to exist),
+whether it passes or not. The checks use the
+cluster-scoped names of a default install (`vramfit-operator`, …): the cluster must not
+hold another vramfit install.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+# Helm's Go runtime reads its environment once, when the library loads: keep its cache and
+# configuration out of the user's home. Releases are stored as Secrets (Helm's default).
+_HELM_HOME = tempfile.mkdtemp(prefix="vramfit-install-helm-")
+for _var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+    os.environ[_var] = os.path.join(_HELM_HOME, _var.lower())
+
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import secrets  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import helm_sdkpy  # noqa: E402
+import yaml  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "vramfit"
+DEPLOY = ROOT / "deploy"
+CRDS = ROOT / "crds"
+KUBECTL = os.environ.get("KUBECTL", "kubectl")
+RELEASE = "vramfit"
+CRD_NAMES = ["gpunodeclasses.vramfit.io", "inferencejobs.vramfit.io"]
+HELM_TIMEOUT_S = 90  # per Helm action
+WAIT_S = 90  # a deletion
+# Helm v4's `helm install` applies server-side by default; do what the README's command does.
+SERVER_SIDE = True
+# What Helm v4 checks before it adopts an existing object into a release.
+HELM_OWNER_LABEL = "app.kubernetes.io/managed-by"
+HELM_OWNER_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
+
+
+class CheckFailed(Exception):
+    """A check's expectation was not met; the message says what was expected and seen."""
+
+
+# ---------------------------------------------------------------------------- kubectl
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+
+
+def kubectl(*args: str, stdin: str | None = None, timeout: float = 60) -> Run:
+    """Run kubectl with a bounded time; never raises on a non-zero exit."""
+    try:
+        p = subprocess.run([KUBECTL, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Run(124, "", f"kubectl {' '.join(args)}: no answer within {timeout:.0f} s")
+    return Run(p.returncode, p.stdout, p.stderr)
+
+
+def kubectl_ok(*args: str, stdin: str | None = None, timeout: float = 60) -> str:
+    r = kubectl(*args, stdin=stdin, timeout=timeout)
+    if r.rc != 0:
+        raise CheckFailed(f"`kubectl {' '.join(args)}` failed: {r.err.strip()}")
+    return r.out
+
+
+def get_json(*args: str) -> dict[str, Any] | None:
+    """The object as JSON, or None when it does not exist."""
+    r = kubectl("get", *args, "-o", "json", "--ignore-not-found")
+    if r.rc != 0:
+        raise CheckFailed(f"`kubectl get {' '.join(args)}` failed: {r.err.strip()}")
+    return json.loads(r.out) if r.out.strip() else None
+
+
+def ref(obj: dict[str, Any]) -> str:
+    """`kind.group/name` as `kubectl get -o name` prints it (namespace added when set)."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    kind = obj["kind"].lower() + (f".{group}" if group else "")
+    ns = obj["metadata"].get("namespace")
+    return f"{kind}/{obj['metadata']['name']}" + (f" -n {ns}" if ns else "")
+
+
+def missing_on_server(objects: list[dict[str, Any]]) -> list[str]:
+    """The objects of a manifest that the API server does not have."""
+    missing = []
+    for obj in objects:
+        kind_name, _, ns = ref(obj).partition(" -n ")
+        args = [kind_name] + (["-n", ns] if ns else [])
+        if get_json(*args) is None:
+            missing.append(ref(obj))
+    return missing
+
+
+def exists(obj: dict[str, Any]) -> bool:
+    return not missing_on_server([obj])
+
+
+def existing_crds() -> set[str]:
+    return {name for name in CRD_NAMES if get_json("crd", name) is not None}
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while not condition():
+        if time.monotonic() > deadline:
+            raise CheckFailed(f"{what}: not so after {timeout:.0f} s")
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+def delete(*refs: str, namespace: str | None = None) -> list[str]:
+    """Delete and wait until gone; returns what is left (for the cleanup report)."""
+    if not refs:
+        return []
+    ns = ["-n", namespace] if namespace else []
+    r = kubectl("delete", *refs, *ns, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s",
+                timeout=WAIT_S + 30)
+    left = [x for x in refs if get_json(x, *ns) is not None]
+    if r.rc != 0 or left:
+        return [f"could not delete {', '.join(left) or ' '.join(refs)}: {r.err.strip()}"]
+    return []
+
+
+def delete_namespace(namespace: str) -> list[str]:
+    """Force-delete its pods first: with no kubelet (or a node gone), a bound pod would stay
+    Terminating and hold the namespace for ever."""
+    if get_json("namespace", namespace) is None:
+        return []
+    kubectl("delete", "pods", "--all", "-n", namespace, "--force", "--grace-period=0",
+            "--ignore-not-found", timeout=60)
+    return delete(f"namespace/{namespace}")
+
+
+@contextlib.contextmanager
+def cleaning_up(cleanup: Callable[[], list[str]]) -> Iterator[None]:
+    """try/finally that also reports: `cleanup` always runs, and what it could not remove
+    fails the check (added to the check's own failure, if any)."""
+    failure: BaseException | None = None
+    try:
+        yield
+    except BaseException as e:
+        failure = e
+    try:
+        problems = cleanup()
+    except Exception as e:  # noqa: BLE001 - report it with the check's own failure
+        problems = [f"{type(e).__name__}: {e}"]
+    if problems:
+        first = f"{failure}; " if failure else ""
+        raise CheckFailed(f"{first}cleanup: {'; '.join(problems)}") from failure
+    if failure:
+        raise failure
+
+
+def load_manifests(*paths: Path) -> list[dict[str, Any]]:
+    return [doc for p in paths for doc in yaml.safe_load_all(p.read_text()) if doc]
+
+
+def fresh_name() -> str:
+    return f"vramfit-install-{secrets.token_hex(3)}"
+
+
+# ---------------------------------------------------------------------------- Helm
+
+def helm_config(namespace: str) -> helm_sdkpy.Configuration:
+    # kubeconfig=None: Helm reads KUBECONFIG like the helm CLI does.
+    return helm_sdkpy.Configuration(namespace=namespace)
+
+
+def helm_install(namespace: str, values: dict[str, Any] | None = None, take_ownership: bool = False) -> dict[str, Any]:
+    # wait=False: the pods need not run (the cluster may have no kubelet, no images).
+    return asyncio.run(helm_sdkpy.Install(helm_config(namespace)).run(
+        RELEASE, str(CHART), values=values, create_namespace=True, wait=False, timeout=HELM_TIMEOUT_S,
+        server_side_apply=SERVER_SIDE, take_ownership=take_ownership))
+
+
+def helm_upgrade(namespace: str, values: dict[str, Any]) -> dict[str, Any]:
+    return asyncio.run(helm_sdkpy.Upgrade(helm_config(namespace)).run(
+        RELEASE, str(CHART), values=values, wait=False, timeout=HELM_TIMEOUT_S))
+
+
+def helm_uninstall(namespace: str) -> bool:
+    """Uninstall; False when there was no release."""
+    try:
+        asyncio.run(helm_sdkpy.Uninstall(helm_config(namespace)).run(RELEASE, wait=True, timeout=HELM_TIMEOUT_S))
+    except helm_sdkpy.ReleaseNotFoundError:
+        return False
+    return True
+
+
+def release_exists(namespace: str) -> bool:
+    try:
+        asyncio.run(helm_sdkpy.Status(helm_config(namespace)).run(RELEASE))
+    except helm_sdkpy.ReleaseNotFoundError:
+        return False
+    return True
+
+
+def manifest_objects(release: dict[str, Any]) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(release.get("manifest") or "") if doc]
+
+
+def remove_release(namespace: str, crds_before: set[str]) -> list[str]:
+    """Cleanup after a Helm check: the release, its namespace, the CRDs it caused to exist."""
+    problems = []
+    try:
+        helm_uninstall(namespace)
+    except helm_sdkpy.HelmError as e:
+        problems.append(f"helm uninstall: {e}")
+    problems += delete_namespace(namespace)
+    problems += delete(*[f"crd/{n}" for n in sorted(existing_crds() - crds_before)])
+    return problems
+
+
+@contextlib.contextmanager
+def installed_chart() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The chart installed into a fresh namespace: (namespace, rendered objects); removed
+    afterwards with the CRDs it created."""
+    namespace, crds_before = fresh_name(), existing_crds()
+    if crds_before:
+        raise CheckFailed(f"no vramfit CRDs before the install, seen {sorted(crds_before)}: "
+                          "remove the other vramfit install first")
+    with cleaning_up(lambda: remove_release(namespace, crds_before)):
+        try:
+            release = helm_install(namespace)
+        except helm_sdkpy.HelmError as e:
+            raise CheckFailed(f"helm install into {namespace} accepted, seen: {e}") from e
+        yield namespace, manifest_objects(release)
+
+
+def objects_of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def service_account(objects: list[dict[str, Any]], workload_kind: str) -> str:
+    """The ServiceAccount of the chart's Deployment or DaemonSet."""
+    (workload,) = objects_of(objects, workload_kind)
+    return workload["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+# ---------------------------------------------------------------------------- checks
+
+def deploy_objects() -> list[dict[str, Any]]:
+    """deploy/'s objects, after checking that none but the CRDs is on the cluster yet."""
+    objects = load_manifests(*sorted(DEPLOY.glob("*.yaml")))
+    present = [ref(o) for o in objects if o["kind"] != "CustomResourceDefinition" and exists(o)]
+    if present:
+        raise CheckFailed(f"a cluster without vramfit, seen already there: {', '.join(present)}")
+    return objects
+
+
+def apply_deploy(objects: list[dict[str, Any]], when: str) -> None:
+    """`kubectl apply --server-side -f deploy/`: accepted, no warning, every object there."""
+    r = kubectl("apply", "--server-side", "-f", str(DEPLOY), timeout=120)
+    warnings = [line for line in r.err.splitlines() if "Warning" in line]
+    if r.rc != 0:
+        raise CheckFailed(f"{when}: apply accepted, seen exit {r.rc}: {r.err.strip()}")
+    if warnings:
+        raise CheckFailed(f"{when}: no warning, seen: {' | '.join(warnings)}")
+    missing = missing_on_server(objects)
+    if missing:
+        raise CheckFailed(f"{when}: every object of deploy/ on the server, missing: {', '.join(missing)}")
+
+
+def check_deploy_server_side_apply() -> None:
+    objects, crds_before = deploy_objects(), existing_crds()
+    with cleaning_up(lambda: remove_applied(objects, crds_before)):
+        apply_deploy(objects, "kubectl apply --server-side -f deploy/")
+
+
+def remove_applied(objects: list[dict[str, Any]], crds_before: set[str]) -> list[str]:
+    """Namespaced objects go with their namespace; then the cluster-scoped ones, and the
+    CRDs that were not there before."""
+    namespaces = [o["metadata"]["name"] for o in objects_of(objects, "Namespace")]
+    cluster_scoped = [ref(o) for o in objects if "namespace" not in o["metadata"]
+                      and o["kind"] not in ("Namespace", "CustomResourceDefinition")]
+    problems = [p for ns in namespaces for p in delete_namespace(ns)]
+    problems += delete(*cluster_scoped)
+    problems += delete(*[f"crd/{n}" for n in sorted(existing_crds() - crds_before)])
+    return problems
+
+
+# The kinds the chart must have created, by default.
+INSTALLED_KINDS = ["Deployment", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "CustomResourceDefinition"]
+UPGRADE_VALUES = {"operator": {"replicas": 1, "logFormat": "text"}}
+
+
+def check_helm_install_upgrade_uninstall() -> None:
+    with installed_chart() as (namespace, objects):
+        absent = [k for k in INSTALLED_KINDS if not objects_of(objects, k)]
+        if absent:
+            raise CheckFailed(f"the release renders {', '.join(INSTALLED_KINDS)}; it lacks {', '.join(absent)}")
+        missing = missing_on_server(objects)
+        if missing:
+            raise CheckFailed(f"every object of the release on the server, missing: {', '.join(missing)}")
+
+        check_upgrade(namespace, objects)
+
+        if not helm_uninstall(namespace):
+            raise CheckFailed("helm uninstall found the release, it did not")
+        crds = objects_of(objects, "CustomResourceDefinition")
+        left = missing_on_server(crds)
+        if left:
+            raise CheckFailed(f"CRDs kept after uninstall (helm.sh/resource-policy: keep), gone: {', '.join(left)}")
+        still = [ref(o) for o in objects if o["kind"] != "CustomResourceDefinition" and exists(o)]
+        if still:
+            raise CheckFailed(f"every other object gone after uninstall, still there: {', '.join(still)}")
+
+
+def check_upgrade(namespace: str, objects: list[dict[str, Any]]) -> None:
+    (deployment,) = objects_of(objects, "Deployment")
+    name = deployment["metadata"]["name"]
+    try:
+        helm_upgrade(namespace, UPGRADE_VALUES)
+    except helm_sdkpy.HelmError as e:
+        raise CheckFailed(f"helm upgrade with {UPGRADE_VALUES} accepted, seen: {e}") from e
+    live = get_json("deployment", name, "-n", namespace) or {}
+    replicas = live.get("spec", {}).get("replicas")
+    args = live.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [{}])[0].get("args", [])
+    if replicas != 1 or "--log-format=text" not in args:
+        raise CheckFailed(f"after upgrade, replicas 1 and --log-format=text; seen replicas {replicas}, args {args}")
+
+
+def expect_ownership_error(namespace: str, when: str, wanted: list[str]) -> None:
+    """helm install must be refused with Helm's ownership error naming `wanted`, and leave
+    no release behind."""
+    try:
+        helm_install(namespace)
+    except helm_sdkpy.InstallError as e:
+        message = str(e)
+    else:
+        raise CheckFailed(f"{when}: helm install refused (the objects are not the release's), seen: installed")
+    absent = [w for w in ["invalid ownership metadata", *wanted] if w not in message]
+    if absent:
+        raise CheckFailed(f"{when}: an ownership error naming {absent}, seen: {message}")
+    if release_exists(namespace):
+        raise CheckFailed(f"{when}: no release left by the refused install, seen one")
+
+
+def kubectl_to_helm(namespace: str) -> None:
+    """The README's migration: mark the CRDs as the release's (what Helm checks)."""
+    kubectl_ok("label", "crd", *CRD_NAMES, f"{HELM_OWNER_LABEL}=Helm", "--overwrite")
+    kubectl_ok("annotate", "crd", *CRD_NAMES, f"{HELM_OWNER_ANNOTATIONS[0]}={RELEASE}",
+               f"{HELM_OWNER_ANNOTATIONS[1]}={namespace}", "--overwrite")
+
+
+def helm_to_kubectl() -> None:
+    """The README's way back: after `helm uninstall` (CRDs kept), apply deploy/'s CRDs with
+    kubectl and drop the release's marks, so that no later release adopts them silently."""
+    crds = objects_of(load_manifests(*sorted(DEPLOY.glob("*.yaml"))), "CustomResourceDefinition")
+    r = kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds), timeout=120)
+    if r.rc != 0 or "Warning" in r.err:
+        raise CheckFailed(f"kubectl apply --server-side of deploy/'s CRDs over the kept ones: accepted "
+                          f"without warning, seen: {r.err.strip()}")
+    kubectl_ok("annotate", "crd", *CRD_NAMES, *[f"{a}-" for a in HELM_OWNER_ANNOTATIONS])
+
+
+def check_helm_refuses_kubectl_installed_crds() -> None:
+    crds_move_between_kubectl_and_helm()
+    deploy_install_moves_to_helm_and_back()
+
+
+def crds_move_between_kubectl_and_helm() -> None:
+    """CRDs applied from crds/ that a release is now to own: Helm refuses them, the README's
+    marks make it adopt them; handed back to kubectl, --take-ownership adopts them too."""
+    namespace, crds_before = fresh_name(), existing_crds()
+    if crds_before:
+        raise CheckFailed(f"no vramfit CRDs before the check, seen {sorted(crds_before)}")
+    with cleaning_up(lambda: remove_release(namespace, crds_before)):
+        kubectl_ok("apply", "--server-side", "-f", str(CRDS), timeout=120)
+        expect_ownership_error(namespace, "CRDs applied with kubectl", [HELM_OWNER_LABEL, *HELM_OWNER_ANNOTATIONS])
+
+        kubectl_to_helm(namespace)
+        try:
+            helm_install(namespace)
+        except helm_sdkpy.HelmError as e:
+            raise CheckFailed(f"after labelling/annotating the CRDs, helm install succeeds; seen: {e}") from e
+        helm_uninstall(namespace)
+        if existing_crds() != set(CRD_NAMES):
+            raise CheckFailed(f"CRDs kept by helm uninstall, seen {sorted(existing_crds())}")
+
+        # Back to kubectl: Helm refuses them again; --take-ownership adopts them as they are.
+        helm_to_kubectl()
+        expect_ownership_error(namespace, "CRDs handed back to kubectl", list(HELM_OWNER_ANNOTATIONS))
+        try:
+            helm_install(namespace, take_ownership=True)
+        except helm_sdkpy.HelmError as e:
+            raise CheckFailed(f"helm install --take-ownership succeeds; seen: {e}") from e
+
+
+def deploy_install_moves_to_helm_and_back() -> None:
+    """A whole `kubectl apply -f deploy/` install, moved under Helm as the README says (mark
+    every object of deploy/vramfit.yaml, helm install: server-side apply must meet no field
+    conflict with kubectl's), and back (helm uninstall, kubectl apply)."""
+    objects, crds_before = deploy_objects(), existing_crds()
+    namespace = objects_of(objects, "Namespace")[0]["metadata"]["name"]
+    chart_file = str(DEPLOY / "vramfit.yaml")
+    with cleaning_up(lambda: remove_release(namespace, crds_before) + remove_applied(objects, crds_before)):
+        apply_deploy(objects, "deploy/ applied with kubectl")
+        expect_ownership_error(namespace, "deploy/ applied with kubectl", list(HELM_OWNER_ANNOTATIONS))
+        kubectl_ok("label", "-f", chart_file, f"{HELM_OWNER_LABEL}=Helm", "--overwrite")
+        kubectl_ok("annotate", "-f", chart_file, f"{HELM_OWNER_ANNOTATIONS[0]}={RELEASE}",
+                   f"{HELM_OWNER_ANNOTATIONS[1]}={namespace}", "--overwrite")
+        try:
+            helm_install(namespace)
+        except helm_sdkpy.HelmError as e:
+            raise CheckFailed(f"after marking deploy/'s objects, helm install adopts them; seen: {e}") from e
+        helm_uninstall(namespace)
+        apply_deploy(objects, "deploy/ applied again after helm uninstall")
+        kubectl_ok("annotate", "crd", *CRD_NAMES, *[f"{a}-" for a in HELM_OWNER_ANNOTATIONS])
+
+
+# The agent label guard: (what the agent tries, kubectl arguments after `kubectl`, the
+# policy message expected on stderr or None when it must be allowed). {node} is the Node.
+GUARD_CASES: list[tuple[str, list[str], str | None]] = [
+    ("set a vramfit.io/ label", ["label", "node", "{node}", "vramfit.io/gpu.test=1"], None),
+    ("change a vramfit.io/ label", ["label", "node", "{node}", "vramfit.io/gpu.test=2", "--overwrite"], None),
+    ("remove a vramfit.io/ label", ["label", "node", "{node}", "vramfit.io/gpu.test-"], None),
+    ("change another label", ["label", "node", "{node}", "team=x", "--overwrite"],
+     "the vramfit agent may only change vramfit.io/ labels"),
+    ("add another label", ["label", "node", "{node}", "other=y"],
+     "the vramfit agent may only add vramfit.io/ labels"),
+    ("add a taint", ["taint", "node", "{node}", "vramfit.io/test=x:NoSchedule"],
+     "the vramfit agent may not change a Node's spec"),
+    ("add an annotation", ["annotate", "node", "{node}", "vramfit.io/test=x"],
+     "the vramfit agent may not change a Node's annotations"),
+    ("set spec.unschedulable", ["patch", "node", "{node}", "--type=merge", "-p", '{"spec":{"unschedulable":true}}'],
+     "the vramfit agent may not change a Node's spec"),
+]
+
+
+def check_agent_label_guard_enforced(namespace: str, objects: list[dict[str, Any]]) -> None:
+    agent = f"system:serviceaccount:{namespace}:{service_account(objects, 'DaemonSet')}"
+    node = fresh_name()
+    with cleaning_up(lambda: delete(f"node/{node}")):
+        # No GPU label: neither the agent DaemonSet nor the operator lands on it.
+        kubectl_ok("create", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node, "team": "a"}}}))
+        wait_until_guard_active(node, agent)
+        problems = policy_type_warnings(objects_of(objects, "ValidatingAdmissionPolicy")[0]["metadata"]["name"])
+        for what, args, message in GUARD_CASES:
+            r = kubectl(*[a.replace("{node}", node) for a in args], f"--as={agent}")
+            if message is None and r.rc != 0:
+                problems.append(f"{what}: allowed, seen denied: {r.err.strip()}")
+            elif message is not None and r.rc == 0:
+                problems.append(f"{what}: denied, seen allowed")
+            elif message is not None and message not in r.err:
+                problems.append(f"{what}: denied with {message!r}, seen: {r.err.strip()}")
+        if problems:
+            raise CheckFailed("; ".join(problems))
+
+
+def policy_type_warnings(name: str) -> list[str]:
+    """The API server type-checks a policy's CEL against the Node schema (which cel-python in
+    scripts/helm_check.py cannot): its status must report no warning."""
+    def checked() -> bool:
+        policy = get_json("validatingadmissionpolicy", name) or {}
+        return policy.get("status", {}).get("observedGeneration") == policy.get("metadata", {}).get("generation")
+
+    wait_for(f"ValidatingAdmissionPolicy {name} type-checked", checked, timeout=30)
+    status = (get_json("validatingadmissionpolicy", name) or {}).get("status", {})
+    warnings = (status.get("typeChecking") or {}).get("expressionWarnings") or []
+    return [f"policy type checking without warning, seen: {w.get('fieldRef')}: {w.get('warning')}" for w in warnings]
+
+
+def wait_until_guard_active(node: str, agent: str) -> None:
+    """A new policy reaches the admission plugin after a few seconds: until then the agent's
+    forbidden change goes through. Try one (a new value each time) until it is refused."""
+    attempt = 0
+
+    def refused() -> bool:
+        nonlocal attempt
+        attempt += 1
+        return kubectl("label", "node", node, f"probe{attempt}=x", f"--as={agent}").rc != 0
+
+    wait_for("the label guard refuses the agent's change of another label", refused, timeout=60)
+    kubectl("label", "node", node, *[f"probe{i}-" for i in range(1, attempt + 1)])
+
+
+# ---------------------------------------------------------------------------- main
+
+class Report:
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed = 0
+
+    def run(self, name: str, check: Callable[[], None]) -> None:
+        """Run one check; any exception is its failure, never the end of the run."""
+        try:
+            check()
+        except CheckFailed as e:
+            self.fail(name, str(e))
+        except Exception as e:  # noqa: BLE001 - a crash in one check must not stop the others
+            self.fail(name, f"{type(e).__name__}: {e}")
+        else:
+            self.passed += 1
+            print(f"PASS {name}", flush=True)
+
+    def fail(self, name: str, why: str) -> None:
+        self.failed += 1
+        print(f"FAIL {name}: {' '.join(why.split())}", flush=True)
+
+
+def run_with_installed_chart(report: Report, checks: dict[str, Callable[[str, list[dict[str, Any]]], None]]) -> None:
+    """Checks that need an install share one (installed and removed once). If the install
+    fails, each of them fails; if only its removal fails, that is one more failure."""
+    ran = False
+    try:
+        with installed_chart() as (namespace, objects):
+            ran = True
+            for name, check in checks.items():
+                report.run(name, lambda c=check: c(namespace, objects))
+    except Exception as e:  # noqa: BLE001 - reported, never the end of the run
+        for name in checks if not ran else ["shared-install-cleanup"]:
+            report.fail(name, f"{type(e).__name__}: {e}")
+
+
+def main() -> int:
+    if not os.environ.get("KUBECONFIG"):
+        print("install-check: KUBECONFIG is not set: it needs a cluster (kind, k3d, any cluster)", file=sys.stderr)
+        return 2
+    print(f"install-check: {helm_sdkpy.get_version()} (helm-sdkpy {helm_sdkpy.__version__}), "
+          f"kubectl {KUBECTL}", flush=True)
+    report = Report()
+    report.run("deploy-server-side-apply", check_deploy_server_side_apply)
+    report.run("helm-install-upgrade-uninstall", check_helm_install_upgrade_uninstall)
+    report.run("helm-refuses-kubectl-installed-crds", check_helm_refuses_kubectl_installed_crds)
+    run_with_installed_chart(report, {
+        "agent-label-guard-enforced": check_agent_label_guard_enforced,
+    })
+    print(f"install-check: {report.passed} passed, {report.failed} failed")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        shutil.rmtree(_HELM_HOME, ignore_errors=True)
