@@ -1,0 +1,167 @@
+//! Faults mid-run: the operator killed with SIGKILL during a burst of creates, and the API
+//! server stopped and started again. After each, every job reaches the state it should, no
+//! job is lost, no job has two live pods, and the operator converges without a restart.
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use kube::ResourceExt as _;
+use serde_json::{Value, json};
+use vramfit_api::Phase;
+use vramfit_e2e::{consistently, eventually};
+
+use super::{Skipped, Suite, exactly_one_pod, node_of, one_live_pod_per_job};
+
+/// Jobs of the burst; each takes one GPU, so the simulated nodes hold all of them.
+const BURST: usize = 12;
+
+/// Commands that stop and start the cluster's API server (data kept), from the environment.
+const STOP_COMMAND: &str = "VRAMFIT_E2E_APISERVER_STOP";
+const START_COMMAND: &str = "VRAMFIT_E2E_APISERVER_START";
+/// How long the API server stays down (default 30 s).
+const OUTAGE_SECONDS: &str = "VRAMFIT_E2E_OUTAGE_SECONDS";
+
+fn one_gpu_job(s: &Suite, name: &str) -> Value {
+    let mut job = s.own_job(name, 3);
+    job["spec"]["gpus"] = json!({"min": 1, "max": 1});
+    job
+}
+
+/// SIGKILL the operator while jobs are being created; a new one places every job once.
+pub async fn sigkill_during_burst(s: &mut Suite) -> Result<()> {
+    s.ensure_single_operator().await?;
+    let names: Vec<String> = (0..BURST).map(|i| format!("burst-{i}")).collect();
+    let (first, rest) = names.split_at(BURST / 2);
+    for name in first {
+        s.apply_job(one_gpu_job(s, name)).await?;
+    }
+    // The operator is mid-way through reconciling the first half: cut it off there.
+    s.stop_operators();
+    for name in rest {
+        s.apply_job(one_gpu_job(s, name)).await?;
+    }
+    s.start_operator("after-sigkill", &[], true).await?;
+    for name in &names {
+        let (job, pod) = s.wait_pod(name, 1).await?;
+        exactly_one_pod(&s.pods_of(&job).await?)
+            .with_context(|| format!("job {name} after the SIGKILL"))?;
+        ensure!(
+            pod.name_any() == format!("{name}-1"),
+            "job {name}: pod {} is not the first attempt's",
+            pod.name_any()
+        );
+    }
+    consistently(
+        "one live pod per job after the SIGKILL",
+        Duration::from_secs(10),
+        || one_live_pod_per_job(s),
+    )
+    .await?;
+    for operator in &mut s.operators {
+        operator.check_alive()?;
+    }
+    println!("     {BURST} jobs created around a SIGKILL: each has exactly its first pod");
+    s.delete_jobs(&names).await
+}
+
+/// Runs a shell command of the environment (stopping or starting the API server).
+async fn run_command(variable: &str, command: &str) -> Result<()> {
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .output(),
+    )
+    .await
+    .with_context(|| format!("{variable} ({command}) did not finish within 180 s"))??;
+    if !output.status.success() {
+        bail!(
+            "{variable} ({command}) failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// The API server stops for 30 s with a job running, then comes back (data kept): the same
+/// operator process finishes that job and places a new one, and no job gets a second pod.
+pub async fn api_server_outage(s: &mut Suite) -> Result<()> {
+    let (Ok(stop), Ok(start)) = (std::env::var(STOP_COMMAND), std::env::var(START_COMMAND)) else {
+        return Err(Skipped(format!(
+            "set {STOP_COMMAND} and {START_COMMAND} to commands that stop and start the API server (e2e/README.md)"
+        ))
+        .into());
+    };
+    let outage = std::env::var(OUTAGE_SECONDS)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    s.ensure_single_operator().await?;
+    let (running, after) = ("outage-running", "outage-after");
+    s.apply_job(one_gpu_job(s, running)).await?;
+    let (_, pod) = s.wait_pod(running, 1).await?;
+    s.set_pod_running(&pod).await?;
+    s.wait_phase(running, &[Phase::Running]).await?;
+
+    run_command(STOP_COMMAND, &stop).await?;
+    eventually(
+        &format!("the API server to stop answering after {STOP_COMMAND}"),
+        Duration::from_secs(60),
+        || async {
+            ensure!(
+                s.client.apiserver_version().await.is_err(),
+                "it still answers"
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(outage)).await;
+    for operator in &mut s.operators {
+        operator
+            .check_alive()
+            .context("the operator should ride out the outage")?;
+    }
+    run_command(START_COMMAND, &start).await?;
+    eventually(
+        "the API server to answer again",
+        Duration::from_secs(120),
+        || async {
+            s.client.apiserver_version().await?;
+            Ok(())
+        },
+    )
+    .await?;
+    println!("     the API server was down for {outage} s");
+
+    // The kubelet reports the pod finished; a new job arrives. The same process handles both.
+    eventually(
+        "the pod's end to be written",
+        Duration::from_secs(60),
+        || s.set_pod_ended(&pod, 0, "Completed", ""),
+    )
+    .await?;
+    s.wait_phase(running, &[Phase::Succeeded]).await?;
+    s.apply_job(one_gpu_job(s, after)).await?;
+    let (_, pod) = s.wait_pod(after, 1).await?;
+    ensure!(
+        node_of(&pod).is_some(),
+        "pod {} is not bound",
+        pod.name_any()
+    );
+    consistently(
+        "one live pod per job after the outage",
+        Duration::from_secs(5),
+        || one_live_pod_per_job(s),
+    )
+    .await?;
+    for operator in &mut s.operators {
+        operator
+            .check_alive()
+            .context("the operator should converge without a restart")?;
+    }
+    s.delete_jobs(&[running.to_string(), after.to_string()])
+        .await
+}
