@@ -113,3 +113,71 @@ fn every_object_carries_the_standard_labels() {
         }
     }
 }
+
+/// Every `fieldRef` anywhere in `value`, with where it is.
+fn field_refs<'a>(
+    value: &'a serde_json::Value,
+    path: String,
+    out: &mut Vec<(String, &'a serde_json::Value)>,
+) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map {
+                let here = format!("{path}.{key}");
+                if key == "fieldRef" {
+                    out.push((here.clone(), child));
+                }
+                field_refs(child, here, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                field_refs(child, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Regression (seen on a real API server): server-side apply replaces `fieldRef` and a
+/// policy's `matchConstraints` as a whole, and the server fills in what the manifest leaves
+/// out; a Helm install over a kubectl one then conflicts with manager "kubectl" over those
+/// defaults. The manifests spell them out.
+#[test]
+fn atomic_fields_carry_the_server_defaults() {
+    let mut missing = vec![];
+    for object in deploy_objects() {
+        let mut refs = vec![];
+        field_refs(&object.value, String::new(), &mut refs);
+        for (path, field_ref) in refs {
+            if field_ref.get("apiVersion").is_none() {
+                missing.push(format!("{object}: {path}.apiVersion"));
+            }
+        }
+        if object.kind() == "ValidatingAdmissionPolicy" {
+            let constraints = &object.value["spec"]["matchConstraints"];
+            for key in ["matchPolicy", "namespaceSelector", "objectSelector"] {
+                if constraints.get(key).is_none() {
+                    missing.push(format!("{object}: spec.matchConstraints.{key}"));
+                }
+            }
+            for (i, rule) in constraints["resourceRules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if rule.get("scope").is_none() {
+                    missing.push(format!(
+                        "{object}: spec.matchConstraints.resourceRules[{i}].scope"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "server defaults left out:\n{}",
+        missing.join("\n")
+    );
+}
