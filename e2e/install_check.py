@@ -18,6 +18,14 @@ need not run: no kubelet is required. Checks, each reported as `PASS <name>` or
                                       (kubectl -> Helm, Helm -> kubectl) work.
   agent-label-guard-enforced          as the agent's ServiceAccount: vramfit.io/ labels may
                                       change, nothing else on the Node may.
+  inferencejob-pod-trust-enforced     as a ServiceAccount that may create InferenceJobs but
+                                      not pods: spec.pod's serviceAccountName, volumes,
+                                      env valueFrom, tolerations, priorityClassName are
+                                      denied (server-side dry run); one that may create pods
+                                      passes; a hostPath volume is denied to both.
+  aggregated-roles-extend-builtin     the chart's -edit/-view ClusterRoles are aggregated into
+                                      the built-in edit and view roles (needs the controller
+                                      manager).
 
 The operator's own permissions (exactly operator/src/permissions.rs, checked with
 `kubectl auth can-i --list` while it runs a job as its service account) are the e2e
@@ -517,6 +525,143 @@ def wait_until_guard_active(node: str, agent: str) -> None:
     kubectl("label", "node", node, *[f"probe{i}-" for i in range(1, attempt + 1)])
 
 
+# The InferenceJob pod trust policy: (what spec.pod asks for, spec.pod or None for none,
+# the policy message expected for a tenant who may not create pods and for one who may;
+# None: allowed). Every job is created with --dry-run=server: nothing is stored.
+POD_TRUST_SECRET_VOLUME = [{"name": "creds", "secret": {"secretName": "creds"}}]
+POD_TRUST_CASES: list[tuple[str, dict[str, Any] | None, str | None, str | None]] = [
+    ("nothing", None, None, None),
+    ("labels, annotations, nodeSelector, resources, a plain env var",
+     {"labels": {"team": "a"}, "annotations": {"note": "x"}, "nodeSelector": {"pool": "gpu"},
+      "resources": {"limits": {"cpu": "1"}}, "env": [{"name": "MODE", "value": "fast"}]}, None, None),
+    ("null serviceAccountName and priorityClassName", {"serviceAccountName": None, "priorityClassName": None},
+     None, None),
+    ("serviceAccountName", {"serviceAccountName": "builder"},
+     "spec.pod.serviceAccountName needs permission to create pods in this namespace", None),
+    ("a secret volume", {"volumes": POD_TRUST_SECRET_VOLUME,
+                         "volumeMounts": [{"name": "creds", "mountPath": "/creds"}]},
+     "spec.pod.volumes needs permission to create pods in this namespace", None),
+    ("env valueFrom a secretKeyRef",
+     {"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]},
+     "spec.pod.env[].valueFrom needs permission to create pods in this namespace", None),
+    ("a toleration", {"tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]},
+     "spec.pod.tolerations needs permission to create pods in this namespace", None),
+    ("priorityClassName", {"priorityClassName": "high-priority"},
+     "spec.pod.priorityClassName needs permission to create pods in this namespace", None),
+    ("a hostPath volume", {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]},
+     "spec.pod.volumes may not hold a hostPath volume", "spec.pod.volumes may not hold a hostPath volume"),
+]
+JOB_RULE = {"apiGroups": ["vramfit.io"], "resources": ["inferencejobs"], "verbs": ["create", "get", "list", "delete"]}
+POD_CREATE_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
+
+
+def pod_trust_job(namespace: str, name: str, pod: dict[str, Any] | None) -> dict[str, Any]:
+    """A minimal valid InferenceJob (the e2e suite's), with `pod` as spec.pod."""
+    spec: dict[str, Any] = {"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "transformers",
+                            "image": "ghcr.io/example/vramfit-e2e:1", "command": ["python", "serve.py"]}
+    if pod is not None:
+        spec["pod"] = pod
+    return {"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def create_job_as(user: str, job: dict[str, Any]) -> Run:
+    return kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", f"--as={user}", stdin=json.dumps(job))
+
+
+def tenant_with_roles(namespace: str, account: str, rules: list[dict[str, Any]]) -> str:
+    """A ServiceAccount with a Role of `rules` bound to it; its user name."""
+    meta = {"name": account, "namespace": namespace}
+    for obj in [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]},
+    ]:
+        kubectl_ok("create", "-f", "-", stdin=json.dumps(obj))
+    return f"system:serviceaccount:{namespace}:{account}"
+
+
+def check_inferencejob_pod_trust_enforced(_release_namespace: str, objects: list[dict[str, Any]]) -> None:
+    policies = [o["metadata"]["name"] for o in objects_of(objects, "ValidatingAdmissionPolicy")
+                if o["metadata"]["name"].endswith("-inferencejob-pod-trust")]
+    if len(policies) != 1:
+        raise CheckFailed(f"the release renders one ValidatingAdmissionPolicy *-inferencejob-pod-trust, seen {policies}")
+    policy = policies[0]
+    namespace = fresh_name()
+    with cleaning_up(lambda: delete_namespace(namespace)):
+        kubectl_ok("create", "namespace", namespace)
+        tenant = tenant_with_roles(namespace, "tenant", [JOB_RULE])
+        admin = tenant_with_roles(namespace, "tenant-admin", [JOB_RULE, POD_CREATE_RULE])
+        wait_until_pod_trust_active(namespace, tenant, admin)
+        problems = policy_type_warnings(policy)
+        for i, (what, pod, tenant_denial, admin_denial) in enumerate(POD_TRUST_CASES):
+            for user, denial in ((tenant, tenant_denial), (admin, admin_denial)):
+                who = user.rpartition(":")[2]
+                r = create_job_as(user, pod_trust_job(namespace, f"job-{i}", pod))
+                if denial is None and r.rc != 0:
+                    problems.append(f"{who}, spec.pod with {what}: allowed, seen denied: {r.err.strip()}")
+                elif denial is not None and r.rc == 0:
+                    problems.append(f"{who}, spec.pod with {what}: denied, seen allowed")
+                elif denial is not None and denial not in r.err:
+                    problems.append(f"{who}, spec.pod with {what}: denied with {denial!r}, seen: {r.err.strip()}")
+        if problems:
+            raise CheckFailed("; ".join(problems))
+
+
+def wait_until_pod_trust_active(namespace: str, tenant: str, admin: str) -> None:
+    """RBAC and a new policy both reach the API server's caches after a moment: wait until
+    both identities may create a plain job, the admin may create pods, and the tenant's
+    job with a serviceAccountName is refused by the policy."""
+    plain = pod_trust_job(namespace, "probe", None)
+    wait_for("the tenants may create a plain InferenceJob",
+             lambda: all(create_job_as(u, plain).rc == 0 for u in (tenant, admin)), timeout=60)
+    wait_for("tenant-admin may create pods",
+             lambda: kubectl("auth", "can-i", "create", "pods", "-n", namespace, f"--as={admin}").out.strip() == "yes",
+             timeout=60)
+    with_sa = pod_trust_job(namespace, "probe", {"serviceAccountName": "builder"})
+    wait_for("the pod trust policy refuses the tenant's serviceAccountName",
+             lambda: "spec.pod.serviceAccountName" in create_job_as(tenant, with_sa).err, timeout=60)
+
+
+def check_aggregated_roles_extend_builtin(_release_namespace: str, objects: list[dict[str, Any]]) -> None:
+    """The chart's <fullname>-edit and -view reach Kubernetes' built-in edit/admin and view
+    roles (the controller manager aggregates them): a ServiceAccount bound to `edit` in a
+    namespace may create, update and delete InferenceJobs there, one bound to `view` may
+    list them but not create them, and `view` reads GpuNodeClasses."""
+    names = {o["metadata"]["name"] for o in objects_of(objects, "ClusterRole")}
+    absent = [n for n in (f"{RELEASE}-edit", f"{RELEASE}-view") if n not in names]
+    if absent:
+        raise CheckFailed(f"the release renders the ClusterRoles {RELEASE}-edit and {RELEASE}-view, it lacks {absent}")
+    namespace = fresh_name()
+    with cleaning_up(lambda: delete_namespace(namespace)):
+        kubectl_ok("create", "namespace", namespace)
+        users = {}
+        for account, role in (("editor", "edit"), ("viewer", "view")):
+            kubectl_ok("create", "serviceaccount", account, "-n", namespace)
+            kubectl_ok("create", "rolebinding", account, f"--clusterrole={role}",
+                       f"--serviceaccount={namespace}:{account}", "-n", namespace)
+            users[account] = f"system:serviceaccount:{namespace}:{account}"
+        expected = [("editor", verb, "yes") for verb in ("create", "update", "patch", "delete", "list")]
+        expected += [("viewer", "list", "yes"), ("viewer", "watch", "yes"), ("viewer", "create", "no")]
+
+        def answers() -> list[str]:
+            return [kubectl("auth", "can-i", verb, "inferencejobs.vramfit.io", "-n", namespace,
+                            f"--as={users[who]}").out.strip() for who, verb, _ in expected]
+
+        try:
+            wait_for("the built-in roles include the chart's", lambda: answers() == [a for *_, a in expected],
+                     timeout=60)
+        except CheckFailed as e:
+            seen = ", ".join(f"{who} {verb}: {got}" for (who, verb, _), got in zip(expected, answers()))
+            raise CheckFailed(f"{e}; expected {expected}, seen {seen}") from e
+        view_rules = (get_json("clusterrole", "view") or {}).get("rules") or []
+        if not any("vramfit.io" in r.get("apiGroups", []) and "gpunodeclasses" in r.get("resources", [])
+                   for r in view_rules):
+            raise CheckFailed("the built-in view ClusterRole aggregates get/list/watch on gpunodeclasses, it does not")
+
+
 # ---------------------------------------------------------------------------- main
 
 class Report:
@@ -567,6 +712,8 @@ def main() -> int:
     report.run("helm-refuses-kubectl-installed-crds", check_helm_refuses_kubectl_installed_crds)
     run_with_installed_chart(report, {
         "agent-label-guard-enforced": check_agent_label_guard_enforced,
+        "inferencejob-pod-trust-enforced": check_inferencejob_pod_trust_enforced,
+        "aggregated-roles-extend-builtin": check_aggregated_roles_extend_builtin,
     })
     print(f"install-check: {report.passed} passed, {report.failed} failed")
     return 1 if report.failed else 0

@@ -19,6 +19,12 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
   * the agent label guard's CEL accepts the agent's vramfit.io/ label changes and
     rejects everything else (evaluated with cel-python: the logic, not the API
     server's type checking or cost limits);
+  * the InferenceJob pod trust policy's CEL: spec.pod's serviceAccountName, volumes,
+    env[].valueFrom, tolerations and priorityClassName are denied, each with its own
+    message, to a user who may not create pods and allowed to one who may; hostPath is
+    denied to both; a metadata-only update passes (cel-python has no `authorizer`: a fake
+    one answers from a table; the real API server's answer is e2e/install_check.py's
+    inferencejob-pod-trust-enforced);
   * wrong values fail: values.schema.json (a string replica count, an unknown key) and
     the chart's own cross-field checks.
 """
@@ -299,10 +305,19 @@ def label_guard_cases() -> list[tuple[str, str, dict[str, Any] | None, bool]]:
     ], node
 
 
-def check_label_guard(report: Report, objects: list[dict[str, Any]]) -> None:
-    policies = [o for o in objects if o.get("kind") == "ValidatingAdmissionPolicy"]
+def the_policy(report: Report, objects: list[dict[str, Any]], what: str, suffix: str) -> dict[str, Any] | None:
+    """The one ValidatingAdmissionPolicy whose name ends with `suffix`."""
+    policies = [o for o in objects if o.get("kind") == "ValidatingAdmissionPolicy"
+                and o["metadata"]["name"].endswith(suffix)]
     if len(policies) != 1:
-        report.fail("agent label guard", f"expected 1 ValidatingAdmissionPolicy, found {len(policies)}")
+        report.fail(what, f"expected 1 ValidatingAdmissionPolicy named *{suffix}, found {len(policies)}")
+        return None
+    return policies[0]
+
+
+def check_label_guard(report: Report, objects: list[dict[str, Any]]) -> None:
+    policies = [p for p in [the_policy(report, objects, "agent label guard", "-agent-label-guard")] if p]
+    if not policies:
         return
     spec = policies[0]["spec"]
     env = celpy.Environment()
@@ -344,6 +359,154 @@ def check_label_guard(report: Report, objects: list[dict[str, Any]]) -> None:
     else:
         report.ok(f"agent label guard (CEL): {len(cases)} changes by the agent allowed/denied as expected, "
                   "other users untouched")
+
+
+# The fake authorizer of check_pod_trust: `authorizer.group(g).resource(r).namespace(n)
+# .check(verb).allowed()` builds up a map of the question, and allowed() answers it from
+# POD_CREATORS (cel-python calls a member function f(target, args...) as f(target, args...)).
+TENANT = "system:serviceaccount:team-a:tenant"
+TENANT_ADMIN = "system:serviceaccount:team-a:tenant-admin"
+POD_CREATORS = {(TENANT_ADMIN, "", "pods", "team-a", "create")}
+
+
+def _ask(key: str) -> Any:
+    def add(target: Any, value: Any) -> Any:
+        return celpy.celtypes.MapType({**target, celpy.celtypes.StringType(key): value})
+    return add
+
+
+def _allowed(question: Any) -> Any:
+    q = {str(k): str(v) for k, v in question.items()}
+    return celpy.celtypes.BoolType(
+        (q.get("user"), q.get("group"), q.get("resource"), q.get("namespace"), q.get("verb")) in POD_CREATORS)
+
+
+def _null_aware(equal: bool) -> Any:
+    """`==`/`!=` with null on one side, as the CEL spec's heterogeneous equality (and so
+    the API server's cel-go) has it; cel-python 0.5 raises "no such overload" instead."""
+    def compare(a: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return celpy.celtypes.BoolType((a is None and b is None) == equal)
+        return celpy.celtypes.BoolType((a == b) == equal)
+    return compare
+
+
+POD_TRUST_FUNCTIONS = {"group": _ask("group"), "resource": _ask("resource"), "namespace": _ask("namespace"),
+                       "check": _ask("verb"), "allowed": _allowed,
+                       "_==_": _null_aware(True), "_!=_": _null_aware(False)}
+
+
+def pod_trust_cases() -> list[tuple[str, str, dict[str, Any], dict[str, Any] | None, dict[str, list[str]]]]:
+    """(case, operation, job, old job or None, {user: field names whose rule must deny});
+    a user not named is allowed."""
+    job = {
+        "apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
+        "metadata": {"name": "j", "namespace": "team-a"},
+        "spec": {"runtime": "custom", "image": "busybox", "model": {"parameters": 1000000}},
+    }
+
+    def with_pod(**pod: Any) -> dict[str, Any]:
+        new = copy.deepcopy(job)
+        new["spec"]["pod"] = pod
+        return new
+
+    tenant_only = lambda *fields: {TENANT: list(fields)}  # noqa: E731
+    secret = [{"name": "s", "secret": {"secretName": "s"}}]
+    host = [{"name": "h", "hostPath": {"path": "/"}}]
+    value_from = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    with_sa = with_pod(serviceAccountName="builder")
+    relabelled = copy.deepcopy(with_sa)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    new_image = copy.deepcopy(with_sa)
+    new_image["spec"]["image"] = "evil"
+    old_host = with_pod(volumes=host)
+    old_host_finalized = copy.deepcopy(old_host)
+    old_host_finalized["metadata"]["finalizers"] = []
+    return [
+        ("a plain job", "CREATE", job, None, {}),
+        ("spec.pod: null", "CREATE", {**job, "spec": {**job["spec"], "pod": None}}, None, {}),
+        ("labels, annotations, nodeSelector, resources, volumeMounts, plain env", "CREATE",
+         with_pod(labels={"a": "b"}, annotations={"a": "b"}, nodeSelector={"a": "b"},
+                  resources={"limits": {"cpu": "1"}}, volumeMounts=[{"name": "x", "mountPath": "/x"}],
+                  env=[{"name": "A", "value": "b"}]), None, {}),
+        ("null or empty trust fields", "CREATE",
+         with_pod(serviceAccountName=None, priorityClassName=None, volumes=[], tolerations=[], env=[]), None, {}),
+        ("spec.pod.serviceAccountName", "CREATE", with_sa, None, tenant_only("serviceAccountName")),
+        ("a secret volume", "CREATE", with_pod(volumes=secret), None, tenant_only("volumes")),
+        ("env valueFrom a Secret", "CREATE", with_pod(env=value_from), None, tenant_only("env[].valueFrom")),
+        ("a toleration", "CREATE", with_pod(tolerations=[{"operator": "Exists"}]), None, tenant_only("tolerations")),
+        ("spec.pod.priorityClassName", "CREATE", with_pod(priorityClassName="high"), None,
+         tenant_only("priorityClassName")),
+        ("a hostPath volume", "CREATE", with_pod(volumes=host), None,
+         {TENANT: ["volumes", "hostPath"], TENANT_ADMIN: ["hostPath"]}),
+        ("an update of the labels only (spec unchanged)", "UPDATE", relabelled, with_sa, {}),
+        ("an update of a hostPath job's finalizers (spec unchanged)", "UPDATE", old_host_finalized, old_host, {}),
+        ("an update of the image of a job with a ServiceAccount", "UPDATE", new_image, with_sa,
+         tenant_only("serviceAccountName")),
+    ]
+
+
+def pod_trust_denials(spec: dict[str, Any], user: str, operation: str, new: dict[str, Any],
+                      old: dict[str, Any] | None) -> list[str]:
+    """The messages of the rules of the pod trust policy that deny the request (an
+    evaluation error denies too: failurePolicy Fail). Variables are evaluated in order
+    into `variables`, as the API server does (it evaluates them lazily: same result)."""
+    env = celpy.Environment()
+
+    def run(expression: str, data: dict[str, Any]) -> Any:
+        return env.program(env.compile(expression), functions=POD_TRUST_FUNCTIONS).evaluate(
+            celpy.json_to_cel(data) if not isinstance(data, celpy.celtypes.MapType) else data)
+
+    base = {
+        "request": {"operation": operation, "userInfo": {"username": user}, "namespace": new["metadata"]["namespace"]},
+        "object": new, "oldObject": old, "authorizer": {"user": user},
+    }
+    activation = celpy.json_to_cel(base)
+    variables: dict[Any, Any] = {}
+    for v in spec.get("variables") or []:
+        activation[celpy.celtypes.StringType("variables")] = celpy.celtypes.MapType(variables)
+        variables[celpy.celtypes.StringType(v["name"])] = run(v["expression"], activation)
+    activation[celpy.celtypes.StringType("variables")] = celpy.celtypes.MapType(variables)
+    denied = []
+    for rule in spec["validations"]:
+        try:
+            result = run(rule["expression"], activation)
+            ok = isinstance(result, celpy.celtypes.BoolType) and bool(result)
+        except Exception as e:  # noqa: BLE001
+            ok, rule = False, {**rule, "message": f"{rule['message']} (error: {e})"}
+        if not ok:
+            denied.append(rule["message"])
+    return denied
+
+
+def check_pod_trust(report: Report, objects: list[dict[str, Any]]) -> None:
+    what = "InferenceJob pod trust policy (CEL)"
+    policy = the_policy(report, objects, what, "-inferencejob-pod-trust")
+    if policy is None:
+        return
+    spec = policy["spec"]
+    cases = pod_trust_cases()
+    problems = []
+    for name, operation, new, old, denials in cases:
+        for user in (TENANT, TENANT_ADMIN):
+            try:
+                denied = pod_trust_denials(spec, user, operation, new, old)
+            except Exception as e:  # noqa: BLE001 - a variable that fails to evaluate
+                problems.append(f"{name} by {user}: evaluation failed: {e}")
+                continue
+            wanted = denials.get(user, [])
+            # Each message names its field ("spec.pod.<field> needs permission …"); the
+            # hostPath rule's names hostPath.
+            seen = sorted("hostPath" if "hostPath" in m else m.removeprefix("spec.pod.").split(" ")[0]
+                          for m in denied)
+            if sorted(wanted) != seen:
+                problems.append(f"{name} by {user}: denied for {sorted(wanted) or 'nothing'}, "
+                                f"seen {denied or 'allowed'}")
+    if problems:
+        report.fail(what, problems)
+    else:
+        report.ok(f"{what}: {len(cases)} jobs by a user who may create pods and one who may not, "
+                  "allowed/denied as expected (fake authorizer)")
 
 
 class Report:
@@ -507,6 +670,7 @@ async def main() -> int:
     if manifest is not None:
         check_deploy(report, manifest, args.update)
         check_label_guard(report, split_manifest(manifest))
+        check_pod_trust(report, split_manifest(manifest))
     else:
         report.fail("deploy/ matches the chart", "the default render failed")
 
