@@ -40,6 +40,8 @@ fn deploy_installs_everything() {
         ("RoleBinding", "vramfit-operator-leader-election"),
         ("ClusterRole", "vramfit-agent"),
         ("ClusterRoleBinding", "vramfit-agent"),
+        ("ClusterRole", "vramfit-edit"),
+        ("ClusterRole", "vramfit-view"),
         ("Deployment", "vramfit-operator"),
         ("Service", "vramfit-operator-metrics"),
         ("DaemonSet", "vramfit-agent"),
@@ -48,6 +50,14 @@ fn deploy_installs_everything() {
         (
             "ValidatingAdmissionPolicyBinding",
             "vramfit-agent-label-guard",
+        ),
+        (
+            "ValidatingAdmissionPolicy",
+            "vramfit-inferencejob-pod-trust",
+        ),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "vramfit-inferencejob-pod-trust",
         ),
         ("ConfigMap", "vramfit-dashboard"),
     ];
