@@ -336,7 +336,9 @@ pub struct NodeClassSelection {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PodTemplate {
-    /// Extra environment variables. vramfit's planned variables win on a name clash.
+    /// Extra environment variables. Names vramfit plans (`VRAMFIT_*`, `TORCH_DTYPE`,
+    /// `PYTORCH_CUDA_ALLOC_CONF`, …) and names that select GPUs (`NVIDIA_*`,
+    /// `CUDA_VISIBLE_DEVICES`) are reserved: a job that sets one is InvalidSpec.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::preserve_unknown_list")]
     pub env: Vec<EnvVar>,

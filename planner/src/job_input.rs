@@ -76,6 +76,12 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
             spec.gpus.min, spec.gpus.max
         ));
     }
+    let mut pod_env = spec.pod.iter().flat_map(|pod| &pod.env);
+    if let Some((name, why)) =
+        pod_env.find_map(|var| crate::workload::reserved_env(&var.name).map(|why| (&var.name, why)))
+    {
+        return Err(format!("pod.env may not set {name}: {why}"));
+    }
     if spec.batch_size == 0 {
         return Err("batchSize must be at least 1".into());
     }

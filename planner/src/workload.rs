@@ -4,6 +4,30 @@ use vramfit_api::{Plan, Quantization, Runtime};
 
 use crate::job_input::JobInput;
 
+/// Every env name the plan may set besides the `VRAMFIT_` ones (all of which are vramfit's).
+pub const PLANNED_ENV: [&str; 7] = [
+    "TORCH_DTYPE",
+    "USE_QUANTIZATION",
+    "QUANTIZATION_BITS",
+    "USE_FLASH_ATTN",
+    "MAX_TILES",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+];
+
+/// Why a job may not set env `name` itself, if it may not: vramfit plans it, or it chooses
+/// which GPUs the container sees (the device plugin sets those for the GPUs the pod got;
+/// another value would reach GPUs the pod was not given).
+pub fn reserved_env(name: &str) -> Option<&'static str> {
+    if name.starts_with("VRAMFIT_") || PLANNED_ENV.contains(&name) {
+        Some("vramfit plans it from the node class")
+    } else if name.starts_with("NVIDIA_") || name == "CUDA_VISIBLE_DEVICES" {
+        Some("it selects GPUs, which only the device plugin assigns")
+    } else {
+        None
+    }
+}
+
 /// The env vars of a plan, in a stable order. Both vramfit's own names and the names the
 /// teams' scripts already read (`TORCH_DTYPE`, `USE_QUANTIZATION`, `QUANTIZATION_BITS`,
 /// `USE_FLASH_ATTN`, `MAX_TILES`).

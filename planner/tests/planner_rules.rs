@@ -1,7 +1,7 @@
 //! The planner's rules (docs/planning.md), one behaviour per test.
 mod common;
 
-use common::{class, job, plan};
+use common::{class, job, plan, spec};
 use vramfit_api::{Dtype, Fallback, KvCacheType, Preference, Quantization};
 use vramfit_planner::{fallback, plan_for_class, ranking, resolve_job, workload};
 
@@ -383,4 +383,56 @@ fn invalid_specs_are_one_line_errors() {
     ))
     .unwrap_err();
     assert!(err.contains("needs a GGUF model"), "{err}");
+}
+
+#[test]
+fn a_job_may_not_set_planned_or_gpu_selecting_env() {
+    for name in [
+        "TORCH_DTYPE",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "VRAMFIT_GPU_COUNT",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "CUDA_VISIBLE_DEVICES",
+    ] {
+        let yaml = format!(
+            "{{model: {{preset: mistral-7b-instruct-v0.3}}, runtime: transformers, image: x, \
+             pod: {{env: [{{name: HF_HOME, value: /cache}}, {{name: {name}, value: '0'}}]}}}}"
+        );
+        let error = resolve_job(&spec(&yaml)).expect_err(name);
+        assert!(error.contains(name), "{error}");
+    }
+    let own = "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, \
+               pod: {env: [{name: HF_HOME, value: /cache}, {name: CUDA_LAUNCH_BLOCKING, value: '1'}]}}";
+    assert!(resolve_job(&spec(own)).is_ok(), "other names are the job's");
+}
+
+#[test]
+fn every_env_name_a_plan_sets_is_reserved() {
+    let runtimes = ["transformers", "vllm", "custom"];
+    let mut seen = 0;
+    for preset in vramfit_planner::model_catalog::PRESETS {
+        let runtime = if preset.key.contains("q4_k_m") || preset.key.contains("q8_0") {
+            "llamacpp"
+        } else {
+            runtimes[seen % runtimes.len()]
+        };
+        let j = job(&format!(
+            "{{model: {{preset: {}}}, runtime: {runtime}, image: x}}",
+            preset.key
+        ));
+        for class in vramfit_planner::builtin_classes() {
+            let Ok(p) = plan_for_class(&j, &class, &Default::default()) else {
+                continue;
+            };
+            for (name, _) in workload::plan_env(&j, &p) {
+                assert!(
+                    workload::reserved_env(&name).is_some(),
+                    "{name} is planned but a job could set it"
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 100, "only {seen} env vars planned");
 }
