@@ -8,24 +8,25 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::core::DeserializeGuard;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use vramfit_api::GpuNodeClass;
 
+use crate::events::EventRecorder;
 use crate::metrics::Metrics;
 use crate::next_status::Requeues;
 use crate::node_classes::{GpuUsage, Inventory, build_inventory};
 use crate::reservations::Reservations;
+use crate::slim::SlimPod;
 
 /// The caches reconcile reads instead of the API.
 #[derive(Clone)]
 pub struct Stores {
     /// Every node.
     pub nodes: Store<Node>,
-    /// vramfit's pods (label `vramfit.io/job`), in every phase: the attempts' pods.
-    pub job_pods: Store<Pod>,
+    /// vramfit's pods (label `vramfit.io/job`), in every phase: the attempts' pods, slim.
+    pub job_pods: Store<SlimPod>,
     /// GPUs taken by every non-terminal pod of the cluster (field selector on
     /// `status.phase`), summed per node as the watch goes.
     pub gpu_usage: Arc<RwLock<GpuUsage>>,
@@ -39,7 +40,7 @@ impl Stores {
     /// Empty stores and their writers, for tests, benchmarks and the reflectors.
     pub fn writable() -> (Self, StoreWriters) {
         let nodes = Writer::<Node>::default();
-        let job_pods = Writer::<Pod>::default();
+        let job_pods = Writer::<SlimPod>::default();
         let gpu_usage = Arc::new(RwLock::new(GpuUsage::default()));
         let node_classes = Writer::<DeserializeGuard<GpuNodeClass>>::default();
         let inventory_version = Arc::new(AtomicU64::new(0));
@@ -80,9 +81,11 @@ impl Stores {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A pod of the job pods store.
+    /// A pod of the job pods store (as a `Pod` holding what the store keeps).
     pub fn job_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.job_pods.get(&ObjectRef::new(name).within(namespace))
+        self.job_pods
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|pod| Arc::new(pod.to_pod()))
     }
 }
 
@@ -91,7 +94,7 @@ pub struct StoreWriters {
     /// Nodes.
     pub nodes: Writer<Node>,
     /// vramfit's pods.
-    pub job_pods: Writer<Pod>,
+    pub job_pods: Writer<SlimPod>,
     /// GPU usage of non-terminal pods.
     pub gpu_usage: Arc<RwLock<GpuUsage>>,
     /// GpuNodeClasses.
@@ -128,10 +131,8 @@ impl StoreWriters {
             .as_ref()
             .is_some_and(|l| l.contains_key(crate::desired_pod::JOB_LABEL));
         if ours {
-            let mut trimmed = pod.clone();
-            crate::controller::trim_job_pod(&mut trimmed);
             self.job_pods
-                .apply_watcher_event(&watcher::Event::Apply(trimmed));
+                .apply_watcher_event(&watcher::Event::Apply(SlimPod::of(&pod)));
         }
         let event = if terminal {
             watcher::Event::Delete(pod)
@@ -151,7 +152,7 @@ impl StoreWriters {
     /// Removes a pod from both pod stores.
     pub fn delete_pod(&mut self, pod: Pod) {
         self.job_pods
-            .apply_watcher_event(&watcher::Event::Delete(pod.clone()));
+            .apply_watcher_event(&watcher::Event::Delete(SlimPod::of(&pod)));
         self.usage_mut().apply_event(&watcher::Event::Delete(pod));
     }
 
@@ -207,7 +208,7 @@ pub struct Context {
     /// The API client.
     pub client: Client,
     /// Publishes events on jobs.
-    pub recorder: Recorder,
+    pub recorder: EventRecorder,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// The caches.
@@ -242,12 +243,8 @@ impl Context {
         settings: Settings,
         instance: Option<String>,
     ) -> Self {
-        let reporter = Reporter {
-            controller: crate::FIELD_MANAGER.to_string(),
-            instance,
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: EventRecorder::new(client.clone(), crate::FIELD_MANAGER, instance),
             client,
             metrics,
             stores,

@@ -5,9 +5,9 @@
 //!
 //! | what | selector | why |
 //! |---|---|---|
-//! | InferenceJobs | all | the controller's own objects (`DeserializeGuard`: a job that does not deserialize is reported, not fatal) |
-//! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase: what reconcile observes; each change reconciles the job that controls the pod, once the store holds it |
-//! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed` | GPUs taken per node, summed event by event (no pod kept) |
+//! | InferenceJobs | all | the controller's own objects (`DeserializeGuard`: a job that does not deserialize is reported, not fatal), without managed fields |
+//! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase, as [`SlimPod`]s: what reconcile observes; each change reconciles the job that controls the pod, once the store holds it |
+//! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed` | GPUs taken per node, summed event by event (no pod kept; read as [`SlimPod`]s) |
 //! | Nodes (store) | all | classes and allocatable GPUs, trimmed of images and managed fields |
 //! | GpuNodeClasses (store) | all | class overrides and definitions (`DeserializeGuard`) |
 //!
@@ -18,7 +18,8 @@
 //! `.owns()` would open a second watch whose event can arrive before the store has the
 //! change: the reconcile would read the old state and nothing would trigger another.)
 //!
-//! Every watch retries with kube's default backoff; its errors are logged and it resumes.
+//! Every watch lists in pages of [`LIST_PAGE`] and retries with kube's default backoff; its
+//! errors are logged and it resumes.
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedSender;
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -44,6 +45,7 @@ use crate::http::Health;
 use crate::metrics::Metrics;
 use crate::node_classes::{allocatable_gpus, is_schedulable, pod_gpu_request};
 use crate::reconcile::{error_policy, reconcile};
+use crate::slim::{SlimJob, SlimPod, full_job_event};
 
 /// Field selector of the GPU accounting pod store.
 pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -102,9 +104,11 @@ pub async fn run(
     let job_events = reflector(
         job_writer,
         watcher(
-            Api::<DeserializeGuard<InferenceJob>>::all(client.clone()),
-            watcher::Config::default().any_semantic(),
-        ),
+            Api::<DeserializeGuard<SlimJob>>::all(client.clone()),
+            list_config(),
+        )
+        .map_ok(full_job_event)
+        .modify(trim_job),
     )
     .inspect(move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {
@@ -258,44 +262,41 @@ pub async fn drive_reflectors(
     let node_wake = wake.clone();
     let node_version = inventory_version.clone();
     let mut fingerprints: HashMap<String, u64> = HashMap::new();
-    let nodes = watcher(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .default_backoff()
-    .modify(trim_node)
-    .reflect(nodes)
-    .for_each(move |event| {
-        match event {
-            Ok(watcher::Event::Apply(node)) => {
-                let fingerprint = node_fingerprint(&node);
-                if fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint) {
+    let nodes = watcher(Api::<Node>::all(client.clone()), list_config())
+        .default_backoff()
+        .modify(trim_node)
+        .reflect(nodes)
+        .for_each(move |event| {
+            match event {
+                Ok(watcher::Event::Apply(node)) => {
+                    let fingerprint = node_fingerprint(&node);
+                    if fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint) {
+                        node_version.fetch_add(1, Ordering::AcqRel);
+                        node_wake.notify_one();
+                    }
+                }
+                Ok(watcher::Event::InitApply(node)) => {
+                    fingerprints.insert(node.name_any(), node_fingerprint(&node));
+                }
+                Ok(watcher::Event::Delete(node)) => {
+                    fingerprints.remove(&node.name_any());
+                    node_version.fetch_add(1, Ordering::AcqRel);
+                }
+                Ok(watcher::Event::InitDone) => {
                     node_version.fetch_add(1, Ordering::AcqRel);
                     node_wake.notify_one();
                 }
+                Ok(watcher::Event::Init) => {}
+                Err(error) => warn!(%error, "node watch failed; retrying"),
             }
-            Ok(watcher::Event::InitApply(node)) => {
-                fingerprints.insert(node.name_any(), node_fingerprint(&node));
-            }
-            Ok(watcher::Event::Delete(node)) => {
-                fingerprints.remove(&node.name_any());
-                node_version.fetch_add(1, Ordering::AcqRel);
-            }
-            Ok(watcher::Event::InitDone) => {
-                node_version.fetch_add(1, Ordering::AcqRel);
-                node_wake.notify_one();
-            }
-            Ok(watcher::Event::Init) => {}
-            Err(error) => warn!(%error, "node watch failed; retrying"),
-        }
-        futures::future::ready(())
-    });
+            futures::future::ready(())
+        });
 
     let class_wake = wake.clone();
     let class_version = inventory_version;
     let classes = watcher(
         Api::<DeserializeGuard<GpuNodeClass>>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
+        list_config(),
     )
     .default_backoff()
     .reflect(node_classes)
@@ -320,14 +321,12 @@ pub async fn drive_reflectors(
 
     let pod_wake = wake;
     let gpu_pods = watcher(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default()
-            .fields(NON_TERMINAL_PODS)
-            .any_semantic(),
+        Api::<SlimPod>::all(client.clone()),
+        list_config().fields(NON_TERMINAL_PODS),
     )
     .default_backoff()
     .for_each(move |event| {
-        match event {
+        match event.map(|event| full_pods(&event)) {
             Ok(event) => {
                 // GPUs freed on a node: waiting jobs may fit now.
                 let freed = match &event {
@@ -354,36 +353,59 @@ pub async fn drive_reflectors(
         futures::future::ready(())
     });
 
-    let job_pods = watcher(
-        Api::<Pod>::all(client),
-        watcher::Config::default().labels(JOB_LABEL).any_semantic(),
-    )
-    .default_backoff()
-    .modify(trim_job_pod)
-    .reflect(job_pods)
-    .for_each(move |event| {
-        match event {
-            Ok(
-                watcher::Event::Apply(pod)
-                | watcher::Event::InitApply(pod)
-                | watcher::Event::Delete(pod),
-            ) => {
-                if let Some(job) = owning_job(&pod) {
-                    // Fails only once the controller has stopped: nothing left to trigger.
-                    let _ = pod_changes.unbounded_send(job);
+    let job_pods = watcher(Api::<SlimPod>::all(client), list_config().labels(JOB_LABEL))
+        .default_backoff()
+        .reflect(job_pods)
+        .for_each(move |event| {
+            match event {
+                Ok(
+                    watcher::Event::Apply(pod)
+                    | watcher::Event::InitApply(pod)
+                    | watcher::Event::Delete(pod),
+                ) => {
+                    if let Some(job) = owning_job(&pod) {
+                        // Fails only once the controller has stopped: nothing left to trigger.
+                        let _ = pod_changes.unbounded_send(job);
+                    }
                 }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
             }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
-            Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
-        }
-        futures::future::ready(())
-    });
+            futures::future::ready(())
+        });
 
     futures::join!(nodes, classes, gpu_pods, job_pods);
 }
 
-/// The InferenceJob that controls `pod`, if any.
-pub fn owning_job(pod: &Pod) -> Option<JobRef> {
+/// Objects per page of a watch's (re)list.
+pub const LIST_PAGE: u32 = 250;
+
+/// How every watch lists: in pages, from the current state. (`any_semantic`, i.e.
+/// `resourceVersion=0`, lets the API server answer from its cache, but then it ignores the page
+/// size: 5,000 jobs or pods came as one response of tens of MiB, held and parsed at once, the
+/// operator's peak memory.)
+pub fn list_config() -> watcher::Config {
+    watcher::Config::default().page_size(LIST_PAGE)
+}
+
+/// Keeps what reconcile reads from a job: the managed fields (the field sets of every writer,
+/// often larger than the job itself) and kubectl's last-applied copy of the object are dropped.
+pub fn trim_job(job: &mut DeserializeGuard<InferenceJob>) {
+    let metadata = match &mut job.0 {
+        Ok(job) => &mut job.metadata,
+        Err(invalid) => &mut invalid.metadata,
+    };
+    metadata.managed_fields = None;
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// kubectl's client-side apply copy of the whole object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The InferenceJob that controls `pod` (a `Pod` or a [`SlimPod`]), if any.
+pub fn owning_job(pod: &impl ResourceExt) -> Option<JobRef> {
     let namespace = pod.namespace()?;
     pod.owner_references()
         .iter()
@@ -412,16 +434,14 @@ pub fn node_fingerprint(node: &Node) -> u64 {
     fnv1a64(text.as_bytes())
 }
 
-/// Keeps what reconcile reads from a job's pod: metadata (labels, the plan and spec-hash
-/// annotations), the node it is bound to, and its status. The spec is in the annotations' hash
-/// and in the plan; keeping it would cost several kB per pod.
-pub fn trim_job_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    if let Some(spec) = pod.spec.as_mut() {
-        *spec = k8s_openapi::api::core::v1::PodSpec {
-            node_name: spec.node_name.take(),
-            ..Default::default()
-        };
+/// A watch event of slim pods as one of `Pod`s (what the GPU accounting reads).
+fn full_pods(event: &watcher::Event<SlimPod>) -> watcher::Event<Pod> {
+    match event {
+        watcher::Event::Apply(pod) => watcher::Event::Apply(pod.to_pod()),
+        watcher::Event::Delete(pod) => watcher::Event::Delete(pod.to_pod()),
+        watcher::Event::InitApply(pod) => watcher::Event::InitApply(pod.to_pod()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -508,23 +528,54 @@ mod tests {
     }
 
     #[test]
-    fn trimmed_job_pods_keep_what_reconcile_reads() {
-        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
-        let class = fixtures::class("a10g", 4);
-        let input = vramfit_planner::resolve_job(&job.spec).unwrap();
-        let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default()).unwrap();
-        let pod = crate::desired_pod::desired_pod(&job, &input, &plan, &class, 1).unwrap();
-        let mut failed =
-            fixtures::as_failed(fixtures::created(pod.clone()), "a-1", "OOMKilled", 137, "");
-        let state = crate::oom::classify(&failed);
-        trim_job_pod(&mut failed);
-        assert_eq!(crate::oom::classify(&failed), state);
-        assert_eq!(crate::desired_pod::recorded_plan(&failed), Some(plan));
-        assert_eq!(
-            crate::desired_pod::recorded_spec_hash(&failed),
-            crate::desired_pod::recorded_spec_hash(&pod)
+    fn trimmed_jobs_keep_spec_status_and_identity() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        job.status = Some(vramfit_api::InferenceJobStatus {
+            phase: Some(vramfit_api::Phase::Scheduled),
+            ..Default::default()
+        });
+        job.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("vramfit-operator".into()),
+            subresource: Some("status".into()),
+            ..Default::default()
+        }]);
+        job.metadata.annotations = Some(
+            [
+                (LAST_APPLIED.to_string(), "{...}".to_string()),
+                ("team".to_string(), "a".to_string()),
+            ]
+            .into(),
         );
-        assert!(failed.spec.as_ref().unwrap().containers.is_empty());
+        let mut guard = DeserializeGuard(Ok(job.clone()));
+        trim_job(&mut guard);
+        let trimmed = guard.0.unwrap();
+        assert_eq!(trimmed.metadata.managed_fields, None);
+        assert_eq!(
+            trimmed.metadata.annotations,
+            Some([("team".to_string(), "a".to_string())].into())
+        );
+        assert_eq!(trimmed.spec, job.spec);
+        assert_eq!(trimmed.status, job.status);
+        assert_eq!(
+            (
+                &trimmed.metadata.uid,
+                &trimmed.metadata.resource_version,
+                &trimmed.metadata.generation
+            ),
+            (
+                &job.metadata.uid,
+                &job.metadata.resource_version,
+                &job.metadata.generation
+            )
+        );
+    }
+
+    #[test]
+    fn watches_list_in_pages() {
+        let config = list_config();
+        assert_eq!(config.page_size, Some(LIST_PAGE));
+        assert_eq!(config.list_semantic, watcher::ListSemantic::MostRecent);
     }
 
     /// Regression (seen on a real API server): `/readyz` never turned 200 because a second

@@ -1,13 +1,29 @@
-//! Kubernetes Events (events.k8s.io/v1) on InferenceJobs: one per phase transition and per
-//! step down. Publishing is best effort: a failed event is logged, never fails a reconcile.
+//! Kubernetes Events (events.k8s.io/v1) on InferenceJobs: one per placement (`PodCreated`,
+//! with the plan), one per phase transition after it, and one per step down. Publishing is
+//! best effort: a failed event is logged, never fails a reconcile.
+//!
+//! [`EventRecorder`] publishes them as kube-runtime's `Recorder` does (same fields, same
+//! series: an event repeated within 6 minutes patches the first one's `series`), but keeps
+//! only a name and a count per event key for those 6 minutes, not the whole event, and
+//! prunes them once a minute rather than scanning on every publish under one lock: at 5,000
+//! jobs the recorder's cache was several MiB and a serial point of every reconcile.
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 /// Event reasons.
 pub mod reasons {
-    /// A plan was chosen for an attempt (note: class and plan summary).
-    pub const PLANNED: &str = "Planned";
-    /// The attempt's pod was created.
+    /// The attempt's pod was created (note: the pod, the attempt, the class and the plan
+    /// summary). One event per placement: there is no separate "Planned" event.
     pub const POD_CREATED: &str = "PodCreated";
     /// The pod runs.
     pub const RUNNING: &str = "Running";
@@ -89,51 +105,318 @@ pub fn fit_note(note: &str) -> &str {
     &note[..end]
 }
 
-/// Publishes `events` on the job `reference`; failures are logged and counted by the caller.
-/// Returns how many were published.
-pub async fn publish(
-    recorder: &Recorder,
-    reference: &ObjectReference,
-    events: &[JobEvent],
-) -> usize {
-    let mut published = 0;
-    for event in events {
-        let note = fit_note(&event.note).to_string();
-        let result = recorder
-            .publish(
-                &Event {
-                    type_: if event.warning {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    reason: event.reason.to_string(),
-                    note: Some(note),
-                    action: "Reconcile".to_string(),
-                    secondary: event.pod.as_ref().map(|name| ObjectReference {
-                        api_version: Some("v1".to_string()),
-                        kind: Some("Pod".to_string()),
-                        name: Some(name.clone()),
-                        namespace: reference.namespace.clone(),
-                        ..ObjectReference::default()
-                    }),
-                },
-                reference,
-            )
-            .await;
-        match result {
-            Ok(()) => published += 1,
-            Err(error) => {
-                tracing::warn!(%error, reason = event.reason, "could not publish an event")
-            }
+/// How long a repeated event folds into the first one's series (as kube-runtime's recorder).
+pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// How often the series keys older than [`SERIES_WINDOW`] are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The event `action` of every vramfit event.
+const ACTION: &str = "Reconcile";
+
+/// Publishes events.k8s.io/v1 Events (see the module documentation).
+pub struct EventRecorder {
+    client: Client,
+    controller: String,
+    instance: String,
+    series: Mutex<SeriesKeys>,
+}
+
+/// The events published in the last [`SERIES_WINDOW`], by key: what a repeat patches.
+struct SeriesKeys {
+    by_key: HashMap<u64, Published>,
+    pruned: Instant,
+}
+
+#[derive(Clone, Debug)]
+struct Published {
+    name: String,
+    count: i32,
+    last: Instant,
+}
+
+impl EventRecorder {
+    /// A recorder reporting as `controller`, instance `instance` (else the controller).
+    pub fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
+        Self {
+            client,
+            controller: controller.to_string(),
+            instance: instance.unwrap_or_else(|| controller.to_string()),
+            series: Mutex::new(SeriesKeys {
+                by_key: HashMap::new(),
+                pruned: Instant::now(),
+            }),
         }
     }
-    published
+
+    /// Event keys held for series (for tests and benchmarks).
+    pub fn held(&self) -> usize {
+        self.lock().by_key.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SeriesKeys> {
+        self.series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Publishes `events` on the object `regarding`; failures are logged. Returns how many were
+    /// published.
+    pub async fn publish(&self, regarding: &ObjectReference, events: &[JobEvent]) -> usize {
+        let mut published = 0;
+        for event in events {
+            match self.publish_one(regarding, event).await {
+                Ok(()) => published += 1,
+                Err(error) => {
+                    tracing::warn!(%error, reason = event.reason, "could not publish an event")
+                }
+            }
+        }
+        published
+    }
+
+    async fn publish_one(
+        &self,
+        regarding: &ObjectReference,
+        event: &JobEvent,
+    ) -> Result<(), kube::Error> {
+        let namespace = regarding.namespace.as_deref().unwrap_or("default");
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let related = event.pod.as_ref().map(|name| ObjectReference {
+            api_version: Some("v1".to_string()),
+            kind: Some("Pod".to_string()),
+            name: Some(name.clone()),
+            namespace: regarding.namespace.clone(),
+            ..ObjectReference::default()
+        });
+        let key = series_key(regarding, related.as_ref(), event);
+        let now = Instant::now();
+        let repeat = {
+            let mut series = self.lock();
+            if series.pruned.elapsed() >= PRUNE_EVERY {
+                series
+                    .by_key
+                    .retain(|_, p| now.duration_since(p.last) < SERIES_WINDOW);
+                series.pruned = now;
+            }
+            series
+                .by_key
+                .get(&key)
+                .filter(|p| now.duration_since(p.last) < SERIES_WINDOW)
+                .cloned()
+        };
+        let stamp = MicroTime(Timestamp::now());
+        let published = match repeat {
+            Some(first) => {
+                let count = first.count + 1;
+                let patch = json!({ "series": { "count": count, "lastObservedTime": stamp } });
+                api.patch(&first.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                Published {
+                    name: first.name,
+                    count,
+                    last: now,
+                }
+            }
+            None => {
+                let name = format!(
+                    "{}.{:x}",
+                    regarding.name.as_deref().unwrap_or(&self.controller),
+                    stamp.0.as_nanosecond()
+                );
+                let body = Event {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: regarding.namespace.clone(),
+                        ..ObjectMeta::default()
+                    },
+                    action: Some(ACTION.to_string()),
+                    reason: Some(event.reason.to_string()),
+                    note: Some(fit_note(&event.note).to_string()),
+                    type_: Some(if event.warning { "Warning" } else { "Normal" }.to_string()),
+                    event_time: Some(stamp),
+                    regarding: Some(regarding.clone()),
+                    related,
+                    reporting_controller: Some(self.controller.clone()),
+                    reporting_instance: Some(self.instance.clone()),
+                    ..Event::default()
+                };
+                api.create(&PostParams::default(), &body).await?;
+                Published {
+                    name,
+                    count: 1,
+                    last: now,
+                }
+            }
+        };
+        self.lock().by_key.insert(key, published);
+        Ok(())
+    }
+}
+
+/// What makes two events the same series: type, reason, the object and the related pod (as
+/// kube-runtime's `EventKey`, less the note, which may differ).
+fn series_key(
+    regarding: &ObjectReference,
+    related: Option<&ObjectReference>,
+    event: &JobEvent,
+) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    event.warning.hash(&mut hasher);
+    event.reason.hash(&mut hasher);
+    for reference in std::iter::once(Some(regarding)).chain(std::iter::once(related)) {
+        let reference = reference.cloned().unwrap_or_default();
+        (
+            reference.kind,
+            reference.namespace,
+            reference.name,
+            reference.uid,
+        )
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+
+    fn job_reference() -> ObjectReference {
+        ObjectReference {
+            api_version: Some("vramfit.io/v1alpha1".into()),
+            kind: Some("InferenceJob".into()),
+            name: Some("chat".into()),
+            namespace: Some("team-a".into()),
+            uid: Some("u-1".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    /// Answers every request with its own body; returns (method, path, body) of each.
+    async fn recorded(
+        requests: usize,
+        publish: impl AsyncFnOnce(&EventRecorder),
+    ) -> Vec<(Method, String, serde_json::Value)> {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let recorder = EventRecorder::new(
+            Client::new(service, "default"),
+            "vramfit-operator",
+            Some("op-0".into()),
+        );
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..requests {
+                let Some((request, send)) = handle.next_request().await else {
+                    break;
+                };
+                let (method, path) = (request.method().clone(), request.uri().path().to_string());
+                let bytes = request.into_body().collect_bytes().await.unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                let mut answer = body.clone();
+                answer["metadata"]["name"] = json!("chat.1");
+                answer["apiVersion"] = json!("events.k8s.io/v1");
+                answer["kind"] = json!("Event");
+                answer["eventTime"] = json!("2026-01-01T00:00:00.000000Z");
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                        .unwrap(),
+                );
+                seen.push((method, path, body));
+            }
+            seen
+        });
+        publish(&recorder).await;
+        server.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn events_carry_what_kube_runtime_sets_and_repeats_patch_the_series() {
+        let created =
+            JobEvent::normal(reasons::POD_CREATED, "pod chat-1 (attempt 1)").about("chat-1");
+        let rejected = JobEvent::warning(reasons::POD_REJECTED, "quota").about("chat-1");
+        let seen = recorded(4, async |recorder| {
+            assert_eq!(
+                recorder
+                    .publish(&job_reference(), std::slice::from_ref(&created))
+                    .await,
+                1
+            );
+            assert_eq!(
+                recorder
+                    .publish(&job_reference(), std::slice::from_ref(&rejected))
+                    .await,
+                1
+            );
+            // The same warning again, another note: one series.
+            let again = JobEvent::warning(reasons::POD_REJECTED, "quota, again").about("chat-1");
+            assert_eq!(
+                recorder
+                    .publish(&job_reference(), std::slice::from_ref(&again))
+                    .await,
+                1
+            );
+            assert_eq!(recorder.publish(&job_reference(), &[again]).await, 1);
+            assert_eq!(recorder.held(), 2);
+        })
+        .await;
+        let (method, path, body) = &seen[0];
+        assert_eq!(*method, Method::POST);
+        assert_eq!(path, "/apis/events.k8s.io/v1/namespaces/team-a/events");
+        assert_eq!(body["reason"], "PodCreated");
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(body["action"], "Reconcile");
+        assert_eq!(body["note"], "pod chat-1 (attempt 1)");
+        assert_eq!(body["regarding"]["kind"], "InferenceJob");
+        assert_eq!(body["regarding"]["uid"], "u-1");
+        assert_eq!(
+            body["related"],
+            json!({"apiVersion": "v1", "kind": "Pod", "name": "chat-1", "namespace": "team-a"})
+        );
+        assert_eq!(body["reportingController"], "vramfit-operator");
+        assert_eq!(body["reportingInstance"], "op-0");
+        assert!(
+            body["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("chat.")
+        );
+        assert!(body["eventTime"].is_string());
+        assert_eq!(seen[1].0, Method::POST);
+        assert_eq!(seen[1].2["type"], "Warning");
+        let name = seen[1].2["metadata"]["name"].as_str().unwrap().to_string();
+        for (repeat, count) in [(&seen[2], 2), (&seen[3], 3)] {
+            assert_eq!(repeat.0, Method::PATCH);
+            assert_eq!(
+                repeat.1,
+                format!("/apis/events.k8s.io/v1/namespaces/team-a/events/{name}")
+            );
+            assert_eq!(repeat.2["series"]["count"], count);
+            assert!(repeat.2["series"]["lastObservedTime"].is_string());
+        }
+    }
+
+    #[tokio::test]
+    async fn another_pod_or_job_is_another_event() {
+        let seen = recorded(2, async |recorder| {
+            let first = JobEvent::normal(reasons::POD_CREATED, "x").about("chat-1");
+            let second = JobEvent::normal(reasons::POD_CREATED, "x").about("chat-2");
+            recorder.publish(&job_reference(), &[first, second]).await;
+        })
+        .await;
+        assert!(seen.iter().all(|(method, ..)| *method == Method::POST));
+        let regarding = job_reference();
+        let mut other = regarding.clone();
+        other.uid = Some("u-2".into());
+        let event = JobEvent::normal(reasons::RUNNING, "x");
+        assert_ne!(
+            series_key(&regarding, None, &event),
+            series_key(&other, None, &event),
+            "a job created again under the same name is another object"
+        );
+    }
 
     #[test]
     fn notes_are_cut_by_bytes_on_a_character_boundary() {

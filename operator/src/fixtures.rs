@@ -349,6 +349,24 @@ pub fn as_pending(pod: Pod, node: Option<&str>) -> Pod {
     with_phase(pod, "Pending", node)
 }
 
+/// `pod` whose container waits for `reason` (`ContainerCreating`, `ImagePullBackOff`…), as a
+/// kubelet reports it.
+pub fn with_waiting_container(mut pod: Pod, reason: &str) -> Pod {
+    let status = pod.status.get_or_insert_default();
+    status.container_statuses = Some(vec![ContainerStatus {
+        name: crate::desired_pod::CONTAINER_NAME.to_string(),
+        state: Some(ContainerState {
+            waiting: Some(k8s_openapi::api::core::v1::ContainerStateWaiting {
+                reason: Some(reason.to_string()),
+                message: None,
+            }),
+            ..ContainerState::default()
+        }),
+        ..ContainerStatus::default()
+    }]);
+    pod
+}
+
 /// `pod`, running on `node`.
 pub fn as_running(pod: Pod, node: &str) -> Pod {
     with_phase(pod, "Running", Some(node))

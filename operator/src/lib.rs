@@ -12,6 +12,7 @@
 //! * [`conditions`]: status conditions with stable transition times (pure).
 //! * [`reconcile`]: the pipeline: read → validate → decide → apply pod → patch status.
 //! * [`controller`]: the kube-runtime `Controller` wiring, watches and stores.
+//! * [`slim`]: the pods and jobs the watches parse: only what vramfit reads.
 //! * [`events`], [`metrics`], [`http`], [`leader`], [`reservations`]: the edges.
 #![forbid(unsafe_code)]
 
@@ -34,6 +35,7 @@ pub mod permissions;
 pub mod placement;
 pub mod reconcile;
 pub mod reservations;
+pub mod slim;
 
 #[cfg(test)]
 mod reconcile_tests;

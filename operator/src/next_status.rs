@@ -400,19 +400,27 @@ impl Draft<'_> {
         }
     }
 
-    /// Conditions of a pod just applied: created, waiting to be scheduled.
+    /// Conditions of a pod just applied: created, not running yet.
     fn pod_created(&mut self, name: &str, message: String) {
         self.set(SCHEDULED, true, cr::POD_CREATED, message);
-        self.set(
-            READY,
-            false,
-            cr::POD_PENDING,
-            format!("pod {name} waits to be scheduled"),
-        );
+        self.set(READY, false, cr::POD_PENDING, not_started(name));
     }
 
     /// The job follows its pod.
     fn follow(&mut self, name: &str, state: PodState) -> Result<(), Error> {
+        let state = match state {
+            // The binding alone is not worth a status write (and the events it would wake): the
+            // node is recorded with the next thing the pod reports (a reason it waits, running,
+            // its end), or kept once recorded.
+            PodState::Waiting {
+                node: Some(node),
+                detail: None,
+            } if self.status.node_name.as_deref() != Some(node.as_str()) => PodState::Waiting {
+                node: None,
+                detail: None,
+            },
+            state => state,
+        };
         if let Some(node) = state.node() {
             self.status.node_name = Some(node.to_string());
         }
@@ -445,7 +453,7 @@ impl Draft<'_> {
                 let message = match (detail, node) {
                     (Some(detail), _) => format!("pod {name} waits: {detail}"),
                     (None, Some(node)) => format!("pod {name} starts on node {node}"),
-                    (None, None) => format!("pod {name} waits to be scheduled"),
+                    (None, None) => not_started(name),
                 };
                 self.set(READY, false, cr::POD_PENDING, message);
             }
@@ -668,11 +676,13 @@ impl Draft<'_> {
                 format!("attempt {previous} ran out of memory ({failure}); attempt {number}: {step_text}"),
             );
         }
-        self.events
-            .push(JobEvent::normal(er::PLANNED, summary.clone()).about(&name));
+        // One event per placement: the pod, with the plan it runs.
         self.events.push(
-            JobEvent::normal(er::POD_CREATED, format!("pod {name} (attempt {number})"))
-                .about(&name),
+            JobEvent::normal(
+                er::POD_CREATED,
+                format!("pod {name} (attempt {number}) created: {summary}"),
+            )
+            .about(&name),
         );
         self.status.attempts.push(Attempt {
             number,
@@ -795,6 +805,12 @@ impl Draft<'_> {
             _ => {}
         }
     }
+}
+
+/// The `Ready` message of a pod created and not running yet, bound or not (the binding alone
+/// is not written).
+fn not_started(pod: &str) -> String {
+    format!("pod {pod} is not running yet")
 }
 
 /// The kind of step taken down from `plan` (run with `before`) to `after`, for

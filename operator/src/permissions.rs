@@ -69,7 +69,7 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: READ,
         scope: Scope::Cluster,
     },
-    // kube-runtime's event recorder creates events and patches their series.
+    // The event recorder creates events and patches their series.
     Permission {
         api_group: "events.k8s.io",
         resource: "events",

@@ -35,7 +35,7 @@ use vramfit_planner::resolve_job;
 use crate::conditions::{self, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr};
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::{self, JobEvent, reasons as er};
+use crate::events::{JobEvent, reasons as er};
 use crate::next_status::{Decision, Observed, PodSeen, next_status};
 use crate::node_classes::{Capacity, PodConstraints};
 
@@ -244,7 +244,9 @@ pub async fn carry_out(
         ctx.metrics.count_fallback(step);
     }
     if !decision.events.is_empty() {
-        events::publish(&ctx.recorder, &job.object_ref(&()), &decision.events).await;
+        ctx.recorder
+            .publish(&job.object_ref(&()), &decision.events)
+            .await;
     }
     Ok(())
 }
@@ -276,7 +278,7 @@ async fn report_rejection(job: &InferenceJob, ctx: &Context, pod: &str, why: &st
         warn!(%error, "could not report the rejected pod in status");
     }
     let event = JobEvent::warning(er::POD_REJECTED, message).about(pod);
-    events::publish(&ctx.recorder, &job.object_ref(&()), &[event]).await;
+    ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
 }
 
 /// Server-side applies the whole status of a job; returns the job's new resourceVersion.
@@ -377,12 +379,9 @@ async fn reconcile_malformed(invalid: &InvalidObject, ctx: &Context) -> Result<A
         resource_version: meta.resource_version.clone(),
         ..ObjectReference::default()
     };
-    events::publish(
-        &ctx.recorder,
-        &reference,
-        &[JobEvent::warning(er::INVALID_SPEC, message)],
-    )
-    .await;
+    ctx.recorder
+        .publish(&reference, &[JobEvent::warning(er::INVALID_SPEC, message)])
+        .await;
     Ok(Action::await_change())
 }
 

@@ -83,7 +83,7 @@ async fn first_reconcile(
     let action = run(ctx, job, api, async |api| {
         bodies.0 = api.pod_apply("chat-1").await;
         bodies.1 = api.status_apply(job).await;
-        api.events("chat", &["Planned", "PodCreated"]).await;
+        api.events("chat", &["PodCreated"]).await;
     })
     .await;
     assert_eq!(action, Action::requeue(Requeues::default().resync));
@@ -160,7 +160,7 @@ async fn restart_is_idempotent() {
         assert_eq!(again["status"]["podName"], "chat-1");
         assert_eq!(again["status"]["plan"], status["status"]["plan"]);
         assert_eq!(again["status"]["attemptCount"], 1);
-        api.events("chat", &["Planned", "PodCreated"]).await;
+        api.events("chat", &["PodCreated"]).await;
     })
     .await;
     assert_eq!(adopted, Action::requeue(Requeues::default().resync));
@@ -228,11 +228,8 @@ async fn cuda_oom_starts_the_next_attempt_one_step_down() {
         assert_eq!(s["attempts"][1]["step"], "one more GPU: 1 → 2");
         assert_eq!(condition(&body, "OutOfMemory")["status"], "True");
         assert_eq!(condition(&body, "OutOfMemory")["reason"], "SteppedDown");
-        api.events(
-            "chat",
-            &["OutOfMemory", "SteppedDown", "Planned", "PodCreated"],
-        )
-        .await;
+        api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
+            .await;
     })
     .await;
     let metrics = ctx.metrics.encode().unwrap();
@@ -309,7 +306,7 @@ async fn a_node_label_change_replans_an_unschedulable_job() {
         let body = api.status_apply(&job).await;
         assert_eq!(body["status"]["phase"], "Scheduled");
         assert_eq!(condition(&body, "Scheduled")["status"], "True");
-        api.events("chat", &["Planned", "PodCreated"]).await;
+        api.events("chat", &["PodCreated"]).await;
     })
     .await;
 }
@@ -425,7 +422,7 @@ async fn a_spec_change_replaces_a_pod_whose_spec_changes() {
         let body = api.status_apply(&job).await;
         assert_eq!(body["status"]["attempts"][0]["outcome"], "Replaced");
         assert_eq!(body["status"]["observedGeneration"], 2);
-        api.events("chat", &["Planned", "PodCreated"]).await;
+        api.events("chat", &["PodCreated"]).await;
     })
     .await;
 }

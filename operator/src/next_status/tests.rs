@@ -155,7 +155,13 @@ fn first_reconcile_plans_and_creates_attempt_one() {
             .iter()
             .all(|c| c.observed_generation == Some(1) && c.last_transition_time == at(100))
     );
-    assert_eq!(reasons(&d), ["Planned", "PodCreated"]);
+    assert_eq!(reasons(&d), ["PodCreated"], "one event per placement");
+    let note = &d.events[0].note;
+    assert!(
+        note.starts_with("pod chat-1 (attempt 1) created: a10g-x4: 1×GPU bfloat16"),
+        "the note carries the plan: {note}"
+    );
+    assert_eq!(d.events[0].pod.as_deref(), Some("chat-1"));
     assert_eq!(d.action, Action::requeue(Requeues::default().resync));
     assert!(d.status_changed(&job));
 }
@@ -174,10 +180,26 @@ fn status_follows_the_pod_and_writes_only_changes() {
     assert!(!d.status_changed(&job), "{:#?}", d.status);
     assert!(d.apply_pod.is_none() && d.events.is_empty());
 
-    // Bound, pulling the image.
+    // Bound, nothing else said: the binding alone is not written.
     world.set_pod(&name, |p| fixtures::as_pending(p, Some("a-1")));
     let d = world.decide(&job);
+    assert!(!d.status_changed(&job), "{:#?}", d.status);
+    assert!(d.events.is_empty());
+    assert_eq!(
+        condition(&d, "Ready").message,
+        "pod chat-1 is not running yet"
+    );
+
+    // Bound, pulling the image: the node comes with the reason it waits.
+    world.set_pod(&name, |p| {
+        fixtures::with_waiting_container(fixtures::as_pending(p, Some("a-1")), "ContainerCreating")
+    });
+    let d = world.decide(&job);
     assert_eq!(d.status.node_name.as_deref(), Some("a-1"));
+    assert_eq!(
+        condition(&d, "Ready").message,
+        "pod chat-1 waits: ContainerCreating"
+    );
     assert_eq!(d.status.phase, Some(Phase::Scheduled));
     assert_eq!(condition(&d, "Scheduled").reason, "PodBound");
     assert_eq!(
@@ -249,10 +271,7 @@ fn oom_killed_retries_one_step_down() {
     assert_eq!(s.phase, Some(Phase::Scheduled));
     assert_eq!(condition(&d, "OutOfMemory").status, "True");
     assert_eq!(condition(&d, "OutOfMemory").reason, "SteppedDown");
-    assert_eq!(
-        reasons(&d),
-        ["OutOfMemory", "SteppedDown", "Planned", "PodCreated"]
-    );
+    assert_eq!(reasons(&d), ["OutOfMemory", "SteppedDown", "PodCreated"]);
     assert_eq!(d.steps, ["gpus"]);
 }
 

@@ -1,0 +1,345 @@
+//! The slim forms the watches parse: only what vramfit reads, the rest of the JSON skipped by
+//! serde without being built.
+//!
+//! * [`SlimPod`]: a Pod as the two pod watches read it: metadata less its managed fields,
+//!   `spec.nodeName`, each container's name and resources, and the status (env, args,
+//!   volumes, affinity and managed fields are most of a pod). At 5,000 jobs the full `Pod`s
+//!   were the largest share of the operator's memory and of its parsing time.
+//! * [`SlimJob`]: an InferenceJob without its managed fields, parsed as such (every status
+//!   write comes back through the watch: its managed fields, often larger than the job, were
+//!   built and thrown away each time) and handed on as an `InferenceJob`.
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::{ListableResource, Metadata, NamespaceResourceScope, Resource};
+use kube::core::DeserializeGuard;
+use serde::{Deserialize, Deserializer, Serialize};
+use vramfit_api::{InferenceJob, InferenceJobSpec, InferenceJobStatus};
+
+/// A Pod with only what vramfit reads (see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct SlimPod {
+    /// Metadata, without managed fields.
+    #[serde(deserialize_with = "slim_metadata")]
+    pub metadata: ObjectMeta,
+    /// The node and the containers' resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SlimPodSpec>,
+    /// The whole status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PodStatus>,
+}
+
+/// The part of a pod's spec vramfit reads.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPodSpec {
+    /// The node it is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Containers: name and resources.
+    #[serde(default)]
+    pub containers: Vec<SlimContainer>,
+    /// Init containers: name and resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<SlimContainer>,
+}
+
+/// A container's name and resources.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct SlimContainer {
+    /// Its name.
+    pub name: String,
+    /// Requests and limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// The metadata fields vramfit reads (everything but managed fields and `selfLink`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerReference>>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+}
+
+fn slim_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    let meta = Meta::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name: meta.name,
+        generate_name: meta.generate_name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        generation: meta.generation,
+        creation_timestamp: meta.creation_timestamp,
+        deletion_timestamp: meta.deletion_timestamp,
+        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+        labels: meta.labels,
+        annotations: meta.annotations,
+        owner_references: meta.owner_references,
+        finalizers: meta.finalizers,
+        ..ObjectMeta::default()
+    })
+}
+
+impl Resource for SlimPod {
+    const API_VERSION: &'static str = Pod::API_VERSION;
+    const GROUP: &'static str = Pod::GROUP;
+    const KIND: &'static str = Pod::KIND;
+    const VERSION: &'static str = Pod::VERSION;
+    const URL_PATH_SEGMENT: &'static str = Pod::URL_PATH_SEGMENT;
+    type Scope = NamespaceResourceScope;
+}
+
+impl ListableResource for SlimPod {
+    const LIST_KIND: &'static str = Pod::LIST_KIND;
+}
+
+impl Metadata for SlimPod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl SlimPod {
+    /// The slim form of a full pod (tests and benchmarks fill the stores with these).
+    pub fn of(pod: &Pod) -> Self {
+        let slim = |c: &Container| SlimContainer {
+            name: c.name.clone(),
+            resources: c.resources.clone(),
+        };
+        Self {
+            metadata: ObjectMeta {
+                managed_fields: None,
+                ..pod.metadata.clone()
+            },
+            spec: pod.spec.as_ref().map(|spec| SlimPodSpec {
+                node_name: spec.node_name.clone(),
+                containers: spec.containers.iter().map(slim).collect(),
+                init_containers: spec.init_containers.iter().flatten().map(slim).collect(),
+            }),
+            status: pod.status.clone(),
+        }
+    }
+
+    /// A `Pod` with what this one holds (what the pure functions of the operator read).
+    pub fn to_pod(&self) -> Pod {
+        let full = |c: &SlimContainer| Container {
+            name: c.name.clone(),
+            resources: c.resources.clone(),
+            ..Container::default()
+        };
+        Pod {
+            metadata: self.metadata.clone(),
+            spec: self.spec.as_ref().map(|spec| PodSpec {
+                node_name: spec.node_name.clone(),
+                containers: spec.containers.iter().map(full).collect(),
+                init_containers: (!spec.init_containers.is_empty())
+                    .then(|| spec.init_containers.iter().map(full).collect()),
+                ..PodSpec::default()
+            }),
+            status: self.status.clone(),
+        }
+    }
+}
+
+/// An InferenceJob, parsed without its managed fields (see the module documentation).
+#[derive(Clone, Debug, Deserialize)]
+pub struct SlimJob {
+    /// Metadata, without managed fields.
+    #[serde(deserialize_with = "slim_metadata")]
+    pub metadata: ObjectMeta,
+    /// The spec.
+    pub spec: InferenceJobSpec,
+    /// The status.
+    #[serde(default)]
+    pub status: Option<InferenceJobStatus>,
+}
+
+impl kube::Resource for SlimJob {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        InferenceJob::kind(dt)
+    }
+
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        InferenceJob::group(dt)
+    }
+
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        InferenceJob::version(dt)
+    }
+
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        InferenceJob::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl From<SlimJob> for InferenceJob {
+    fn from(job: SlimJob) -> Self {
+        InferenceJob {
+            metadata: job.metadata,
+            spec: job.spec,
+            status: job.status,
+        }
+    }
+}
+
+/// A guarded slim job as the guarded job the controller works on (an invalid one stays
+/// invalid, with its metadata).
+pub fn full_job(job: DeserializeGuard<SlimJob>) -> DeserializeGuard<InferenceJob> {
+    DeserializeGuard(job.0.map(InferenceJob::from))
+}
+
+/// A watch event of guarded slim jobs as one of guarded jobs.
+pub fn full_job_event(
+    event: kube::runtime::watcher::Event<DeserializeGuard<SlimJob>>,
+) -> kube::runtime::watcher::Event<DeserializeGuard<InferenceJob>> {
+    use kube::runtime::watcher::Event;
+    match event {
+        Event::Apply(job) => Event::Apply(full_job(job)),
+        Event::Delete(job) => Event::Delete(full_job(job)),
+        Event::InitApply(job) => Event::InitApply(full_job(job)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use serde_json::json;
+
+    #[test]
+    fn only_what_vramfit_reads_is_parsed() {
+        let text = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "chat-1", "namespace": "team-a", "uid": "u", "resourceVersion": "7",
+                "labels": {"vramfit.io/job": "chat"},
+                "annotations": {"vramfit.io/spec-hash": "abc"},
+                "ownerReferences": [{"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
+                                     "name": "chat", "uid": "j", "controller": true}],
+                "managedFields": [{"manager": "vramfit-operator", "operation": "Apply",
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+            },
+            "spec": {
+                "nodeName": "gpu-1",
+                "containers": [{"name": "inference", "image": "vllm",
+                                "env": [{"name": "A", "value": "b"}],
+                                "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            },
+            "status": {"phase": "Running"},
+        });
+        let slim: SlimPod = serde_json::from_value(text.clone()).unwrap();
+        assert_eq!(slim.metadata.managed_fields, None);
+        assert_eq!(slim.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(slim.metadata.owner_references.as_ref().unwrap()[0].uid, "j");
+        let pod = slim.to_pod();
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("gpu-1"));
+        assert_eq!(spec.containers[0].env, None, "not parsed");
+        assert_eq!(spec.tolerations, None, "not parsed");
+        assert_eq!(crate::node_classes::pod_gpu_request(&pod), 2);
+        let full: Pod = serde_json::from_value(text).unwrap();
+        assert_eq!(SlimPod::of(&full), slim);
+    }
+
+    #[test]
+    fn slim_jobs_are_jobs_without_managed_fields() {
+        let mut job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        job.status = Some(InferenceJobStatus {
+            phase: Some(vramfit_api::Phase::Scheduled),
+            ..Default::default()
+        });
+        let mut text = serde_json::to_value(&job).unwrap();
+        text["metadata"]["managedFields"] = json!([{"manager": "vramfit-operator",
+            "operation": "Apply", "subresource": "status", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:phase": {}}}}]);
+        let slim: DeserializeGuard<SlimJob> = serde_json::from_value(text).unwrap();
+        let seen = full_job(slim).0.unwrap();
+        assert_eq!(seen.metadata, job.metadata);
+        assert_eq!(seen.spec, job.spec);
+        assert_eq!(seen.status, job.status);
+        // A job that passes the schema but not vramfit's types stays reportable.
+        let invalid = json!({"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
+            "metadata": {"name": "bad", "namespace": "team-a", "uid": "u"},
+            "spec": {"runtime": 7}});
+        let slim: DeserializeGuard<SlimJob> = serde_json::from_value(invalid).unwrap();
+        let seen = full_job(slim).0.unwrap_err();
+        assert_eq!(seen.metadata.name.as_deref(), Some("bad"));
+    }
+
+    #[test]
+    fn what_reconcile_reads_survives_the_slim_form() {
+        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        let class = fixtures::class("a10g", 4);
+        let input = vramfit_planner::resolve_job(&job.spec).unwrap();
+        let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default()).unwrap();
+        let pod = crate::desired_pod::desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let failed =
+            fixtures::as_failed(fixtures::created(pod.clone()), "a-1", "OOMKilled", 137, "");
+        // Through JSON, as the watch delivers it.
+        let slim: SlimPod = serde_json::from_value(serde_json::to_value(&failed).unwrap()).unwrap();
+        let seen = slim.to_pod();
+        assert_eq!(crate::oom::classify(&seen), crate::oom::classify(&failed));
+        assert_eq!(crate::desired_pod::recorded_plan(&seen), Some(plan));
+        assert_eq!(
+            crate::desired_pod::recorded_spec_hash(&seen),
+            crate::desired_pod::recorded_spec_hash(&pod)
+        );
+        assert!(crate::desired_pod::metadata_matches(&seen, &pod));
+        assert_eq!(
+            crate::node_classes::pod_gpu_request(&seen),
+            crate::node_classes::pod_gpu_request(&pod)
+        );
+        assert_eq!(
+            crate::controller::owning_job(&seen),
+            crate::controller::owning_job(&pod)
+        );
+    }
+}
