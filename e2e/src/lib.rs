@@ -1040,10 +1040,10 @@ mod tests {
              apiserver_request_total{code=\"200\",group=\"\",resource=\"pods\",subresource=\"\",verb=\"LIST\",version=\"v1\"} 7\n",
         );
         let delta = after.since(&before);
-        assert_eq!(delta.count(&["POST"], "pods", ""), 3);
+        assert_eq!(delta.count(&["POST"], "pods", ""), 5);
         assert_eq!(delta.count(&["POST"], "pods", "binding"), 4);
         assert_eq!(delta.count(&WRITE_VERBS, "inferencejobs", "status"), 0);
-        assert_eq!(delta.writes(), 7, "LIST is not a write");
+        assert_eq!(delta.writes(), 9, "LIST is not a write");
     }
 
     #[test]
