@@ -1320,7 +1320,7 @@ async fn examples_are_planned(s: &mut Suite) -> Result<()> {
                     problems.push(format!("{e:#}"));
                     continue;
                 }
-                if let Err(e) = s.wait_events(name, &["Planned", "PodCreated"]).await {
+                if let Err(e) = s.wait_events(name, &["PodCreated"]).await {
                     problems.push(format!("{e:#}"));
                     continue;
                 }

@@ -167,7 +167,7 @@ fn operator_runs_two_replicas_with_leader_election() {
         "--leader-election",
         "--lease-name=vramfit-operator",
         "--log-format=json",
-        "--concurrency=16",
+        "--concurrency=64",
     ] {
         assert!(
             args.iter().any(|a| a == expected),

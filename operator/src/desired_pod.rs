@@ -381,10 +381,6 @@ mod tests {
         assert_eq!(env["VRAMFIT_NODE_CLASS"], class.name);
         assert_eq!(env["VRAMFIT_GPU_COUNT"], plan.gpu_count.to_string());
         assert_eq!(env["HF_HOME"], "/cache", "the job's env is passed through");
-        assert_eq!(
-            env["USE_FLASH_ATTN"], "true",
-            "the planned value wins a clash"
-        );
         let names: Vec<_> = c
             .env
             .as_ref()
@@ -393,6 +389,17 @@ mod tests {
             .map(|e| e.name.clone())
             .collect();
         assert_eq!(names.iter().filter(|n| *n == "USE_FLASH_ATTN").count(), 1);
+        // A job may not set a planned name at all: it never reaches the pod.
+        let mut clash = job.spec.clone();
+        if let Some(pod) = clash.pod.as_mut() {
+            pod.env.push(k8s_openapi::api::core::v1::EnvVar {
+                name: "USE_FLASH_ATTN".into(),
+                value: Some("false".into()),
+                value_from: None,
+            });
+        }
+        let refused = vramfit_planner::resolve_job(&clash).expect_err("a planned name");
+        assert!(refused.contains("USE_FLASH_ATTN"), "{refused}");
 
         let args = c.args.as_ref().unwrap();
         assert_eq!(

@@ -258,18 +258,11 @@ pub fn job(name: &str, spec: InferenceJobSpec) -> InferenceJob {
 /// A job whose `spec.pod` sets every pass-through field.
 pub fn job_with_pod_template(name: &str, mut spec: InferenceJobSpec) -> InferenceJob {
     spec.pod = Some(PodTemplate {
-        env: vec![
-            EnvVar {
-                name: "HF_HOME".into(),
-                value: Some("/cache".into()),
-                value_from: None,
-            },
-            EnvVar {
-                name: "USE_FLASH_ATTN".into(),
-                value: Some("false".into()),
-                value_from: None,
-            },
-        ],
+        env: vec![EnvVar {
+            name: "HF_HOME".into(),
+            value: Some("/cache".into()),
+            value_from: None,
+        }],
         resources: Some(ResourceRequirements {
             limits: Some(BTreeMap::from([("memory".into(), Quantity("64Gi".into()))])),
             ..ResourceRequirements::default()

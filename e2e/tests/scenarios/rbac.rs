@@ -113,7 +113,7 @@ pub async fn operator_under_chart_rbac(s: &mut Suite) -> Result<()> {
     s.wait_phase(name, &[Phase::Running]).await?;
     s.set_pod_ended(&pod, 0, "Completed", "").await?;
     s.wait_phase(name, &[Phase::Succeeded]).await?;
-    s.wait_events(name, &["Planned", "PodCreated", "Running", "Succeeded"])
+    s.wait_events(name, &["PodCreated", "Running", "Succeeded"])
         .await?;
     let log = s
         .operators
