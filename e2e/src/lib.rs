@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+pub mod crds;
 pub mod rbac;
 
 /// Runs `kubectl` (or `$KUBECTL`) with `args` and the suite's KUBECONFIG; its stdout, or an

@@ -20,13 +20,13 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use vramfit_api::{InferenceJob, Phase};
+use vramfit_e2e::crds::{self, is_not_found};
 use vramfit_e2e::*;
 
 #[path = "scenarios/faults.rs"]
@@ -193,43 +193,12 @@ async fn cleanup(plan: CleanupPlan) -> Result<()> {
             problems.push(format!("{kind} {name}: {e}"));
         }
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    for crd in &plan.crds {
-        if let Err(e) = crds.delete(crd, &DeleteParams::default()).await
-            && !is_not_found(&e)
-        {
-            problems.push(format!("CRD {crd}: {e}"));
-        }
-    }
-    // A CRD goes once the API server has removed its objects: a next run must not find it
-    // Terminating.
-    let gone = eventually(
-        "the suite's CRDs to be gone",
-        Duration::from_secs(60),
-        || async {
-            let mut left = vec![];
-            for crd in &plan.crds {
-                if crds.get_opt(crd).await?.is_some() {
-                    left.push(crd.clone());
-                }
-            }
-            ensure!(left.is_empty(), "{left:?} still there");
-            Ok(())
-        },
-    )
-    .await;
-    if let Err(e) = gone {
-        problems.push(format!("{e:#}"));
-    }
+    crds::remove(&client, &plan.crds, &mut problems).await;
     if problems.is_empty() {
         Ok(())
     } else {
         bail!("{}", problems.join("; "))
     }
-}
-
-fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -394,56 +363,14 @@ async fn setup(plan: Arc<Mutex<CleanupPlan>>) -> Result<Suite> {
     plan.lock().unwrap().run = run.clone();
 
     // CRDs (server-side apply); remember those that were not there, to remove them later.
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd_names = vec![];
-    for entry in std::fs::read_dir(root.join("crds"))? {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
-        for doc in read_yaml_documents(&path)? {
-            let crd: CustomResourceDefinition = serde_json::from_value(doc)
-                .with_context(|| format!("{} is not a CRD", path.display()))?;
-            let name = crd.name_any();
-            if crds.get_opt(&name).await?.is_none() {
-                plan.lock().unwrap().crds.push(name.clone());
-            }
-            crds.patch(
-                &name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .with_context(|| format!("applying CRD {name}"))?;
-            crd_names.push(name);
-        }
-    }
+    let applied = crds::install(&client, &root, |name| {
+        plan.lock().unwrap().crds.push(name.to_string());
+    })
+    .await?;
     ensure!(
-        crd_names.iter().any(|n| n == "inferencejobs.vramfit.io"),
+        applied.all.iter().any(|n| n == "inferencejobs.vramfit.io"),
         "crds/ has no inferencejobs.vramfit.io"
     );
-    for name in &crd_names {
-        eventually(
-            &format!("CRD {name} to be Established"),
-            Duration::from_secs(60),
-            || async {
-                let crd = crds.get(name).await?;
-                let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-                ensure!(
-                    conditions
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True"),
-                    "conditions {:?}",
-                    conditions
-                        .iter()
-                        .map(|c| (&c.type_, &c.status))
-                        .collect::<Vec<_>>()
-                );
-                Ok(())
-            },
-        )
-        .await?;
-    }
 
     // Test namespace.
     let namespaces: Api<Namespace> = Api::all(client.clone());

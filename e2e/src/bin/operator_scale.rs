@@ -38,7 +38,6 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -46,9 +45,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use vramfit_api::{InferenceJob, Phase};
+use vramfit_e2e::crds::{self, is_not_found};
 use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, eventually, free_port, http_get, http_status,
-    proc_cpu_seconds, proc_status_kib, quantile, read_yaml_documents, run_id, workspace_root,
+    proc_cpu_seconds, proc_status_kib, quantile, run_id, workspace_root,
 };
 
 /// Field manager of everything the benchmark writes.
@@ -265,23 +265,12 @@ async fn cleanup(plan: CleanupPlan) -> Result<()> {
             problems.push(format!("{left} nodes {selector} are left"));
         }
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    for crd in &plan.crds {
-        if let Err(error) = crds.delete(crd, &DeleteParams::default()).await
-            && !is_not_found(&error)
-        {
-            problems.push(format!("CRD {crd}: {error}"));
-        }
-    }
+    crds::remove(&client, &plan.crds, &mut problems).await;
     if problems.is_empty() {
         Ok(())
     } else {
         bail!("{}", problems.join("; "))
     }
-}
-
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(s) if s.code == 404)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -378,7 +367,13 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
         logs.display()
     );
 
-    install_crds(&client, &root, &plan).await?;
+    crds::install(&client, &root, |name| {
+        plan.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .crds
+            .push(name.to_string());
+    })
+    .await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace: Namespace = serde_json::from_value(json!({
         "metadata": {"name": ns, "labels": {RUN_LABEL: run}}
@@ -640,56 +635,6 @@ async fn scrape_all(client: &Client) -> Result<(RequestTotals, RequestTotals)> {
     );
     let durations = RequestTotals::parse_metric(&text, "apiserver_request_duration_seconds_sum");
     Ok((totals, durations))
-}
-
-/// Applies `crds/*.yaml`; remembers those that were not installed, to remove them at the end.
-async fn install_crds(
-    client: &Client,
-    root: &std::path::Path,
-    plan: &Arc<Mutex<CleanupPlan>>,
-) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut names = vec![];
-    for entry in std::fs::read_dir(root.join("crds"))? {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
-        for doc in read_yaml_documents(&path)? {
-            let crd: CustomResourceDefinition = serde_json::from_value(doc)
-                .with_context(|| format!("{} is not a CRD", path.display()))?;
-            let name = crd.name_any();
-            if crds.get_opt(&name).await?.is_none() {
-                plan.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .crds
-                    .push(name.clone());
-                crds.create(&PostParams::default(), &crd)
-                    .await
-                    .with_context(|| format!("creating CRD {name}"))?;
-            }
-            names.push(name);
-        }
-    }
-    for name in &names {
-        eventually(
-            &format!("CRD {name} to be Established"),
-            Duration::from_secs(60),
-            || async {
-                let crd = crds.get(name).await?;
-                let established = crd
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                ensure!(established, "not Established yet");
-                Ok(())
-            },
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// A bare pod: one container, one GPU, the GPU toleration (kube-scheduler binds it to a fake
