@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub mod crds;
+pub mod namespaces;
 pub mod rbac;
 
 /// Runs `kubectl` (or `$KUBECTL`) with `args` and the suite's KUBECONFIG; its stdout, or an
@@ -702,16 +703,7 @@ impl RequestTotals {
 
     /// Requests with one of `verbs` on `resource` (any group) and `subresource`.
     pub fn count(&self, verbs: &[&str], resource: &str, subresource: &str) -> u64 {
-        self.0
-            .iter()
-            .filter(|(k, _)| {
-                verbs.contains(&k.verb.as_str())
-                    && k.resource == resource
-                    && k.subresource == subresource
-            })
-            .map(|(_, v)| *v)
-            .sum::<f64>()
-            .round() as u64
+        self.sum(verbs, resource, subresource).round() as u64
     }
 
     /// The sum over requests with one of `verbs` on `resource` and `subresource`, unrounded

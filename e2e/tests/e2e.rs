@@ -27,6 +27,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use vramfit_api::{InferenceJob, Phase};
 use vramfit_e2e::crds::{self, is_not_found};
+use vramfit_e2e::namespaces;
 use vramfit_e2e::*;
 
 #[path = "scenarios/faults.rs"]
@@ -119,36 +120,10 @@ impl Drop for CleanupGuard {
 async fn cleanup(plan: CleanupPlan) -> Result<()> {
     let client = Client::try_default().await?;
     let mut problems = vec![];
-    if let Some(ns) = &plan.namespace {
-        // Pods bound to simulated nodes have no kubelet to confirm their deletion: force it,
-        // or the namespace would stay Terminating.
-        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-        if let Ok(list) = pods.list(&ListParams::default()).await {
-            for pod in list {
-                let _ = pods
-                    .delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
-                    .await;
-            }
-        }
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        if let Err(e) = namespaces.delete(ns, &DeleteParams::background()).await {
-            problems.push(format!("namespace {ns}: {e}"));
-        } else {
-            let gone = eventually(
-                &format!("namespace {ns} to be gone"),
-                Duration::from_secs(60),
-                || async {
-                    match namespaces.get_opt(ns).await? {
-                        None => Ok(()),
-                        Some(n) => bail!("phase {:?}", n.status.and_then(|s| s.phase)),
-                    }
-                },
-            )
-            .await;
-            if let Err(e) = gone {
-                problems.push(format!("{e:#}"));
-            }
-        }
+    if let Some(ns) = &plan.namespace
+        && let Err(e) = namespaces::remove(&client, ns, Duration::from_secs(60)).await
+    {
+        problems.push(format!("{e:#}"));
     }
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");

@@ -45,7 +45,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use vramfit_api::{InferenceJob, Phase};
-use vramfit_e2e::crds::{self, is_not_found};
+use vramfit_e2e::crds;
+use vramfit_e2e::namespaces;
 use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, eventually, free_port, http_get, http_status,
     proc_cpu_seconds, proc_status_kib, quantile, run_id, workspace_root,
@@ -195,44 +196,8 @@ async fn cleanup(plan: CleanupPlan) -> Result<()> {
         let _ = jobs
             .delete_collection(&DeleteParams::background(), &ListParams::default())
             .await;
-        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-        if let Err(error) = pods
-            .delete_collection(
-                &DeleteParams::default().grace_period(0),
-                &ListParams::default(),
-            )
-            .await
-        {
-            problems.push(format!("pods of {ns}: {error}"));
-        }
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        match namespaces.delete(ns, &DeleteParams::background()).await {
-            Err(error) if !is_not_found(&error) => {
-                problems.push(format!("namespace {ns}: {error}"))
-            }
-            _ => {
-                let gone = eventually(
-                    &format!("namespace {ns} to be gone"),
-                    Duration::from_secs(300),
-                    || async {
-                        // Pods the garbage collector or a late write left: force them too.
-                        let _ = pods
-                            .delete_collection(
-                                &DeleteParams::default().grace_period(0),
-                                &ListParams::default(),
-                            )
-                            .await;
-                        match namespaces.get_opt(ns).await? {
-                            None => Ok(()),
-                            Some(n) => bail!("phase {:?}", n.status.and_then(|s| s.phase)),
-                        }
-                    },
-                )
-                .await;
-                if let Err(error) = gone {
-                    problems.push(format!("{error:#}"));
-                }
-            }
+        if let Err(error) = namespaces::remove(&client, ns, Duration::from_secs(300)).await {
+            problems.push(format!("{error:#}"));
         }
     }
     if plan.nodes {
