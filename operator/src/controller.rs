@@ -20,6 +20,8 @@
 //!
 //! Every watch lists in pages of [`LIST_PAGE`] and retries with kube's default backoff; its
 //! errors are logged and it resumes.
+//! A relist (after `410 Expired`, e.g. once the API server is back) triggers
+//! reconciles only when the store holds the whole new list: see [`crate::relist`].
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -45,6 +47,7 @@ use crate::http::Health;
 use crate::metrics::Metrics;
 use crate::node_classes::{allocatable_gpus, is_schedulable, pod_gpu_request};
 use crate::reconcile::{error_policy, reconcile};
+use crate::relist::{ChangedPodOwners, applied_after_relist};
 use crate::slim::{SlimJob, SlimPod, full_job_event};
 
 /// Field selector of the GPU accounting pod store.
@@ -114,9 +117,11 @@ pub async fn run(
         if matches!(event, Ok(watcher::Event::InitDone)) {
             ready_health.set_synced(true);
         }
-    })
-    .applied_objects();
-    let controller = Controller::for_stream(job_events, job_store.clone());
+    });
+    let controller = Controller::for_stream(
+        applied_after_relist(job_events, job_store.clone()),
+        job_store.clone(),
+    );
     let ctx = Arc::new(Context::new(
         client.clone(),
         metrics.clone(),
@@ -244,7 +249,8 @@ pub fn wake_stream(
 pub type JobRef = ObjectRef<DeserializeGuard<InferenceJob>>;
 
 /// Runs the four reflectors that fill the stores; returns only if all of them end. Each job
-/// pod's change is sent on `pod_changes` (as its job) once the store holds it.
+/// pod's change is sent on `pod_changes` (as its job) once the store holds it (after a relist:
+/// once the whole new list is in, see [`crate::relist`]).
 pub async fn drive_reflectors(
     client: Client,
     writers: StoreWriters,
@@ -353,22 +359,19 @@ pub async fn drive_reflectors(
         futures::future::ready(())
     });
 
+    let job_pod_store = job_pods.as_reader();
+    let mut changed_owners = ChangedPodOwners::default();
     let job_pods = watcher(Api::<SlimPod>::all(client), list_config().labels(JOB_LABEL))
         .default_backoff()
         .reflect(job_pods)
         .for_each(move |event| {
             match event {
-                Ok(
-                    watcher::Event::Apply(pod)
-                    | watcher::Event::InitApply(pod)
-                    | watcher::Event::Delete(pod),
-                ) => {
-                    if let Some(job) = owning_job(&pod) {
+                Ok(event) => {
+                    for job in changed_owners.observe(&event, &job_pod_store) {
                         // Fails only once the controller has stopped: nothing left to trigger.
                         let _ = pod_changes.unbounded_send(job);
                     }
                 }
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
                 Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
             }
             futures::future::ready(())

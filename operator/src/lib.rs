@@ -34,11 +34,14 @@ pub mod oom;
 pub mod permissions;
 pub mod placement;
 pub mod reconcile;
+pub mod relist;
 pub mod reservations;
 pub mod slim;
 
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod relist_tests;
 #[cfg(test)]
 mod verifier;
 

@@ -17,7 +17,7 @@ use crate::reconcile::reconcile;
 use crate::verifier::{ApiServerVerifier, test_context};
 
 /// Runs one reconcile while `script` answers its requests; returns its action.
-async fn run<F>(
+pub(crate) async fn run<F>(
     ctx: &Arc<Context>,
     job: &InferenceJob,
     api: &mut ApiServerVerifier,
@@ -39,7 +39,7 @@ where
 }
 
 /// The job with the status the verifier saw written.
-fn with_status(job: &InferenceJob, body: &Value) -> InferenceJob {
+pub(crate) fn with_status(job: &InferenceJob, body: &Value) -> InferenceJob {
     let mut job = job.clone();
     let status: InferenceJobStatus = serde_json::from_value(body["status"].clone()).unwrap();
     job.status = Some(status);
@@ -48,11 +48,11 @@ fn with_status(job: &InferenceJob, body: &Value) -> InferenceJob {
 }
 
 /// The pod the verifier saw applied, as the store would show it once created.
-fn created_pod(body: &Value) -> Pod {
+pub(crate) fn created_pod(body: &Value) -> Pod {
     fixtures::created(serde_json::from_value(body.clone()).unwrap())
 }
 
-fn a10g_cluster(writers: &mut StoreWriters) {
+pub(crate) fn a10g_cluster(writers: &mut StoreWriters) {
     writers.apply_node(fixtures::gpu_node("a-1", "a10g", 4, 4));
     writers.mark_ready();
 }
@@ -74,7 +74,7 @@ fn condition(status: &Value, type_: &str) -> Value {
 }
 
 /// The first reconcile of `chat` on an A10G cluster: returns (pod body, status body).
-async fn first_reconcile(
+pub(crate) async fn first_reconcile(
     ctx: &Arc<Context>,
     api: &mut ApiServerVerifier,
     job: &InferenceJob,

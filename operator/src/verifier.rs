@@ -39,7 +39,7 @@ pub fn test_context() -> (Arc<Context>, ApiServerVerifier, StoreWriters) {
     (Arc::new(ctx), ApiServerVerifier { handle }, writers)
 }
 
-fn respond(send: SendResponse<Response<Body>>, status: u16, body: &Value) {
+pub fn respond(send: SendResponse<Response<Body>>, status: u16, body: &Value) {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     match Response::builder().status(status).body(Body::from(bytes)) {
         Ok(response) => send.send_response(response),
