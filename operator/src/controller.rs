@@ -18,8 +18,9 @@
 //! `.owns()` would open a second watch whose event can arrive before the store has the
 //! change: the reconcile would read the old state and nothing would trigger another.)
 //!
-//! Every watch lists in pages of [`LIST_PAGE`] and retries with kube's default backoff; its
-//! errors are logged and it resumes.
+//! Every watch lists in pages of [`LIST_PAGE`] and retries with kube's default backoff, except
+//! that `410 Expired` lists again at once ([`crate::watch_retry`]); its errors are logged and it
+//! resumes.
 //! A relist (after `410 Expired`, e.g. once the API server is back) triggers
 //! reconciles only when the store holds the whole new list: see [`crate::relist`].
 use std::collections::HashMap;
@@ -49,6 +50,7 @@ use crate::node_classes::{allocatable_gpus, is_schedulable, pod_gpu_request};
 use crate::reconcile::{error_policy, reconcile};
 use crate::relist::{ChangedPodOwners, applied_after_relist};
 use crate::slim::{SlimJob, SlimPod, full_job_event};
+use crate::watch_retry::{relist_expired_at_once, with_backoff};
 
 /// Field selector of the GPU accounting pod store.
 pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -106,9 +108,13 @@ pub async fn run(
     let ready_health = health.clone();
     let job_events = reflector(
         job_writer,
-        watcher(
-            Api::<DeserializeGuard<SlimJob>>::all(client.clone()),
-            list_config(),
+        // The Controller backs its trigger stream off after an error.
+        relist_expired_at_once(
+            "inferencejobs",
+            watcher(
+                Api::<DeserializeGuard<SlimJob>>::all(client.clone()),
+                list_config(),
+            ),
         )
         .map_ok(full_job_event)
         .modify(trim_job),
@@ -268,43 +274,47 @@ pub async fn drive_reflectors(
     let node_wake = wake.clone();
     let node_version = inventory_version.clone();
     let mut fingerprints: HashMap<String, u64> = HashMap::new();
-    let nodes = watcher(Api::<Node>::all(client.clone()), list_config())
-        .default_backoff()
-        .modify(trim_node)
-        .reflect(nodes)
-        .for_each(move |event| {
-            match event {
-                Ok(watcher::Event::Apply(node)) => {
-                    let fingerprint = node_fingerprint(&node);
-                    if fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint) {
-                        node_version.fetch_add(1, Ordering::AcqRel);
-                        node_wake.notify_one();
-                    }
-                }
-                Ok(watcher::Event::InitApply(node)) => {
-                    fingerprints.insert(node.name_any(), node_fingerprint(&node));
-                }
-                Ok(watcher::Event::Delete(node)) => {
-                    fingerprints.remove(&node.name_any());
-                    node_version.fetch_add(1, Ordering::AcqRel);
-                }
-                Ok(watcher::Event::InitDone) => {
+    let nodes = with_backoff(
+        "nodes",
+        watcher(Api::<Node>::all(client.clone()), list_config()),
+    )
+    .modify(trim_node)
+    .reflect(nodes)
+    .for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Apply(node)) => {
+                let fingerprint = node_fingerprint(&node);
+                if fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint) {
                     node_version.fetch_add(1, Ordering::AcqRel);
                     node_wake.notify_one();
                 }
-                Ok(watcher::Event::Init) => {}
-                Err(error) => warn!(%error, "node watch failed; retrying"),
             }
-            futures::future::ready(())
-        });
+            Ok(watcher::Event::InitApply(node)) => {
+                fingerprints.insert(node.name_any(), node_fingerprint(&node));
+            }
+            Ok(watcher::Event::Delete(node)) => {
+                fingerprints.remove(&node.name_any());
+                node_version.fetch_add(1, Ordering::AcqRel);
+            }
+            Ok(watcher::Event::InitDone) => {
+                node_version.fetch_add(1, Ordering::AcqRel);
+                node_wake.notify_one();
+            }
+            Ok(watcher::Event::Init) => {}
+            Err(error) => warn!(%error, "node watch failed; retrying"),
+        }
+        futures::future::ready(())
+    });
 
     let class_wake = wake.clone();
     let class_version = inventory_version;
-    let classes = watcher(
-        Api::<DeserializeGuard<GpuNodeClass>>::all(client.clone()),
-        list_config(),
+    let classes = with_backoff(
+        "gpunodeclasses",
+        watcher(
+            Api::<DeserializeGuard<GpuNodeClass>>::all(client.clone()),
+            list_config(),
+        ),
     )
-    .default_backoff()
     .reflect(node_classes)
     .for_each(move |event| {
         match event {
@@ -326,11 +336,13 @@ pub async fn drive_reflectors(
     });
 
     let pod_wake = wake;
-    let gpu_pods = watcher(
-        Api::<SlimPod>::all(client.clone()),
-        list_config().fields(NON_TERMINAL_PODS),
+    let gpu_pods = with_backoff(
+        "pods (GPU accounting)",
+        watcher(
+            Api::<SlimPod>::all(client.clone()),
+            list_config().fields(NON_TERMINAL_PODS),
+        ),
     )
-    .default_backoff()
     .for_each(move |event| {
         match event.map(|event| full_pods(&event)) {
             Ok(event) => {
@@ -361,21 +373,23 @@ pub async fn drive_reflectors(
 
     let job_pod_store = job_pods.as_reader();
     let mut changed_owners = ChangedPodOwners::default();
-    let job_pods = watcher(Api::<SlimPod>::all(client), list_config().labels(JOB_LABEL))
-        .default_backoff()
-        .reflect(job_pods)
-        .for_each(move |event| {
-            match event {
-                Ok(event) => {
-                    for job in changed_owners.observe(&event, &job_pod_store) {
-                        // Fails only once the controller has stopped: nothing left to trigger.
-                        let _ = pod_changes.unbounded_send(job);
-                    }
+    let job_pods = with_backoff(
+        "pods (job pods)",
+        watcher(Api::<SlimPod>::all(client), list_config().labels(JOB_LABEL)),
+    )
+    .reflect(job_pods)
+    .for_each(move |event| {
+        match event {
+            Ok(event) => {
+                for job in changed_owners.observe(&event, &job_pod_store) {
+                    // Fails only once the controller has stopped: nothing left to trigger.
+                    let _ = pod_changes.unbounded_send(job);
                 }
-                Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
             }
-            futures::future::ready(())
-        });
+            Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
+        }
+        futures::future::ready(())
+    });
 
     futures::join!(nodes, classes, gpu_pods, job_pods);
 }

@@ -37,6 +37,7 @@ pub mod reconcile;
 pub mod relist;
 pub mod reservations;
 pub mod slim;
+pub mod watch_retry;
 
 #[cfg(test)]
 mod reconcile_tests;
