@@ -1,6 +1,7 @@
 //! Decisions shared by every runtime: whether a class may run the job at all, dtype,
 //! flash attention, TF32, allocator settings, memory fraction, image tiles (docs/planning.md).
-use vramfit_api::{Dtype, DtypeRequest, Fallback};
+use vramfit_api::labels::ComputeCapability;
+use vramfit_api::{Dtype, DtypeRequest, Fallback, Runtime};
 
 use crate::job_input::JobInput;
 use crate::node_class::NodeClass;
@@ -79,9 +80,15 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
         }
     };
 
-    let flash_attention = if !cc.supports_bf16() {
+    let flash_attention = if !flash_attention_kernels(job.runtime, cc) {
         reasons.push(format!(
-            "flash attention off: compute capability {cc} < 8.0"
+            "flash attention off: compute capability {cc} < {}{}",
+            flash_attention_min_capability(job.runtime),
+            if job.runtime == Runtime::Llamacpp {
+                " (llama.cpp's CUDA kernels)"
+            } else {
+                " (flash-attn kernels)"
+            }
         ));
         false
     } else if job.overrides.flash_attention == Some(false) {
@@ -91,7 +98,15 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
         reasons.push("flash attention off: step down after an out-of-memory failure".to_string());
         false
     } else {
-        reasons.push(format!("flash attention on: compute capability {cc} ≥ 8.0"));
+        reasons.push(format!(
+            "flash attention on: compute capability {cc} ≥ {}{}",
+            flash_attention_min_capability(job.runtime),
+            if job.runtime == Runtime::Llamacpp {
+                " (llama.cpp's own kernels)"
+            } else {
+                ""
+            }
+        ));
         true
     };
     let tf32 = cc.supports_bf16();
@@ -146,6 +161,20 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
         max_tiles,
         reasons,
     }
+}
+
+/// Lowest compute capability with flash-attention kernels for `runtime`: the flash-attn
+/// kernels of transformers and vLLM need Ampere; llama.cpp ships its own (an FP32 vector
+/// kernel among them) for every CUDA GPU it supports, Pascal included (docs/planning.md).
+pub fn flash_attention_min_capability(runtime: Runtime) -> ComputeCapability {
+    match runtime {
+        Runtime::Llamacpp => ComputeCapability::new(6, 0),
+        Runtime::Transformers | Runtime::Vllm | Runtime::Custom => ComputeCapability::new(8, 0),
+    }
+}
+
+fn flash_attention_kernels(runtime: Runtime, cc: ComputeCapability) -> bool {
+    cc >= flash_attention_min_capability(runtime)
 }
 
 /// MiB as `12.3 GiB`.

@@ -39,22 +39,61 @@ impl Budget<'_> {
             .saturating_sub(LLAMACPP_OVERHEAD_MIB)
     }
 
-    fn weights_per_layer(&self) -> u64 {
-        let file = self.job.model.gguf_file_bytes.unwrap_or(0);
-        memory::div_ceil(file, u64::from(self.job.model.layers))
+    /// The transformer blocks (GGUF `block_count`).
+    fn blocks(&self) -> u32 {
+        self.job.model.layers
     }
 
-    fn per_layer_bytes(&self, kv: KvCacheType) -> u64 {
-        self.weights_per_layer()
-            + memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)
+    /// One block's share of the file: more than a block, since the file also holds the token
+    /// embeddings (kept in host memory) and the output layer.
+    fn unit_bytes(&self) -> u64 {
+        memory::div_ceil(
+            self.job.model.gguf_file_bytes.unwrap_or(0),
+            u64::from(self.blocks()),
+        )
     }
 
-    /// Layers that fit on `gpus` GPUs (llama.cpp splits layers across GPUs).
+    /// Weights on the GPUs for `--n-gpu-layers n`. All `blocks + 1` layers: at most the whole
+    /// file. Fewer: `n` shares plus one for the output layer, which builds from llama.cpp
+    /// PR 18148 on offload first (earlier builds offload `n` blocks and keep it on the CPU).
+    fn weights_bytes(&self, n: u32) -> u64 {
+        if n > self.blocks() {
+            self.job.model.gguf_file_bytes.unwrap_or(0)
+        } else if n == 0 {
+            0
+        } else {
+            self.unit_bytes() * u64::from(n + 1)
+        }
+    }
+
+    /// KV cache on the GPUs: one per offloaded block (the output layer has none).
+    fn kv_bytes(&self, n: u32, kv: KvCacheType) -> u64 {
+        memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)
+            * u64::from(n.min(self.blocks()))
+    }
+
+    fn bytes(&self, n: u32, kv: KvCacheType) -> u64 {
+        self.weights_bytes(n) + self.kv_bytes(n, kv)
+    }
+
+    /// The largest `--n-gpu-layers` whose layers fit on `gpus` GPUs (llama.cpp splits layers
+    /// across GPUs), at most `blocks + 1`.
     fn layers_that_fit(&self, gpus: u32, kv: KvCacheType) -> u32 {
         let budget = self.per_gpu_mib() * MIB * u64::from(gpus);
-        let fit = budget / self.per_layer_bytes(kv).max(1);
-        fit.min(u64::from(self.job.model.layers)) as u32
+        let all = total_layers(self.job);
+        if self.bytes(all, kv) <= budget {
+            return all;
+        }
+        (0..=self.blocks())
+            .rev()
+            .find(|&n| self.bytes(n, kv) <= budget)
+            .unwrap_or(0)
     }
+}
+
+/// Layers as llama.cpp counts them for `--n-gpu-layers`: the blocks and the output layer.
+pub fn total_layers(job: &JobInput) -> u32 {
+    job.model.layers + 1
 }
 
 /// Sizes a GGUF job on a class.
@@ -97,7 +136,7 @@ pub fn size(
         );
     }
 
-    let total_layers = job.model.layers;
+    let total_layers = total_layers(job);
     let wanted = match job.gpu_layers {
         GpuLayers::Auto => total_layers,
         GpuLayers::Count(n) => n.min(total_layers),
@@ -123,8 +162,8 @@ pub fn size(
             let fit = budget.layers_that_fit(hi, kv);
             if fit == 0 {
                 return Err(format!(
-                    "not one layer fits: {} per layer with KV {}, {} budget per GPU",
-                    gib(memory::mib(budget.per_layer_bytes(kv))),
+                    "not one layer fits: {} for one layer with KV {}, {} budget per GPU",
+                    gib(memory::mib(budget.bytes(1, kv))),
                     kv.as_str(),
                     gib(budget.per_gpu_mib())
                 ));
@@ -164,21 +203,16 @@ pub fn size(
     }
     let pinned = matches!(job.gpu_layers, GpuLayers::Count(_));
     reasons.push(format!(
-        "GPU layers {layers}/{total_layers}{} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {} less {LLAMACPP_OVERHEAD_MIB} MiB)",
+        "GPU layers {layers}/{total_layers} ({} blocks and the output layer){} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {} less {LLAMACPP_OVERHEAD_MIB} MiB)",
+        job.model.layers,
         if pinned { " (pinned by the job)" } else { "" },
         gib(budget.per_gpu_mib()),
         gib(class.memory_mib),
     ));
 
-    let per_gpu = |bytes_per_layer: u64| {
-        memory::mib(bytes_per_layer * u64::from(layers)).div_ceil(u64::from(gpus))
-    };
-    let weights_mib = per_gpu(budget.weights_per_layer());
-    let kv_cache_mib = per_gpu(memory::kv_cache_bytes_per_layer(
-        &job.model,
-        job.tokens(),
-        kv,
-    ));
+    let per_gpu = |bytes: u64| memory::mib(bytes).div_ceil(u64::from(gpus));
+    let weights_mib = per_gpu(budget.weights_bytes(layers));
+    let kv_cache_mib = per_gpu(budget.kv_bytes(layers, kv));
     Ok(LlamaCppSizing {
         gpu_count: gpus,
         llama_cpp: LlamaCppPlan {

@@ -47,6 +47,18 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
             fraction(plan.memory_fraction_percent),
         ),
         ("VRAMFIT_CONTEXT_LENGTH", plan.context_length.to_string()),
+    ];
+    if let Some(l) = plan.llama_cpp {
+        // A llama.cpp server reads none of PyTorch's or the teams' script names: it gets its
+        // flags and the plan's description only.
+        env.push(("VRAMFIT_LLAMACPP_GPU_LAYERS", l.gpu_layers.to_string()));
+        env.push((
+            "VRAMFIT_KV_CACHE_TYPE",
+            l.kv_cache_type.as_str().to_string(),
+        ));
+        return owned(env);
+    }
+    env.extend([
         ("TORCH_DTYPE", plan.dtype.as_str().to_string()),
         (
             "USE_QUANTIZATION",
@@ -62,7 +74,7 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
             "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
             if plan.tf32 { "1" } else { "0" }.to_string(),
         ),
-    ];
+    ]);
     if let Some(bits) = plan.quantization.bits() {
         env.push(("QUANTIZATION_BITS", bits.to_string()));
     }
@@ -70,13 +82,10 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
         env.push(("MAX_TILES", tiles.to_string()));
         env.push(("VRAMFIT_MAX_TILES", tiles.to_string()));
     }
-    if let Some(l) = plan.llama_cpp {
-        env.push(("VRAMFIT_LLAMACPP_GPU_LAYERS", l.gpu_layers.to_string()));
-        env.push((
-            "VRAMFIT_KV_CACHE_TYPE",
-            l.kv_cache_type.as_str().to_string(),
-        ));
-    }
+    owned(env)
+}
+
+fn owned(env: Vec<(&str, String)>) -> Vec<(String, String)> {
     env.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
@@ -111,6 +120,8 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
                 flag("--parallel", job.batch_size.to_string());
                 flag("--cache-type-k", l.kv_cache_type.as_str().to_string());
                 flag("--cache-type-v", l.kv_cache_type.as_str().to_string());
+                // A value, not a bare switch: the form of llama.cpp b6327 and later
+                // (docs/runtime-contracts.md).
                 flag(
                     "--flash-attn",
                     if plan.flash_attention { "on" } else { "off" }.to_string(),

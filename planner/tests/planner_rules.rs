@@ -167,13 +167,15 @@ fn llamacpp_offloads_everything_that_fits_and_steps_kv_down_first() {
             l.kv_cache_type,
             h100.gpu_count
         ),
-        (80, 80, KvCacheType::F16, 1)
+        (81, 81, KvCacheType::F16, 1),
+        "80 blocks and the output layer"
     );
     // One L40S: not all 80 layers fit, even with q4_0: partial offload with the smallest KV.
     let l40s = plan(&j, "l40s-x1").unwrap();
     let l = l40s.llama_cpp.unwrap();
     assert_eq!(l.kv_cache_type, KvCacheType::Q4_0);
     assert!(l.gpu_layers < 80 && l.gpu_layers > 40, "{l:?}");
+    assert_eq!(l.total_layers, 81);
     assert!(
         l40s.reasons
             .iter()
@@ -187,11 +189,18 @@ fn llamacpp_offloads_everything_that_fits_and_steps_kv_down_first() {
 #[test]
 fn llamacpp_without_flash_attention_keeps_the_kv_cache_f16() {
     let j = job(
-        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768, overrides: {flashAttention: false}}",
     );
     let v100 = plan(&j, "v100-16gb-x4").unwrap();
     assert_eq!(v100.llama_cpp.unwrap().kv_cache_type, KvCacheType::F16);
     assert!(!v100.flash_attention);
+    assert!(
+        v100.reasons
+            .iter()
+            .any(|r| r.contains("quantized V cache needs flash attention")),
+        "{:?}",
+        v100.reasons
+    );
 }
 
 #[test]
@@ -342,7 +351,7 @@ fn runtime_flags_for_vllm_and_llamacpp() {
         workload::runtime_args(&l, &p),
         [
             "--n-gpu-layers",
-            "32",
+            "33",
             "--ctx-size",
             "8192",
             "--parallel",

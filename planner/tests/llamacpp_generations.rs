@@ -1,0 +1,137 @@
+//! llama.cpp on Pascal, Volta and Turing (docs/planning.md): its own flash-attention kernels
+//! run there, so every KV-cache type is open, and a smaller cache offloads more layers.
+mod common;
+
+use common::{class, job};
+use vramfit_api::labels::ComputeCapability;
+use vramfit_api::{Fallback, KvCacheType, Plan};
+use vramfit_planner::{JobInput, NodeClass, plan_for_class, workload};
+
+/// The seed's card (DOMAIN §7): a Quadro P4000, Pascal, 8 GB.
+fn p4000() -> NodeClass {
+    NodeClass::new(
+        "p4000-x1",
+        "Quadro P4000",
+        1,
+        8_119,
+        Some(ComputeCapability::new(6, 1)),
+    )
+}
+
+/// The seed's job: a 7B GGUF with a long context, only `kv` allowed.
+fn long_context(kv: &str) -> JobInput {
+    job(&format!(
+        "{{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, \
+         contextLength: 32768, llamaCpp: {{kvCacheTypes: [{kv}]}}}}"
+    ))
+}
+
+fn on(class: &NodeClass, j: &JobInput) -> Plan {
+    plan_for_class(j, class, &Fallback::default()).expect("plans")
+}
+
+fn layers(p: &Plan) -> u32 {
+    p.llama_cpp.expect("a llama.cpp plan").gpu_layers
+}
+
+#[test]
+fn the_seed_pascal_card_offloads_more_layers_with_a_quantized_cache() {
+    let card = p4000();
+    let f16 = on(&card, &long_context("f16"));
+    let q8 = on(&card, &long_context("q8_0"));
+    let q4 = on(&card, &long_context("q4_0"));
+    assert!(f16.flash_attention && q8.flash_attention && q4.flash_attention);
+    assert!(
+        layers(&f16) < layers(&q8) && layers(&q8) < layers(&q4),
+        "f16 {}, q8_0 {}, q4_0 {}",
+        layers(&f16),
+        layers(&q8),
+        layers(&q4)
+    );
+    // q4_0 takes the whole model: 32 blocks and the output layer.
+    assert_eq!(layers(&q4), 33);
+    // Left to choose, the planner takes the best cache that offloads everything.
+    let auto = on(
+        &card,
+        &job(
+            "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+        ),
+    );
+    let l = auto.llama_cpp.unwrap();
+    assert_eq!((l.kv_cache_type, l.gpu_layers), (KvCacheType::Q4_0, 33));
+    for p in [&f16, &q8, &q4] {
+        assert!(p.memory.needed_per_gpu_mib <= p.memory.usable_per_gpu_mib);
+    }
+}
+
+#[test]
+fn every_kv_cache_type_runs_with_flash_attention_on_pascal_volta_and_turing() {
+    let cards = [p4000(), class("v100-16gb-x4"), class("t4-x1")];
+    for card in &cards {
+        for kv in ["f16", "q8_0", "q4_0"] {
+            let j = long_context(kv);
+            let p = on(card, &j);
+            assert!(p.flash_attention, "{} {kv}: {:?}", card.name, p.reasons);
+            assert_eq!(p.llama_cpp.unwrap().kv_cache_type.as_str(), kv);
+            let args = workload::runtime_args(&j, &p);
+            for flag in ["--cache-type-k", "--cache-type-v"] {
+                let at = args.iter().position(|a| a == flag).expect(flag);
+                assert_eq!(args[at + 1], kv, "{} {flag}", card.name);
+            }
+            let at = args.iter().position(|a| a == "--flash-attn").unwrap();
+            assert_eq!(args[at + 1], "on");
+            let at = args.iter().position(|a| a == "--n-gpu-layers").unwrap();
+            assert_eq!(args[at + 1], layers(&p).to_string(), "flag and plan agree");
+        }
+    }
+}
+
+#[test]
+fn below_pascal_llamacpp_has_no_flash_attention_and_keeps_f16() {
+    let maxwell = NodeClass::new(
+        "m40-x1",
+        "Tesla M40 24GB",
+        1,
+        22_945,
+        Some(ComputeCapability::new(5, 2)),
+    );
+    let p = on(
+        &maxwell,
+        &job(
+            "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+        ),
+    );
+    assert!(!p.flash_attention);
+    assert_eq!(p.llama_cpp.unwrap().kv_cache_type, KvCacheType::F16);
+}
+
+#[test]
+fn full_offload_counts_the_output_layer_and_partial_counts_do_not_exceed_the_blocks() {
+    let j = job(
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+    );
+    let h100 =
+        vramfit_planner::plan_for_class(&j, &class("h100-80gb-x8"), &Fallback::default()).unwrap();
+    let l = h100.llama_cpp.unwrap();
+    assert_eq!((l.gpu_layers, l.total_layers), (81, 81));
+    let l40s = on(&class("l40s-x1"), &j).llama_cpp.unwrap();
+    assert!(
+        l40s.gpu_layers <= 80,
+        "a partial count is blocks only: {l40s:?}"
+    );
+    assert_eq!(l40s.total_layers, 81);
+}
+
+#[test]
+fn a_llamacpp_server_gets_only_the_plans_description_as_env() {
+    let j = long_context("q8_0");
+    let p = on(&p4000(), &j);
+    let env = workload::plan_env(&j, &p);
+    let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(names.iter().all(|n| n.starts_with("VRAMFIT_")), "{names:?}");
+    let layers_env = env
+        .iter()
+        .find(|(k, _)| k == "VRAMFIT_LLAMACPP_GPU_LAYERS")
+        .map(|(_, v)| v.clone());
+    assert_eq!(layers_env, Some(layers(&p).to_string()));
+}
