@@ -20,6 +20,10 @@ pub const OOM_MARKERS: &[&str] = &[
     "cudamalloc failed: out of memory",
     // vLLM when the weights leave no room for the KV cache.
     "no available memory for the cache blocks",
+    // vLLM V1 when the KV cache left cannot hold one sequence of --max-model-len ("… KV cache
+    // is needed, which is larger than the available KV cache memory (… GiB)"). Its out of
+    // memory while profiling or warming up says "CUDA out of memory", matched above.
+    "larger than the available kv cache memory",
 ];
 
 /// Longest message kept in status (the termination message can hold 4 KiB of logs).
@@ -351,6 +355,8 @@ mod tests {
             "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 5120.00 MiB on device 0: cudaMalloc failed: out of memory",
             "llama_model_load: error loading model: failed to allocate CUDA0 buffer of size 4404019200",
             "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+            "(EngineCore_0 pid=81) ValueError: To serve at least one request with the models's max seq len (32768), (4.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.11 GiB).\nRuntimeError: Engine core initialization failed. See root cause above.",
+            "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
         ] {
             let pod = fixtures::failed_pod("chat-1", "gpu-a", "Error", 1, text);
             let state = classify(&pod);

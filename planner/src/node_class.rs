@@ -158,6 +158,14 @@ impl NodeClass {
         after_buffer.min(by_fraction)
     }
 
+    /// The usable memory as a whole percent of VRAM, rounded down: what vLLM's
+    /// `--gpu-memory-utilization` takes, so that vLLM never claims more than the plan budgets.
+    pub fn usable_percent(&self) -> u32 {
+        (self.usable_per_gpu_mib() * 100)
+            .checked_div(self.memory_mib)
+            .unwrap_or(0) as u32
+    }
+
     /// The model's short name (`A10G`), or the product name for unknown models.
     pub fn describe_model(&self) -> &str {
         gpu_catalog::identify(&self.product).map_or(self.product.as_str(), |m| m.name)

@@ -125,11 +125,24 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
             class.pytorch_cuda_alloc_conf.clone()
         }
     };
-    reasons.push(format!(
-        "memory fraction {:.2}: tier {}",
-        f64::from(class.memory_fraction_percent) / 100.0,
-        class.tier.as_str()
-    ));
+    // vLLM takes one share of VRAM for weights, activations and its KV cache: the share the
+    // plan budgets (VRAM less the tier's buffer), not the PyTorch process fraction.
+    let memory_fraction_percent = if job.runtime == Runtime::Vllm {
+        let percent = class.usable_percent();
+        reasons.push(format!(
+            "memory fraction {:.2} (--gpu-memory-utilization): the share of VRAM the plan budgets, {} buffer kept free",
+            f64::from(percent) / 100.0,
+            gib(class.memory_mib - class.memory_mib * u64::from(percent) / 100)
+        ));
+        percent
+    } else {
+        reasons.push(format!(
+            "memory fraction {:.2}: tier {}",
+            f64::from(class.memory_fraction_percent) / 100.0,
+            class.tier.as_str()
+        ));
+        class.memory_fraction_percent
+    };
 
     let max_tiles = job.model.vision.then(|| {
         let (base, why) = match (job.overrides.max_tiles, class.max_tiles) {
@@ -157,7 +170,7 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
         flash_attention,
         tf32,
         pytorch_cuda_alloc_conf,
-        memory_fraction_percent: class.memory_fraction_percent,
+        memory_fraction_percent,
         max_tiles,
         reasons,
     }

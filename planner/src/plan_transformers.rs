@@ -7,6 +7,7 @@ use crate::job_input::JobInput;
 use crate::memory::{self, TransformerNeed};
 use crate::node_class::NodeClass;
 use crate::plan_common::gib;
+use crate::runtime_vllm;
 
 /// How a transformer job fits a class.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,16 +48,27 @@ pub fn size(
     dtype: Dtype,
 ) -> Result<TransformerSizing, String> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
+    let mut reasons = Vec::new();
     let quantizations: Vec<Quantization> = job
         .quantizations
         .iter()
         .copied()
         .filter(|q| fallback.min_quantization.is_none_or(|min| *q >= min))
+        .filter(|&q| match runtime_level(job, class, q) {
+            Ok(()) => true,
+            Err(why) => {
+                reasons.push(why);
+                false
+            }
+        })
         .collect();
     let Some(&most_compact) = quantizations.last() else {
-        return Err("no allowed quantization is left after step-downs".into());
+        return Err(match reasons.pop() {
+            Some(why) => format!("no allowed quantization is left: {why}"),
+            None => "no allowed quantization is left after step-downs".into(),
+        });
     };
-    let usable = class.usable_per_gpu_mib();
+    let usable = usable_per_gpu_mib(job, class);
     let need =
         |q, n| memory::transformer_need(&job.model, q, job.tokens(), job.prefill_tokens(), n);
     let fits = |q, n| need(q, n).per_gpu_mib() <= usable;
@@ -84,7 +96,6 @@ pub fn size(
     };
 
     let chosen = need(quantization, gpu_count);
-    let mut reasons = Vec::new();
     reasons.push(quantization_reason(
         job,
         class,
@@ -108,9 +119,27 @@ pub fn size(
     Ok(TransformerSizing {
         gpu_count,
         quantization,
-        memory: estimate(chosen, class),
+        memory: estimate(chosen, class, usable),
         reasons,
     })
+}
+
+/// Whether the runtime can run quantization level `q` on the class: vLLM has no in-flight
+/// 8-bit below compute capability 8.0.
+fn runtime_level(job: &JobInput, class: &NodeClass, q: Quantization) -> Result<(), String> {
+    if job.runtime == Runtime::Vllm && q == Quantization::Int8 {
+        runtime_vllm::eight_bit(class.capability)?;
+    }
+    Ok(())
+}
+
+/// Memory a plan may fill per GPU: under vLLM, exactly the whole-percent share passed as
+/// `--gpu-memory-utilization`.
+fn usable_per_gpu_mib(job: &JobInput, class: &NodeClass) -> u64 {
+    match job.runtime {
+        Runtime::Vllm => class.memory_mib * u64::from(class.usable_percent()) / 100,
+        _ => class.usable_per_gpu_mib(),
+    }
 }
 
 /// vLLM's tensor parallelism splits attention and KV heads evenly across GPUs.
@@ -129,7 +158,7 @@ fn quantization_reason(
     gpus: u32,
     need: &dyn Fn(Quantization, u32) -> TransformerNeed,
 ) -> String {
-    let usable = gib(class.usable_per_gpu_mib());
+    let usable = gib(usable_per_gpu_mib(job, class));
     let model = class.describe_model();
     if chosen == Quantization::None {
         return format!(
@@ -138,20 +167,21 @@ fn quantization_reason(
             gib(need(Quantization::None, gpus).per_gpu_mib())
         );
     }
+    let label = match (chosen, job.runtime) {
+        (Quantization::Int8, Runtime::Vllm) => format!(
+            "8-bit as {}",
+            runtime_vllm::eight_bit(class.capability).unwrap_or_default()
+        ),
+        (Quantization::Int8, _) => "8-bit".to_string(),
+        (_, Runtime::Vllm) => "4-bit (nf4, in-flight bitsandbytes)".to_string(),
+        _ => "4-bit (nf4)".to_string(),
+    };
     if fallback.min_quantization == Some(chosen) {
-        return format!(
-            "{}: kept or stepped down after an out-of-memory failure",
-            chosen.as_str()
-        );
+        return format!("{label}: kept or stepped down after an out-of-memory failure");
     }
     if !job.quantizations.contains(&Quantization::None) {
-        return format!("{}: the job does not allow full precision", chosen.as_str());
+        return format!("{label}: the job does not allow full precision");
     }
-    let label = if chosen == Quantization::Int8 {
-        "8-bit"
-    } else {
-        "4-bit (nf4)"
-    };
     let (compare_gpus, why) = match job.preference {
         Preference::Quality => (job.max_gpus.min(class.gpus_per_node), ""),
         Preference::Economy => (gpus, "; economy quantizes before adding GPUs"),
@@ -160,7 +190,7 @@ fn quantization_reason(
     let better: Vec<String> = job
         .quantizations
         .iter()
-        .filter(|q| **q < chosen)
+        .filter(|q| **q < chosen && runtime_level(job, class, **q).is_ok())
         .map(|&q| {
             let form = match q {
                 Quantization::None => dtype.as_str(),
@@ -187,13 +217,13 @@ fn gpu_count_reason(job: &JobInput, fallback: &Fallback, gpus: u32, lo: u32) -> 
     format!("{gpus} {plural}: fewest that fit")
 }
 
-fn estimate(need: TransformerNeed, class: &NodeClass) -> MemoryEstimate {
+fn estimate(need: TransformerNeed, class: &NodeClass, usable_per_gpu_mib: u64) -> MemoryEstimate {
     MemoryEstimate {
         weights_mib: need.weights_mib,
         kv_cache_mib: need.kv_cache_mib,
         overhead_mib: need.overhead_mib,
         needed_per_gpu_mib: need.per_gpu_mib(),
         vram_per_gpu_mib: class.memory_mib,
-        usable_per_gpu_mib: class.usable_per_gpu_mib(),
+        usable_per_gpu_mib,
     }
 }

@@ -3,6 +3,7 @@
 use vramfit_api::{Plan, Quantization, Runtime};
 
 use crate::job_input::JobInput;
+use crate::runtime_vllm;
 
 /// Every env name the plan may set besides the `VRAMFIT_` ones (all of which are vramfit's).
 pub const PLANNED_ENV: [&str; 7] = [
@@ -99,16 +100,29 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
     match job.runtime {
         Runtime::Vllm => {
             flag("--dtype", plan.dtype.as_str().to_string());
-            if plan.quantization != Quantization::None {
-                // vLLM's in-flight bitsandbytes quantization (8-bit and nf4).
-                flag("--quantization", "bitsandbytes".to_string());
+            if let Some(method) = runtime_vllm::quantization_method(plan.quantization) {
+                flag("--quantization", method.to_string());
             }
             flag("--tensor-parallel-size", plan.gpu_count.to_string());
+            // The plan's budgeted share of VRAM (planned that way for vLLM).
             flag(
                 "--gpu-memory-utilization",
                 fraction(plan.memory_fraction_percent),
             );
             flag("--max-model-len", plan.context_length.to_string());
+            flag("--max-num-seqs", job.batch_size.to_string());
+            if let Some(tiles) = plan
+                .max_tiles
+                .filter(|_| runtime_vllm::takes_max_dynamic_patch(&job.model))
+            {
+                // One image per prompt, of at most the planned tiles: what the memory
+                // estimate holds, and what vLLM profiles its memory with.
+                flag(
+                    "--mm-processor-kwargs",
+                    format!("{{\"max_dynamic_patch\":{tiles}}}"),
+                );
+                flag("--limit-mm-per-prompt", r#"{"image":1}"#.to_string());
+            }
         }
         Runtime::Llamacpp => {
             if let Some(l) = plan.llama_cpp {

@@ -338,9 +338,11 @@ fn runtime_flags_for_vllm_and_llamacpp() {
             "--tensor-parallel-size",
             "1",
             "--gpu-memory-utilization",
-            "0.95",
+            "0.85",
             "--max-model-len",
-            "8192"
+            "8192",
+            "--max-num-seqs",
+            "1"
         ]
     );
     let l = job(
