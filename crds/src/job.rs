@@ -373,6 +373,15 @@ pub struct PodTemplate {
     /// Priority class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+    /// `false` (default): the failure message vramfit reads, keeps in status and puts in a
+    /// Warning event is only what the container wrote to `/dev/termination-log`
+    /// (`terminationMessagePolicy: File`), so no log line ever reaches them. `true`: when
+    /// that file is empty, Kubernetes takes the tail of the container's log instead (at most
+    /// 80 lines or 2 KiB, `FallbackToLogsOnError`), so that a CUDA out-of-memory error an
+    /// image only prints (stock vLLM, llama.cpp) still starts the retry one step down;
+    /// whatever the log prints (tokens, secrets) may then appear in status and events.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub termination_message_from_logs: bool,
 }
 
 /// Where a job stands.

@@ -206,9 +206,7 @@ fn pod_spec(
         env: non_empty(env),
         resources: Some(resources),
         volume_mounts: non_empty(template.volume_mounts.clone()),
-        // A CUDA out-of-memory error only reaches the logs; this copies their tail into the
-        // termination message, where the operator reads it.
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        termination_message_policy: Some(termination_message_policy(template).to_string()),
         ..Container::default()
     };
 
@@ -222,6 +220,17 @@ fn pod_spec(
         service_account_name: template.service_account_name.clone(),
         priority_class_name: template.priority_class_name.clone(),
         ..PodSpec::default()
+    }
+}
+
+/// `File` unless the job opts into log tails: the termination message is copied into the
+/// job's status and events, which must not carry log lines (a secret printed by the workload)
+/// that the job's owner did not choose to publish.
+pub fn termination_message_policy(template: &vramfit_api::PodTemplate) -> &'static str {
+    if template.termination_message_from_logs {
+        "FallbackToLogsOnError"
+    } else {
+        "File"
     }
 }
 
@@ -358,7 +367,8 @@ mod tests {
         assert_eq!(c.name, CONTAINER_NAME);
         assert_eq!(
             c.termination_message_policy.as_deref(),
-            Some("FallbackToLogsOnError")
+            Some("File"),
+            "no log line reaches status unless the job opts in"
         );
         let gpus = Quantity(plan.gpu_count.to_string());
         let res = c.resources.as_ref().unwrap();
@@ -475,6 +485,32 @@ mod tests {
         assert_eq!(
             recorded_spec_hash(&pod),
             Some(spec_hash(spec).unwrap().as_str())
+        );
+    }
+
+    #[test]
+    fn log_tails_become_the_termination_message_only_when_the_job_opts_in() {
+        let class = fixtures::class("a10g", 4);
+        let policy = |job: &InferenceJob| {
+            let (pod, _) = build(job, &class, 1);
+            pod.spec.unwrap().containers[0]
+                .termination_message_policy
+                .clone()
+        };
+        let plain = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        assert_eq!(policy(&plain).as_deref(), Some("File"));
+        let mut opted_in = plain.clone();
+        opted_in.spec.pod = Some(vramfit_api::PodTemplate {
+            termination_message_from_logs: true,
+            ..Default::default()
+        });
+        assert_eq!(policy(&opted_in).as_deref(), Some("FallbackToLogsOnError"));
+        let (a, _) = build(&plain, &class, 1);
+        let (b, _) = build(&opted_in, &class, 1);
+        assert_ne!(
+            recorded_spec_hash(&a),
+            recorded_spec_hash(&b),
+            "turning it on is a pod change"
         );
     }
 

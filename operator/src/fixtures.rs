@@ -289,6 +289,7 @@ pub fn job_with_pod_template(name: &str, mut spec: InferenceJobSpec) -> Inferenc
         labels: BTreeMap::from([("team".into(), "research".into())]),
         annotations: BTreeMap::from([("example.com/owner".into(), "ml".into())]),
         priority_class_name: Some("batch-high".into()),
+        ..PodTemplate::default()
     });
     job(name, spec)
 }

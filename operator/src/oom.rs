@@ -3,7 +3,8 @@
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 /// Substrings (compared case-insensitively) that mark a GPU or host out-of-memory failure in
-/// a container's termination message (its log tail, with `FallbackToLogsOnError`) or reason.
+/// a container's termination message or reason. The message is what the workload wrote to
+/// `/dev/termination-log`, or, for a job with `pod.terminationMessageFromLogs`, its log tail.
 pub const OOM_MARKERS: &[&str] = &[
     // PyTorch: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB".
     "cuda out of memory",

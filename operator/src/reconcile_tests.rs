@@ -112,10 +112,7 @@ async fn first_reconcile_applies_the_pod_then_the_status() {
     assert_eq!(pod["spec"]["restartPolicy"], "Never");
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "1");
-    assert_eq!(
-        container["terminationMessagePolicy"],
-        "FallbackToLogsOnError"
-    );
+    assert_eq!(container["terminationMessagePolicy"], "File");
     assert_eq!(env_value(&pod, "TORCH_DTYPE"), "bfloat16");
     assert_eq!(
         pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
