@@ -6,13 +6,14 @@ use crate::job_input::JobInput;
 use crate::runtime_vllm;
 
 /// Every env name the plan may set besides the `VRAMFIT_` ones (all of which are vramfit's).
-pub const PLANNED_ENV: [&str; 7] = [
+pub const PLANNED_ENV: [&str; 8] = [
     "TORCH_DTYPE",
     "USE_QUANTIZATION",
     "QUANTIZATION_BITS",
     "USE_FLASH_ATTN",
     "MAX_TILES",
     "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
 ];
 
@@ -70,6 +71,8 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
             "PYTORCH_CUDA_ALLOC_CONF",
             plan.pytorch_cuda_alloc_conf.clone(),
         ),
+        // PyTorch 2.9's name; it reads it first and the old one only when it is unset.
+        ("PYTORCH_ALLOC_CONF", plan.pytorch_cuda_alloc_conf.clone()),
         // PyTorch reads this to allow TF32 in cuBLAS matmuls.
         (
             "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",

@@ -319,6 +319,7 @@ fn env_contract_carries_the_teams_names() {
     assert_eq!(env["USE_FLASH_ATTN"], "true");
     assert_eq!(env["MAX_TILES"], "18");
     assert_eq!(env["PYTORCH_CUDA_ALLOC_CONF"], "max_split_size_mb:128");
+    assert_eq!(env["PYTORCH_ALLOC_CONF"], env["PYTORCH_CUDA_ALLOC_CONF"]);
     assert_eq!(env["VRAMFIT_MEMORY_FRACTION"], "0.90");
     assert_eq!(env["VRAMFIT_GPU_COUNT"], "1");
     assert_eq!(env["VRAMFIT_NODE_CLASS"], "a10g-x1");
@@ -401,6 +402,7 @@ fn a_job_may_not_set_planned_or_gpu_selecting_env() {
     for name in [
         "TORCH_DTYPE",
         "PYTORCH_CUDA_ALLOC_CONF",
+        "PYTORCH_ALLOC_CONF",
         "VRAMFIT_GPU_COUNT",
         "NVIDIA_VISIBLE_DEVICES",
         "NVIDIA_DRIVER_CAPABILITIES",
