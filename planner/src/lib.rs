@@ -7,6 +7,7 @@
 //! * [`plan`]: a job on a class → a plan with its reasons, or why not (docs/planning.md).
 //! * [`ranking`]: which class wins (docs/planning.md).
 //! * [`fallback`]: the step down after an out-of-memory failure (docs/planning.md).
+//! * [`runtime_contract`]: supported runtime versions and the flag table (docs/runtime-contracts.md).
 //! * [`runtime_vllm`]: how vLLM realises a plan (docs/runtime-contracts.md).
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ mod plan_common;
 mod plan_llamacpp;
 mod plan_transformers;
 pub mod ranking;
+pub mod runtime_contract;
 pub mod runtime_vllm;
 pub mod tiles;
 pub mod workload;

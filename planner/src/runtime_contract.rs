@@ -1,0 +1,285 @@
+//! The runtime versions vramfit supports and every flag it emits for them, with the version
+//! that introduced each one (docs/runtime-contracts.md renders this table; a test keeps the
+//! two equal and checks every emitted argument list against it).
+use vramfit_api::Runtime;
+
+/// A runtime version: how it is written, and a number that orders versions of one runtime
+/// (llama.cpp: year × 100 + month of the change, as its builds are dated commits; vLLM:
+/// major × 10000 + minor × 100 + patch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    /// As the runtime's project writes it.
+    pub label: &'static str,
+    /// Orders versions of one runtime.
+    pub order: u32,
+}
+
+/// The oldest version vramfit supports for a runtime, and the versions whose source the
+/// flag table was checked against.
+#[derive(Clone, Copy, Debug)]
+pub struct Pin {
+    /// Runtime.
+    pub runtime: Runtime,
+    /// Oldest supported version.
+    pub oldest: Version,
+    /// Versions whose argument definitions were read.
+    pub verified: &'static str,
+}
+
+/// What values vramfit passes with a flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Values {
+    /// A whole number (at least the given minimum).
+    Count(u32),
+    /// A fraction in (0, 1] with two decimals.
+    Fraction,
+    /// One of these words.
+    OneOf(&'static [&'static str]),
+    /// A JSON object with only these keys.
+    JsonObject(&'static [&'static str]),
+}
+
+impl Values {
+    /// Whether vramfit may pass `value`.
+    pub fn accepts(&self, value: &str) -> bool {
+        match self {
+            Values::Count(min) => value.parse::<u32>().is_ok_and(|n| n >= *min),
+            Values::Fraction => {
+                value.len() == 4 && value.parse::<f64>().is_ok_and(|f| f > 0.0 && f <= 1.0)
+            }
+            Values::OneOf(words) => words.contains(&value),
+            // Keys are checked by the tests, which parse the object.
+            Values::JsonObject(_) => value.starts_with('{') && value.ends_with('}'),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Values::Count(min) => format!("integer ≥ {min}"),
+            Values::Fraction => "fraction, 2 decimals".to_string(),
+            Values::OneOf(words) => words.join(" \\| "),
+            Values::JsonObject(keys) => format!("JSON object: {}", keys.join(", ")),
+        }
+    }
+}
+
+/// One flag vramfit emits.
+#[derive(Clone, Copy, Debug)]
+pub struct FlagContract {
+    /// Runtime that reads it.
+    pub runtime: Runtime,
+    /// The flag, in the spelling vramfit emits.
+    pub flag: &'static str,
+    /// Values vramfit passes.
+    pub values: Values,
+    /// Always emitted (for a plan of this runtime), or only for some plans.
+    pub always: bool,
+    /// Where the plan's value comes from.
+    pub from_plan: &'static str,
+    /// The version that introduced the flag in this form.
+    pub introduced: Version,
+    /// Where that is seen.
+    pub evidence: &'static str,
+}
+
+/// Oldest supported version of each runtime that takes flags.
+pub const PINS: &[Pin] = &[
+    Pin {
+        runtime: Runtime::Llamacpp,
+        oldest: LLAMACPP_B6327,
+        verified: "b6327 (`common/arg.cpp`: `--flash-attn` takes on/off/auto) and the stored `common/arg.cpp` at commit 145b628",
+    },
+    Pin {
+        runtime: Runtime::Vllm,
+        oldest: Version {
+            label: "0.10.2",
+            order: 1002,
+        },
+        verified: "0.10.2 and 0.11.0 (`vllm/engine/arg_utils.py`, `vllm/config`)",
+    },
+];
+
+const LLAMACPP_B6327: Version = Version {
+    label: "b6327 (Aug 2025; a bare switch before)",
+    order: 202508,
+};
+
+const fn vllm(label: &'static str, order: u32) -> Version {
+    Version { label, order }
+}
+
+/// Every flag vramfit appends to a job's arguments.
+pub const FLAGS: &[FlagContract] = &[
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--n-gpu-layers",
+        values: Values::Count(0),
+        always: true,
+        from_plan: "`llamaCpp.gpuLayers` (blocks + 1 = all, output layer included)",
+        introduced: Version {
+            label: "commit 905d87b (May 2023)",
+            order: 202305,
+        },
+        evidence: "`src/llama-model.cpp` `load_tensors`: at most `n_layer + 1` layers offload, the output layer included; a partial count offloads the output layer first from PR 18148 (Dec 2025)",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--ctx-size",
+        values: Values::Count(1),
+        always: true,
+        from_plan: "context × batchSize (the server splits it across its slots)",
+        introduced: Version {
+            label: "2023 (`-c`; present at b6327)",
+            order: 202303,
+        },
+        evidence: "`common/arg.cpp` `-c, --ctx-size N`",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--parallel",
+        values: Values::Count(1),
+        always: true,
+        from_plan: "batchSize",
+        introduced: Version {
+            label: "Dec 2023 or earlier",
+            order: 202312,
+        },
+        evidence: "`common/arg.cpp` `-np, --parallel N`; issue 4666 (Dec 2023) quotes the server's `-np N, --parallel N`",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--cache-type-k",
+        values: Values::OneOf(&["f16", "q8_0", "q4_0"]),
+        always: true,
+        from_plan: "`llamaCpp.kvCacheType`",
+        introduced: Version {
+            label: "PR 4312 (Dec 2023)",
+            order: 202312,
+        },
+        evidence: "PR 4312 adds `-ctk/--cache-type-k`; `common/arg.cpp` allowed values include f16, q8_0, q4_0",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--cache-type-v",
+        values: Values::OneOf(&["f16", "q8_0", "q4_0"]),
+        always: true,
+        from_plan: "`llamaCpp.kvCacheType` (quantized only with flash attention)",
+        introduced: Version {
+            label: "PR 4312 (Dec 2023)",
+            order: 202312,
+        },
+        evidence: "PR 4312 adds `-ctv/--cache-type-v`; a quantized V cache needs flash attention (PR 5021, Apr 2024)",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--flash-attn",
+        values: Values::OneOf(&["on", "off"]),
+        always: true,
+        from_plan: "`flashAttention` (llama.cpp kernels from compute capability 6.0)",
+        introduced: LLAMACPP_B6327,
+        evidence: "`common/arg.cpp` `-fa, --flash-attn` takes on, off or auto (a bare switch from PR 5021 until then; `flash_attn_type` from b6327)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--dtype",
+        values: Values::OneOf(&["bfloat16", "float16"]),
+        always: true,
+        from_plan: "`dtype`",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/engine/arg_utils.py` `--dtype`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--quantization",
+        values: Values::OneOf(&["fp8", "bitsandbytes"]),
+        always: false,
+        from_plan: "`quantization`: int8 → fp8 (compute capability ≥ 8.0), nf4 → bitsandbytes",
+        introduced: vllm("0.5.0 (fp8 from 0.4.1, bitsandbytes from 0.5.0)", 500),
+        evidence: "`vllm/model_executor/layers/quantization/fp8.py` `get_min_capability` 80, Marlin below 8.9; `bitsandbytes_loader.py` quantizes in flight with `quantize_4bit` only; `arg_utils.py` sets the bitsandbytes load format",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--tensor-parallel-size",
+        values: Values::Count(1),
+        always: true,
+        from_plan: "`gpuCount`",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/engine/arg_utils.py` `--tensor-parallel-size, -tp`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--gpu-memory-utilization",
+        values: Values::Fraction,
+        always: true,
+        from_plan: "`memoryFractionPercent`: the share of VRAM the plan budgets (VRAM less the buffer)",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/config/cache.py` `gpu_memory_utilization`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--max-model-len",
+        values: Values::Count(1),
+        always: true,
+        from_plan: "`contextLength`",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/engine/arg_utils.py` `--max-model-len`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--max-num-seqs",
+        values: Values::Count(1),
+        always: true,
+        from_plan: "`batchSize`",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/engine/arg_utils.py` `--max-num-seqs`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--mm-processor-kwargs",
+        values: Values::JsonObject(&["max_dynamic_patch"]),
+        always: false,
+        from_plan: "`maxTiles` (InternVL: `max_dynamic_patch`)",
+        introduced: vllm("0.6.2", 602),
+        evidence: "`vllm/config` `mm_processor_kwargs`; `vllm/model_executor/models/internvl.py` processor `max_dynamic_patch`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--limit-mm-per-prompt",
+        values: Values::JsonObject(&["image"]),
+        always: false,
+        from_plan: "one image per prompt (InternVL), as the memory estimate holds",
+        introduced: vllm("0.8.5 (JSON form; key=value from 0.5.5)", 805),
+        evidence: "`vllm/config` `limit_per_prompt` (JSON; default 999 per modality under V1)",
+    },
+];
+
+/// The flag table of one runtime, as Markdown (docs/runtime-contracts.md holds it verbatim).
+pub fn render_flag_table(runtime: Runtime) -> String {
+    let mut out = String::from(
+        "| flag | values vramfit passes | from the plan | always | introduced in | evidence |\n|---|---|---|---|---|---|\n",
+    );
+    for f in FLAGS.iter().filter(|f| f.runtime == runtime) {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            f.flag,
+            f.values.describe(),
+            f.from_plan,
+            if f.always { "yes" } else { "when planned" },
+            f.introduced.label,
+            f.evidence
+        ));
+    }
+    out
+}
+
+/// The flag contract for `runtime` and `flag`, if vramfit emits it.
+pub fn contract(runtime: Runtime, flag: &str) -> Option<&'static FlagContract> {
+    FLAGS
+        .iter()
+        .find(|f| f.runtime == runtime && f.flag == flag)
+}
+
+/// The pin of `runtime`, if it takes flags.
+pub fn pin(runtime: Runtime) -> Option<&'static Pin> {
+    PINS.iter().find(|p| p.runtime == runtime)
+}

@@ -1,0 +1,174 @@
+//! Every argument list the planner emits, per runtime and GPU generation, against the flag
+//! table of the pinned runtime versions; and the table in docs/runtime-contracts.md is the
+//! one in code.
+mod common;
+
+use common::{class, job};
+use vramfit_api::labels::ComputeCapability;
+use vramfit_api::{Fallback, Runtime};
+use vramfit_planner::runtime_contract::{self, FLAGS, PINS, Values};
+use vramfit_planner::{JobInput, NodeClass, plan_for_class, workload};
+
+const DOC: &str = include_str!("../../docs/runtime-contracts.md");
+
+fn runtime_name(runtime: Runtime) -> &'static str {
+    match runtime {
+        Runtime::Llamacpp => "llamacpp",
+        Runtime::Vllm => "vllm",
+        Runtime::Transformers => "transformers",
+        Runtime::Custom => "custom",
+    }
+}
+
+#[test]
+fn the_docs_hold_the_flag_table_of_the_code() {
+    for pin in PINS {
+        let name = runtime_name(pin.runtime);
+        let start = format!("<!-- flag-table:{name}:start -->\n");
+        let end = format!("<!-- flag-table:{name}:end -->");
+        let from = DOC
+            .find(&start)
+            .unwrap_or_else(|| panic!("{start} missing"))
+            + start.len();
+        let to = from + DOC[from..].find(&end).expect("end marker");
+        assert_eq!(
+            &DOC[from..to],
+            runtime_contract::render_flag_table(pin.runtime),
+            "docs/runtime-contracts.md: the {name} table differs from planner/src/runtime_contract.rs"
+        );
+        assert!(
+            DOC.contains(pin.oldest.label),
+            "the pinned {name} version is named in the docs"
+        );
+    }
+}
+
+#[test]
+fn no_flag_is_newer_than_the_oldest_supported_version() {
+    for f in FLAGS {
+        let pin = runtime_contract::pin(f.runtime).expect("a pinned runtime");
+        assert!(
+            f.introduced.order <= pin.oldest.order,
+            "{} came in {}, after the oldest supported {}",
+            f.flag,
+            f.introduced.label,
+            pin.oldest.label
+        );
+    }
+}
+
+/// One class per GPU generation.
+fn generations(runtime: Runtime) -> Vec<NodeClass> {
+    let mut classes = Vec::new();
+    if runtime == Runtime::Llamacpp {
+        // Pascal: llama.cpp runs there, vLLM does not.
+        classes.push(NodeClass::new(
+            "p4000-x1",
+            "Quadro P4000",
+            1,
+            8_119,
+            Some(ComputeCapability::new(6, 1)),
+        ));
+    }
+    for name in [
+        "v100-16gb-x4", // Volta 7.0
+        "t4-x1",        // Turing 7.5
+        "a100-80gb-x8", // Ampere 8.0
+        "a10g-x1",      // Ampere 8.6
+        "l40s-x1",      // Ada 8.9
+        "h100-80gb-x8", // Hopper 9.0
+    ] {
+        classes.push(class(name));
+    }
+    classes
+}
+
+fn jobs(runtime: Runtime) -> Vec<JobInput> {
+    let specs: &[&str] = match runtime {
+        Runtime::Llamacpp => &[
+            "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+            "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 8192, batchSize: 4}",
+            "{model: {preset: llama-3.1-8b-instruct-q4_k_m}, runtime: llamacpp, image: x, overrides: {flashAttention: false}}",
+        ],
+        _ => &[
+            "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, batchSize: 8}",
+            "{model: {preset: internvl3-8b}, runtime: vllm, image: x, contextLength: 8192}",
+            "{model: {preset: llama-3.1-8b-instruct}, runtime: vllm, image: x, allowedQuantizations: [int8, nf4]}",
+            "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, allowedQuantizations: [nf4]}",
+        ],
+    };
+    specs.iter().map(|s| job(s)).collect()
+}
+
+/// Checks one argument list: flag/value pairs, each flag in the table once with a value it
+/// allows, and every always-emitted flag there.
+fn check(runtime: Runtime, args: &[String], context: &str) {
+    assert!(args.len().is_multiple_of(2), "{context}: {args:?}");
+    let mut seen = Vec::new();
+    for pair in args.chunks(2) {
+        let (name, value) = (&pair[0], &pair[1]);
+        let c = runtime_contract::contract(runtime, name)
+            .unwrap_or_else(|| panic!("{context}: {name} is not in the flag table"));
+        assert!(
+            c.values.accepts(value),
+            "{context}: {name} {value} is not one of {:?}",
+            c.values
+        );
+        if let Values::JsonObject(keys) = c.values {
+            let object: serde_yaml::Mapping = serde_yaml::from_str(value)
+                .unwrap_or_else(|e| panic!("{context}: {name} {value}: {e}"));
+            for key in object.keys() {
+                let key = key.as_str().expect("string keys");
+                assert!(keys.contains(&key), "{context}: {name} key {key}");
+            }
+        }
+        assert!(!seen.contains(name), "{context}: {name} twice");
+        seen.push(name.clone());
+    }
+    for f in FLAGS.iter().filter(|f| f.runtime == runtime && f.always) {
+        assert!(
+            seen.iter().any(|s| s == f.flag),
+            "{context}: {} missing from {args:?}",
+            f.flag
+        );
+    }
+}
+
+fn check_runtime(runtime: Runtime) -> usize {
+    let mut checked = 0;
+    for class in generations(runtime) {
+        for j in jobs(runtime) {
+            let Ok(plan) = plan_for_class(&j, &class, &Fallback::default()) else {
+                continue;
+            };
+            let context = format!("{} on {}", j.model.name, class.name);
+            check(runtime, &workload::runtime_args(&j, &plan), &context);
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn llamacpp_arguments_on_every_generation_match_the_b6327_flag_table() {
+    assert!(check_runtime(Runtime::Llamacpp) >= 18);
+}
+
+#[test]
+fn vllm_arguments_on_every_generation_match_the_0_10_2_flag_table() {
+    assert!(check_runtime(Runtime::Vllm) >= 18);
+}
+
+#[test]
+fn transformers_and_custom_get_no_flags() {
+    for runtime in ["transformers", "custom"] {
+        let j = job(&format!(
+            "{{model: {{preset: internvl3-8b}}, runtime: {runtime}, image: x}}"
+        ));
+        for class in generations(Runtime::Transformers) {
+            if let Ok(p) = plan_for_class(&j, &class, &Fallback::default()) {
+                assert!(workload::runtime_args(&j, &p).is_empty(), "{runtime}");
+            }
+        }
+    }
+}
