@@ -218,6 +218,10 @@ fn pod_spec(
         tolerations: Some(tolerations),
         volumes: non_empty(template.volumes.clone()),
         service_account_name: template.service_account_name.clone(),
+        // The namespace's default ServiceAccount token is of no use to an inference server
+        // and is a credential a compromised workload could use; a job that names an account
+        // gets what that account's own automount setting says.
+        automount_service_account_token: template.service_account_name.is_none().then_some(false),
         priority_class_name: template.priority_class_name.clone(),
         ..PodSpec::default()
     }
@@ -458,6 +462,10 @@ mod tests {
                 .any(|t| t.key.as_deref() == Some("dedicated"))
         );
         assert_eq!(spec.service_account_name.as_deref(), Some("inference"));
+        assert_eq!(
+            spec.automount_service_account_token, None,
+            "a named account decides whether its token is mounted"
+        );
         assert_eq!(spec.priority_class_name.as_deref(), Some("batch-high"));
         assert_eq!(spec.volumes.as_ref().unwrap()[0].name, "cache");
         assert_eq!(c.volume_mounts.as_ref().unwrap()[0].mount_path, "/cache");
@@ -512,6 +520,25 @@ mod tests {
             recorded_spec_hash(&b),
             "turning it on is a pod change"
         );
+    }
+
+    #[test]
+    fn no_service_account_token_unless_the_job_names_an_account() {
+        let class = fixtures::class("a10g", 4);
+        let plain = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        let (pod, _) = build(&plain, &class, 1);
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.service_account_name, None);
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        let mut named = plain.clone();
+        named.spec.pod = Some(vramfit_api::PodTemplate {
+            service_account_name: Some("reader".into()),
+            ..Default::default()
+        });
+        let (pod, _) = build(&named, &class, 1);
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.service_account_name.as_deref(), Some("reader"));
+        assert_eq!(spec.automount_service_account_token, None);
     }
 
     #[test]

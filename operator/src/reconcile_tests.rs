@@ -110,6 +110,7 @@ async fn first_reconcile_applies_the_pod_then_the_status() {
         "a10g-x4"
     );
     assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "1");
     assert_eq!(container["terminationMessagePolicy"], "File");
