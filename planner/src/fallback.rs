@@ -1,10 +1,11 @@
-//! The ladder after an out-of-memory failure (docs/planning.md): fewer image tiles, then the next
+//! The ladder after an out-of-memory failure (docs/planning.md): fewer image tiles (straight
+//! to the teams' conservative 12), then the next
 //! quantization level or one more GPU (by preference), then flash attention off; for
 //! llama.cpp, a smaller KV-cache type, one more GPU, then fewer offloaded layers.
 use vramfit_api::{Fallback, KvCacheType, Plan, Preference, Quantization, Runtime};
 
 use crate::job_input::JobInput;
-use crate::tiles::TILE_LADDER;
+use crate::tiles::CONSERVATIVE_TILES;
 
 /// Most tenths of the llama.cpp budget a job may give up.
 const MAX_OFFLOAD_STEPS: u32 = 5;
@@ -41,7 +42,7 @@ pub fn next_step(
 
     let tiles = plan
         .max_tiles
-        .filter(|&t| fallback.tile_steps == 0 && t > TILE_LADDER[TILE_LADDER.len() - 1]);
+        .filter(|&t| fallback.tile_steps == 0 && t > CONSERVATIVE_TILES);
     if let Some(t) = tiles {
         let next = Fallback {
             tile_steps: 1,
@@ -51,7 +52,7 @@ pub fn next_step(
             next,
             format!(
                 "fewer image tiles: MAX_TILES {t} → {}",
-                crate::tiles::step_down(t, 1)
+                crate::tiles::rolled_back(t, 1)
             ),
         ));
     }

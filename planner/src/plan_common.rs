@@ -153,11 +153,10 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
                 format!("{} per GPU", gib(class.memory_mib)),
             ),
         };
-        let tiles = tiles::step_down(base, fallback.tile_steps);
+        let tiles = tiles::rolled_back(base, fallback.tile_steps);
         if tiles < base {
             reasons.push(format!(
-                "MAX_TILES {tiles}: {} step(s) down from {base} after out-of-memory",
-                fallback.tile_steps
+                "MAX_TILES {tiles}: rolled back from {base} after out-of-memory (the conservative setting)"
             ));
         } else {
             reasons.push(format!("MAX_TILES {tiles}: {why}"));

@@ -20,6 +20,19 @@ pub fn max_tiles_for_vram(memory_mib: u64) -> u32 {
     }
 }
 
+/// Where the teams' rollback takes image tiles after an out-of-memory failure ("conservative").
+pub const CONSERVATIVE_TILES: u32 = 12;
+
+/// MAX_TILES after `steps` out-of-memory tile steps: the first goes straight to
+/// [`CONSERVATIVE_TILES`] (never up).
+pub fn rolled_back(tiles: u32, steps: u32) -> u32 {
+    if steps == 0 {
+        tiles
+    } else {
+        tiles.min(CONSERVATIVE_TILES)
+    }
+}
+
 /// `steps` rungs below `tiles` on the ladder (never below its last rung).
 pub fn step_down(tiles: u32, steps: u32) -> u32 {
     if steps == 0 {
@@ -49,6 +62,14 @@ mod tests {
         assert_eq!(max_tiles_for_vram(143_771), 32, "H200");
         assert_eq!(max_tiles_for_vram(12_288), 12, "12 GB card");
         assert_eq!(max_tiles_for_vram(20_470), 14, "20 GB card");
+    }
+
+    #[test]
+    fn the_rollback_goes_to_12_and_never_up() {
+        assert_eq!(rolled_back(32, 0), 32);
+        assert_eq!(rolled_back(32, 1), 12);
+        assert_eq!(rolled_back(18, 1), 12);
+        assert_eq!(rolled_back(8, 1), 8);
     }
 
     #[test]

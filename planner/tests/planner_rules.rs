@@ -280,7 +280,7 @@ fn the_oom_ladder_steps_tiles_then_gpus_then_flash_attention_then_quantization()
     assert_eq!(
         steps,
         vec![
-            "fewer image tiles: MAX_TILES 18 → 14",
+            "fewer image tiles: MAX_TILES 18 → 12",
             "quantization none → int8",
             "flash attention off",
             "quantization int8 → nf4",
@@ -289,7 +289,7 @@ fn the_oom_ladder_steps_tiles_then_gpus_then_flash_attention_then_quantization()
     let last = plans.last().unwrap();
     assert_eq!(
         (last.quantization, last.max_tiles, last.flash_attention),
-        (Quantization::Nf4, Some(14), false)
+        (Quantization::Nf4, Some(12), false)
     );
 }
 
