@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{KvCacheType, Plan, Quantization};
+use crate::pod_security::PodSecurity;
 use crate::schema;
 
 /// A GPU inference job. vramfit plans its configuration (dtype, quantization, GPU count,
@@ -373,6 +374,12 @@ pub struct PodTemplate {
     /// Priority class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+    /// Who the workload runs as (`runAsUser`, `runAsGroup`, `runAsNonRoot`, `fsGroup`).
+    /// vramfit always adds seccomp `RuntimeDefault`, `allowPrivilegeEscalation: false` and
+    /// drops every capability; a job in a Pod Security `restricted` namespace must also run
+    /// as non-root (a non-zero `runAsUser`, or `runAsNonRoot` with a non-root image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurity>,
     /// `false` (default): the failure message vramfit reads, keeps in status and puts in a
     /// Warning event is only what the container wrote to `/dev/termination-log`
     /// (`terminationMessagePolicy: File`), so no log line ever reaches them. `true`: when

@@ -14,11 +14,13 @@ pub mod job;
 pub mod labels;
 pub mod nodeclass;
 pub mod plan;
+pub mod pod_security;
 mod schema;
 
 pub use job::*;
 pub use nodeclass::*;
 pub use plan::*;
+pub use pod_security::PodSecurity;
 
 /// The API group of every vramfit resource.
 pub const GROUP: &str = "vramfit.io";

@@ -26,3 +26,78 @@ fn the_schema_documents_log_tails_as_a_boolean() {
     let doc = field["description"].as_str().unwrap_or_default();
     assert!(doc.contains("/dev/termination-log"), "{doc}");
 }
+
+fn job_with_pod(pod: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "metadata": {"name": "j"},
+        "spec": {"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "vllm",
+                 "image": "vllm/vllm-openai:v0.10.1", "pod": pod}
+    })
+}
+
+fn cel(object: &serde_json::Value) -> Result<(), String> {
+    let crd = <vramfit_api::InferenceJob as kube::CustomResourceExt>::crd();
+    let schema = serde_json::to_value(
+        crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("a schema"),
+    )
+    .unwrap();
+    kube::core::cel::Validator::new()
+        .validate(&schema, object, None)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn security_context_passes_only_the_identity_fields() {
+    let yaml =
+        "securityContext: {runAsUser: 1000, runAsGroup: 1000, runAsNonRoot: true, fsGroup: 2000}";
+    let identity = template(yaml).security_context.expect("parsed");
+    assert_eq!(identity.run_as_user, Some(1000));
+    assert_eq!(identity.run_as_group, Some(1000));
+    assert_eq!(identity.run_as_non_root, Some(true));
+    assert_eq!(identity.fs_group, Some(2000));
+    let crd = serde_json::to_value(<vramfit_api::InferenceJob as kube::CustomResourceExt>::crd())
+        .unwrap();
+    let field = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["pod"]["properties"]["securityContext"];
+    let mut names: Vec<&str> = field["properties"]
+        .as_object()
+        .expect("properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["fsGroup", "runAsGroup", "runAsNonRoot", "runAsUser"],
+        "privileged, capabilities and the like stay vramfit's (the API server prunes them)"
+    );
+    for id in ["runAsUser", "runAsGroup", "fsGroup"] {
+        assert_eq!(field["properties"][id]["minimum"], 0.0, "{id}");
+        assert_eq!(field["properties"][id]["maximum"], 2147483647.0, "{id}");
+    }
+}
+
+#[test]
+fn root_and_run_as_non_root_together_are_refused() {
+    let contradiction = job_with_pod(serde_json::json!({
+        "securityContext": {"runAsUser": 0, "runAsNonRoot": true}
+    }));
+    let error = cel(&contradiction).expect_err("refused");
+    assert!(
+        error.contains("runAsNonRoot true contradicts runAsUser 0"),
+        "{error}"
+    );
+    for fine in [
+        serde_json::json!({"securityContext": {"runAsUser": 1000, "runAsNonRoot": true}}),
+        serde_json::json!({"securityContext": {"runAsUser": 0}}),
+        serde_json::json!({"securityContext": {"runAsNonRoot": true}}),
+        serde_json::json!({"securityContext": {}}),
+    ] {
+        let job = job_with_pod(fine.clone());
+        assert_eq!(cel(&job), Ok(()), "{fine}");
+    }
+}

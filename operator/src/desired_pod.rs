@@ -16,6 +16,7 @@ use vramfit_planner::workload::{plan_env, runtime_args};
 use vramfit_planner::{JobInput, NodeClass};
 
 use crate::error::Error;
+use crate::pod_security::{container_security_context, pod_security_context};
 
 /// The workload container's name.
 pub const CONTAINER_NAME: &str = "inference";
@@ -207,6 +208,7 @@ fn pod_spec(
         resources: Some(resources),
         volume_mounts: non_empty(template.volume_mounts.clone()),
         termination_message_policy: Some(termination_message_policy(template).to_string()),
+        security_context: Some(container_security_context()),
         ..Container::default()
     };
 
@@ -222,6 +224,7 @@ fn pod_spec(
         // and is a credential a compromised workload could use; a job that names an account
         // gets what that account's own automount setting says.
         automount_service_account_token: template.service_account_name.is_none().then_some(false),
+        security_context: Some(pod_security_context(template)),
         priority_class_name: template.priority_class_name.clone(),
         ..PodSpec::default()
     }

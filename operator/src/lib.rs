@@ -6,7 +6,7 @@
 //!
 //! * [`node_classes`]: node classes and free GPUs from Nodes, Pods and GpuNodeClasses.
 //! * [`placement`]: plan every class, keep those with room, choose one (pure).
-//! * [`desired_pod`]: the pod of an attempt (pure).
+//! * [`desired_pod`]: the pod of an attempt (pure); [`pod_security`]: its security context.
 //! * [`oom`]: how a pod ended: success, out of memory, other failure (pure).
 //! * [`next_status`]: the job's next status, pod and events from what was observed (pure).
 //! * [`conditions`]: status conditions with stable transition times (pure).
@@ -33,6 +33,7 @@ pub mod node_classes;
 pub mod oom;
 pub mod permissions;
 pub mod placement;
+pub mod pod_security;
 pub mod reconcile;
 pub mod relist;
 pub mod reservations;

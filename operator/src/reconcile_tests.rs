@@ -114,6 +114,15 @@ async fn first_reconcile_applies_the_pod_then_the_status() {
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], "1");
     assert_eq!(container["terminationMessagePolicy"], "File");
+    // Pod Security `restricted` defaults, and not one field a 1.30 server lacks.
+    assert_eq!(
+        pod["spec"]["securityContext"],
+        json!({ "seccompProfile": { "type": "RuntimeDefault" } })
+    );
+    assert_eq!(
+        container["securityContext"],
+        json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } })
+    );
     assert_eq!(env_value(&pod, "TORCH_DTYPE"), "bfloat16");
     assert_eq!(
         pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
