@@ -48,6 +48,8 @@ pub struct JobInput {
     pub classes: NodeClassSelection,
     /// Notes for the plan's reasons (context capped, say).
     pub notes: Vec<String>,
+    /// The container's command is a shell script, which never sees appended flags.
+    pub shell_command: bool,
 }
 
 impl JobInput {
@@ -81,6 +83,11 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
         pod_env.find_map(|var| crate::workload::reserved_env(&var.name).map(|why| (&var.name, why)))
     {
         return Err(format!("pod.env may not set {name}: {why}"));
+    }
+    if let Some(why) =
+        crate::user_args::first_contradiction(spec.runtime, &spec.command, &spec.args)
+    {
+        return Err(format!("command/args: {why}"));
     }
     if spec.batch_size == 0 {
         return Err("batchSize must be at least 1".into());
@@ -123,6 +130,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
         overrides: spec.overrides.clone().unwrap_or_default(),
         classes: spec.node_classes.clone().unwrap_or_default(),
         notes,
+        shell_command: crate::user_args::is_shell(&spec.command),
     })
 }
 

@@ -9,6 +9,7 @@
 //! * [`fallback`]: the step down after an out-of-memory failure (docs/planning.md).
 //! * [`runtime_contract`]: supported runtime versions and the flag table (docs/runtime-contracts.md).
 //! * [`runtime_vllm`]: how vLLM realises a plan (docs/runtime-contracts.md).
+//! * [`user_args`]: a job's own command and args against the planned flags.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 #![forbid(unsafe_code)]
 
@@ -26,6 +27,7 @@ pub mod ranking;
 pub mod runtime_contract;
 pub mod runtime_vllm;
 pub mod tiles;
+pub mod user_args;
 pub mod workload;
 
 pub use job_input::{JobInput, resolve_job};

@@ -33,6 +33,13 @@ pub fn plan_for_class(
             (s.gpu_count, s.quantization, s.memory, None, Vec::new())
         }
     };
+    let mut warnings = warnings;
+    if job.shell_command && matches!(job.runtime, Runtime::Vllm | Runtime::Llamacpp) {
+        warnings.push(format!(
+            "command is a shell script: the flags vramfit appends to args do not reach {}; pass $VRAMFIT_RUNTIME_ARGS to it",
+            if job.runtime == Runtime::Vllm { "vLLM" } else { "llama.cpp" }
+        ));
+    }
     Ok(Plan {
         node_class: class.name.clone(),
         gpu_count,

@@ -50,6 +50,13 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
         ),
         ("VRAMFIT_CONTEXT_LENGTH", plan.context_length.to_string()),
     ];
+    if matches!(job.runtime, Runtime::Vllm | Runtime::Llamacpp) {
+        // The same flags as one shell-quoted string, for a `command` that is a shell script.
+        env.push((
+            "VRAMFIT_RUNTIME_ARGS",
+            shell_words(&runtime_args(job, plan)),
+        ));
+    }
     if let Some(l) = plan.llama_cpp {
         // A llama.cpp server reads none of PyTorch's or the teams' script names: it gets its
         // flags and the plan's description only.
@@ -87,6 +94,22 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
         env.push(("VRAMFIT_MAX_TILES", tiles.to_string()));
     }
     owned(env)
+}
+
+/// Words joined for a POSIX shell: each one that is not plain is single-quoted.
+fn shell_words(words: &[String]) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c);
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty() && w.chars().all(plain) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn owned(env: Vec<(&str, String)>) -> Vec<(String, String)> {
