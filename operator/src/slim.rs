@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::{ListableResource, Metadata, NamespaceResourceScope, Resource};
 use kube::core::DeserializeGuard;
@@ -19,16 +20,72 @@ use vramfit_api::{InferenceJob, InferenceJobSpec, InferenceJobStatus};
 
 /// A Pod with only what vramfit reads (see the module documentation).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(from = "WirePod", into = "Pod")]
 pub struct SlimPod {
-    /// Metadata, without managed fields.
-    #[serde(deserialize_with = "slim_metadata")]
+    /// Metadata, without managed fields; its labels and annotations are kept as [`Pairs`].
     pub metadata: ObjectMeta,
+    labels: Option<Pairs<String>>,
+    annotations: Option<Pairs<String>>,
     /// The node and the containers' resources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SlimPodSpec>,
     /// The whole status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodStatus>,
+}
+
+/// A pod as the watch sends it, parsed slim.
+#[derive(Deserialize)]
+struct WirePod {
+    #[serde(deserialize_with = "slim_metadata")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<SlimPodSpec>,
+    #[serde(default)]
+    status: Option<PodStatus>,
+}
+
+impl From<WirePod> for SlimPod {
+    fn from(wire: WirePod) -> Self {
+        let mut metadata = wire.metadata;
+        Self {
+            labels: metadata.labels.take().map(Pairs::from),
+            annotations: metadata.annotations.take().map(Pairs::from),
+            metadata,
+            spec: wire.spec,
+            status: wire.status,
+        }
+    }
+}
+
+impl From<SlimPod> for Pod {
+    fn from(pod: SlimPod) -> Self {
+        pod.to_pod()
+    }
+}
+
+/// Key–value pairs (labels, annotations, resource quantities), sorted by key, in one boxed
+/// slice: a `BTreeMap` allocates a node of 11 slots (over 0.5 KiB) for the two to five
+/// entries a pod has, and the pod store holds four such maps per pod.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pairs<V>(Box<[(Box<str>, V)]>);
+
+impl<V> From<BTreeMap<String, V>> for Pairs<V> {
+    fn from(map: BTreeMap<String, V>) -> Self {
+        Self(
+            map.into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v))
+                .collect(),
+        )
+    }
+}
+
+impl<V: Clone> Pairs<V> {
+    /// The pairs as a map again.
+    pub fn to_map(&self) -> BTreeMap<String, V> {
+        self.0
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
 }
 
 /// The part of a pod's spec vramfit reads.
@@ -48,12 +105,56 @@ pub struct SlimPodSpec {
 
 /// A container's name and resources.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(from = "WireContainer", into = "WireContainer")]
 pub struct SlimContainer {
     /// Its name.
     pub name: String,
-    /// Requests and limits.
+    /// Limits.
+    pub limits: Option<Pairs<Quantity>>,
+    /// Requests.
+    pub requests: Option<Pairs<Quantity>>,
+}
+
+/// A container as the watch sends it, parsed slim.
+#[derive(Deserialize, Serialize)]
+struct WireContainer {
+    name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    resources: Option<ResourceRequirements>,
+}
+
+impl From<WireContainer> for SlimContainer {
+    fn from(wire: WireContainer) -> Self {
+        let resources = wire.resources.unwrap_or_default();
+        Self {
+            name: wire.name,
+            limits: resources.limits.map(Pairs::from),
+            requests: resources.requests.map(Pairs::from),
+        }
+    }
+}
+
+impl From<SlimContainer> for WireContainer {
+    fn from(container: SlimContainer) -> Self {
+        Self {
+            resources: container.resources(),
+            name: container.name,
+        }
+    }
+}
+
+impl SlimContainer {
+    /// Its resources as the API types them (claims are not kept).
+    pub fn resources(&self) -> Option<ResourceRequirements> {
+        if self.limits.is_none() && self.requests.is_none() {
+            return None;
+        }
+        Some(ResourceRequirements {
+            limits: self.limits.as_ref().map(Pairs::to_map),
+            requests: self.requests.as_ref().map(Pairs::to_map),
+            ..ResourceRequirements::default()
+        })
+    }
 }
 
 /// The metadata fields vramfit reads (everything but managed fields and `selfLink`).
@@ -136,15 +237,20 @@ impl Metadata for SlimPod {
 impl SlimPod {
     /// The slim form of a full pod (tests and benchmarks fill the stores with these).
     pub fn of(pod: &Pod) -> Self {
-        let slim = |c: &Container| SlimContainer {
-            name: c.name.clone(),
-            resources: c.resources.clone(),
+        let slim = |c: &Container| {
+            SlimContainer::from(WireContainer {
+                name: c.name.clone(),
+                resources: c.resources.clone(),
+            })
+        };
+        let mut metadata = ObjectMeta {
+            managed_fields: None,
+            ..pod.metadata.clone()
         };
         Self {
-            metadata: ObjectMeta {
-                managed_fields: None,
-                ..pod.metadata.clone()
-            },
+            labels: metadata.labels.take().map(Pairs::from),
+            annotations: metadata.annotations.take().map(Pairs::from),
+            metadata,
             spec: pod.spec.as_ref().map(|spec| SlimPodSpec {
                 node_name: spec.node_name.clone(),
                 containers: spec.containers.iter().map(slim).collect(),
@@ -158,11 +264,15 @@ impl SlimPod {
     pub fn to_pod(&self) -> Pod {
         let full = |c: &SlimContainer| Container {
             name: c.name.clone(),
-            resources: c.resources.clone(),
+            resources: c.resources(),
             ..Container::default()
         };
         Pod {
-            metadata: self.metadata.clone(),
+            metadata: ObjectMeta {
+                labels: self.labels.as_ref().map(Pairs::to_map),
+                annotations: self.annotations.as_ref().map(Pairs::to_map),
+                ..self.metadata.clone()
+            },
             spec: self.spec.as_ref().map(|spec| PodSpec {
                 node_name: spec.node_name.clone(),
                 containers: spec.containers.iter().map(full).collect(),
@@ -285,6 +395,17 @@ mod tests {
         assert_eq!(spec.containers[0].env, None, "not parsed");
         assert_eq!(spec.tolerations, None, "not parsed");
         assert_eq!(crate::node_classes::pod_gpu_request(&pod), 2);
+        assert_eq!(
+            pod.metadata.labels,
+            Some([("vramfit.io/job".into(), "chat".into())].into())
+        );
+        assert_eq!(
+            pod.metadata.annotations,
+            Some([("vramfit.io/spec-hash".into(), "abc".into())].into())
+        );
+        // What a watch of slim pods would send again is the pod as read.
+        let again: SlimPod = serde_json::from_value(serde_json::to_value(&slim).unwrap()).unwrap();
+        assert_eq!(again, slim);
         let full: Pod = serde_json::from_value(text).unwrap();
         assert_eq!(SlimPod::of(&full), slim);
     }
