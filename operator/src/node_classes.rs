@@ -4,9 +4,11 @@
 //!   Discovery's) belongs to the class `<product>-x<count>`; a `GpuNodeClass` of the same name
 //!   overrides its defaults, and one with `gpu` and `nodeSelector` defines a class of its own.
 //! * Free GPUs of a node: its allocatable `nvidia.com/gpu` less the GPUs requested by the
-//!   non-terminal pods bound to it. vramfit's own pods that are not bound yet (and pods it has
-//!   just created, see [`crate::reservations`]) are subtracted from their class, best fit, so
-//!   that a burst of jobs does not pile onto the last free node.
+//!   non-terminal pods bound to it. Pods an InferenceJob controls that are not bound yet (and
+//!   pods vramfit has just created, see [`crate::reservations`]) are subtracted from their
+//!   class, best fit, so that a burst of jobs does not pile onto the last free node. The
+//!   `vramfit.io/node-class` label of any other unbound pod is ignored: anyone may set it, and
+//!   a tenant's pods could otherwise make every class look full.
 //! * A node counts only while it is schedulable (not cordoned, Ready), its taints are tolerated
 //!   by the job's pod, and it matches the job's own node selector.
 use std::collections::{BTreeMap, HashMap};
@@ -258,7 +260,12 @@ impl GpuUsage {
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
-            class: pod.labels().get(NODE_CLASS_LABEL).cloned(),
+            // Only a job's own pod holds room in its class before it binds (see the module docs).
+            class: pod
+                .labels()
+                .get(NODE_CLASS_LABEL)
+                .filter(|_| crate::controller::owning_job(pod).is_some())
+                .cloned(),
             gpus,
         })
     }
@@ -677,16 +684,69 @@ mod tests {
         );
     }
 
+    /// `pod` as an InferenceJob's own pod: labelled with `class` and controlled by `job`.
+    fn job_pod_of_class(mut pod: Pod, job: &str, class: &str) -> Pod {
+        pod.metadata.labels = Some(BTreeMap::from([(
+            NODE_CLASS_LABEL.to_string(),
+            class.to_string(),
+        )]));
+        pod.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "vramfit.io/v1alpha1".into(),
+                kind: "InferenceJob".into(),
+                name: job.into(),
+                uid: fixtures::uid(job),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+        ]);
+        pod
+    }
+
+    #[test]
+    fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
+        let nodes = vec![Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))];
+        let inventory = build_inventory(&nodes, &[]);
+        let constraints =
+            PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+        let room_for_4 = |pods: Vec<Pod>| {
+            let usage = gpu_usage(&pods.into_iter().map(Arc::new).collect::<Vec<_>>());
+            Capacity::compute(&inventory, &usage, &[], &constraints).has_room("a10g-x4", 4)
+        };
+        // A pending pod that asks for every GPU of the class and carries the class label,
+        // created by someone else: it may never bind, and holds no room.
+        let forged = job_pod_of_class(
+            fixtures::gpu_pod("tenant", "squat", None, 4),
+            "chat",
+            "a10g-x4",
+        );
+        let mut unowned = forged.clone();
+        unowned.metadata.owner_references = None;
+        assert!(room_for_4(vec![unowned.clone()]));
+        let mut not_controller = forged.clone();
+        if let Some(owner) = not_controller.metadata.owner_references.as_mut() {
+            owner[0].controller = Some(false);
+        }
+        assert!(room_for_4(vec![not_controller]));
+        let mut other_kind = forged.clone();
+        if let Some(owner) = other_kind.metadata.owner_references.as_mut() {
+            owner[0].kind = "Job".into();
+            owner[0].api_version = "batch/v1".into();
+        }
+        assert!(room_for_4(vec![other_kind]));
+        // A job's own unbound pod holds its room; any pod bound to the node takes its real
+        // request, whoever made it.
+        assert!(!room_for_4(vec![forged]));
+        assert!(!room_for_4(vec![fixtures::as_running(unowned, "a-1")]));
+    }
+
     #[test]
     fn usage_follows_watch_events_and_relists() {
         let mut usage = GpuUsage::default();
         let bound = fixtures::gpu_pod("other", "train", Some("a-1"), 2);
         usage.apply_event(&watcher::Event::Apply(bound.clone()));
-        let mut ours = fixtures::gpu_pod(fixtures::NAMESPACE, "chat-1", None, 1);
-        ours.metadata.labels = Some(BTreeMap::from([(
-            NODE_CLASS_LABEL.to_string(),
-            "a10g-x4".to_string(),
-        )]));
+        let ours = fixtures::gpu_pod(fixtures::NAMESPACE, "chat-1", None, 1);
+        let mut ours = job_pod_of_class(ours, "chat", "a10g-x4");
         usage.apply_event(&watcher::Event::Apply(ours.clone()));
         assert_eq!(usage.used_on("a-1"), 2);
         assert_eq!(usage.unbound_in("a10g-x4").collect::<Vec<_>>(), [1]);
