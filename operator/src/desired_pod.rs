@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 use vramfit_api::labels::GPU_RESOURCE;
 use vramfit_api::{InferenceJob, Plan};
-use vramfit_planner::workload::{plan_env, runtime_args};
+use vramfit_planner::workload::{host_memory_mib, plan_env, runtime_args};
 use vramfit_planner::{JobInput, NodeClass};
 
 use crate::error::Error;
@@ -191,6 +191,16 @@ fn pod_spec(
         .requests
         .get_or_insert_with(BTreeMap::new)
         .insert(GPU_RESOURCE.to_string(), gpus);
+    // Layers llama.cpp leaves on the CPU keep weights and KV cache in host memory: request
+    // and limit what the plan needs, so the kubelet does not kill the pod for a plan vramfit
+    // made. A job that sets its own memory keeps it.
+    if let Some(mib) = host_memory_mib(input, plan) {
+        for side in [&mut resources.requests, &mut resources.limits] {
+            side.get_or_insert_with(BTreeMap::new)
+                .entry("memory".to_string())
+                .or_insert_with(|| Quantity(format!("{mib}Mi")));
+        }
+    }
 
     let mut tolerations = vec![gpu_toleration()];
     for toleration in &template.tolerations {
@@ -573,6 +583,34 @@ mod tests {
             llama.gpu_layers.to_string()
         );
         assert_eq!(pod.metadata.labels.as_ref().unwrap()[ATTEMPT_LABEL], "2");
+    }
+
+    #[test]
+    fn a_partial_llamacpp_offload_requests_and_limits_host_memory() {
+        let class = fixtures::class("a10g", 1);
+        let big = fixtures::spec_from_json(
+            r#"{"model": {"preset": "llama-3.1-70b-instruct-q4_k_m"}, "runtime": "llamacpp",
+                "image": "llama", "contextLength": 8192}"#,
+        );
+        let job = fixtures::job("big", big);
+        let (pod, plan) = build(&job, &class, 1);
+        let llama = plan.llama_cpp.unwrap();
+        assert!(llama.gpu_layers < llama.total_layers - 1, "{llama:?}");
+        let input = vramfit_planner::resolve_job(&job.spec).unwrap();
+        let mib = host_memory_mib(&input, &plan).unwrap();
+        assert!(
+            mib * 1024 * 1024 > 42_520_393_000,
+            "at least the GGUF file: {mib}"
+        );
+        let res = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+        let want = Some(Quantity(format!("{mib}Mi")));
+        assert_eq!(res.requests.unwrap().get("memory").cloned(), want);
+        assert_eq!(res.limits.unwrap().get("memory").cloned(), want);
+        // Everything on the GPUs: no host memory of vramfit's.
+        let small = fixtures::job("small", fixtures::llamacpp_spec());
+        let (pod, _) = build(&small, &class, 1);
+        let res = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+        assert_eq!(res.limits.unwrap().get("memory"), None);
     }
 
     #[test]

@@ -91,6 +91,24 @@ impl Budget<'_> {
     }
 }
 
+/// llama.cpp's host buffers (CPU compute buffers, logits, runtime) beside the model.
+pub const LLAMACPP_HOST_OVERHEAD_MIB: u64 = 1024;
+
+/// Host memory a partial offload needs, MiB: the whole GGUF file (memory-mapped; the CPU
+/// layers run from it and loading reads every layer through the page cache), the KV cache
+/// of the blocks left on the CPU, and llama.cpp's host buffers. `None` when every layer is
+/// on the GPUs.
+pub fn host_memory_mib(job: &JobInput, plan: &LlamaCppPlan) -> Option<u64> {
+    let blocks = job.model.layers;
+    if plan.gpu_layers > blocks {
+        return None;
+    }
+    let on_cpu = u64::from(blocks - plan.gpu_layers);
+    let kv = memory::kv_cache_bytes_per_layer(&job.model, job.tokens(), plan.kv_cache_type);
+    let bytes = job.model.gguf_file_bytes.unwrap_or(0) + kv * on_cpu;
+    Some(memory::mib(bytes) + LLAMACPP_HOST_OVERHEAD_MIB)
+}
+
 /// Layers as llama.cpp counts them for `--n-gpu-layers`: the blocks and the output layer.
 pub fn total_layers(job: &JobInput) -> u32 {
     job.model.layers + 1
@@ -210,16 +228,24 @@ pub fn size(
         gib(class.memory_mib),
     ));
 
+    let llama_cpp = LlamaCppPlan {
+        gpu_layers: layers,
+        total_layers,
+        kv_cache_type: kv,
+    };
+    if let Some(host) = host_memory_mib(job, &llama_cpp) {
+        reasons.push(format!(
+            "host memory {} requested and limited: the GGUF file, the KV cache of {} layer(s) on the CPU and {LLAMACPP_HOST_OVERHEAD_MIB} MiB of host buffers",
+            gib(host),
+            job.model.layers - layers
+        ));
+    }
     let per_gpu = |bytes: u64| memory::mib(bytes).div_ceil(u64::from(gpus));
     let weights_mib = per_gpu(budget.weights_bytes(layers));
     let kv_cache_mib = per_gpu(budget.kv_bytes(layers, kv));
     Ok(LlamaCppSizing {
         gpu_count: gpus,
-        llama_cpp: LlamaCppPlan {
-            gpu_layers: layers,
-            total_layers,
-            kv_cache_type: kv,
-        },
+        llama_cpp,
         memory: MemoryEstimate {
             weights_mib,
             kv_cache_mib,

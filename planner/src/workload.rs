@@ -173,6 +173,13 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
     args
 }
 
+/// Host memory, MiB, that a llama.cpp plan with layers left on the CPU needs the pod to
+/// request and be allowed (docs/runtime-contracts.md); `None` otherwise.
+pub fn host_memory_mib(job: &JobInput, plan: &Plan) -> Option<u64> {
+    plan.llama_cpp
+        .and_then(|l| crate::plan_llamacpp::host_memory_mib(job, &l))
+}
+
 fn fraction(percent: u32) -> String {
     format!("{:.2}", f64::from(percent) / 100.0)
 }

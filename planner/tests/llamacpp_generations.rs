@@ -135,3 +135,30 @@ fn a_llamacpp_server_gets_only_the_plans_description_as_env() {
         .map(|(_, v)| v.clone());
     assert_eq!(layers_env, Some(layers(&p).to_string()));
 }
+
+#[test]
+fn a_partial_offload_asks_host_memory_for_what_stays_on_the_cpu() {
+    let card = p4000();
+    let f16 = long_context("f16");
+    let partial = on(&card, &f16);
+    let host = workload::host_memory_mib(&f16, &partial).expect("layers on the CPU");
+    let file_mib = 4_372_812_000u64.div_ceil(1024 * 1024);
+    // 32 blocks, some on the CPU, each with 128 MiB of f16 KV cache at 32k tokens.
+    let on_cpu = u64::from(32 - layers(&partial));
+    assert!(on_cpu > 0);
+    assert!(host >= file_mib + on_cpu * 128, "{host} MiB");
+    assert!(
+        partial.reasons.iter().any(|r| r.starts_with("host memory")),
+        "{:?}",
+        partial.reasons
+    );
+    let q8 = long_context("q8_0");
+    let fewer_on_cpu = workload::host_memory_mib(&q8, &on(&card, &q8)).unwrap();
+    assert!(fewer_on_cpu < host, "{fewer_on_cpu} vs {host}");
+    let q4 = long_context("q4_0");
+    assert_eq!(
+        workload::host_memory_mib(&q4, &on(&card, &q4)),
+        None,
+        "all offloaded"
+    );
+}
