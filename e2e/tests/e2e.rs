@@ -32,6 +32,8 @@ use vramfit_e2e::*;
 
 #[path = "scenarios/faults.rs"]
 mod faults;
+#[path = "scenarios/pod_security.rs"]
+mod pod_security;
 #[path = "scenarios/rbac.rs"]
 mod rbac;
 
@@ -252,6 +254,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("api-server-outage", |s| {
             Box::pin(faults::api_server_outage(s))
+        }),
+        ("restricted-namespace", |s| {
+            Box::pin(pod_security::restricted_namespace(s))
         }),
         ("operator-under-chart-rbac", |s| {
             Box::pin(rbac::operator_under_chart_rbac(s))
@@ -1004,10 +1009,20 @@ fn check_placed_job(job: &InferenceJob, pod: &Pod, nodes: &[Node]) -> Result<()>
         .iter()
         .find(|c| c.name == CONTAINER)
         .ok_or_else(|| anyhow!("pod {} has no container {CONTAINER}", pod.name_any()))?;
+    // Log lines reach status only where the job asked for them.
+    let from_logs = job
+        .spec
+        .pod
+        .as_ref()
+        .is_some_and(|p| p.termination_message_from_logs);
     expect_eq(
         "terminationMessagePolicy",
         container.termination_message_policy.as_deref(),
-        Some("FallbackToLogsOnError"),
+        Some(if from_logs {
+            "FallbackToLogsOnError"
+        } else {
+            "File"
+        }),
     )?;
     let limit = container
         .resources
