@@ -17,12 +17,24 @@ pub const PLANNED_ENV: [&str; 8] = [
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
 ];
 
+/// llama.cpp's env spellings of the flags vramfit plans (`common/arg.cpp` `set_env`).
+pub const LLAMACPP_FLAG_ENV: [&str; 6] = [
+    "LLAMA_ARG_N_GPU_LAYERS",
+    "LLAMA_ARG_CTX_SIZE",
+    "LLAMA_ARG_N_PARALLEL",
+    "LLAMA_ARG_CACHE_TYPE_K",
+    "LLAMA_ARG_CACHE_TYPE_V",
+    "LLAMA_ARG_FLASH_ATTN",
+];
+
 /// Why a job may not set env `name` itself, if it may not: vramfit plans it, or it chooses
 /// which GPUs the container sees (the device plugin sets those for the GPUs the pod got;
 /// another value would reach GPUs the pod was not given).
 pub fn reserved_env(name: &str) -> Option<&'static str> {
     if name.starts_with("VRAMFIT_") || PLANNED_ENV.contains(&name) {
         Some("vramfit plans it from the node class")
+    } else if LLAMACPP_FLAG_ENV.contains(&name) {
+        Some("it sets a llama.cpp flag that vramfit plans")
     } else if name.starts_with("NVIDIA_") || name == "CUDA_VISIBLE_DEVICES" {
         Some("it selects GPUs, which only the device plugin assigns")
     } else {

@@ -99,3 +99,25 @@ fn a_shell_command_gets_the_flags_as_one_env_var_and_a_warning() {
     let err = resolve_job(&spec(script)).unwrap_err();
     assert!(err.contains("--max-model-len"), "{err}");
 }
+
+#[test]
+fn llamacpp_env_spellings_of_planned_flags_are_refused() {
+    for name in [
+        "LLAMA_ARG_N_GPU_LAYERS",
+        "LLAMA_ARG_CTX_SIZE",
+        "LLAMA_ARG_FLASH_ATTN",
+    ] {
+        let yaml = format!(
+            "{{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, \
+             pod: {{env: [{{name: {name}, value: '1'}}]}}}}"
+        );
+        let err = resolve_job(&spec(&yaml)).expect_err(name);
+        assert!(
+            err.contains(name) && err.contains("llama.cpp flag"),
+            "{err}"
+        );
+    }
+    let own = "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, \
+               pod: {env: [{name: LLAMA_ARG_THREADS, value: '8'}]}}";
+    assert!(resolve_job(&spec(own)).is_ok());
+}
