@@ -48,6 +48,9 @@ pub mod reasons {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// InvalidSpec=False.
     pub const SPEC_VALID: &str = "SpecValid";
+    /// Ready=False, OutOfMemory=True: killed at the host memory limit, which no GPU step
+    /// down cures.
+    pub const HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
     /// OutOfMemory=False.
     pub const NO_OUT_OF_MEMORY: &str = "NoOutOfMemory";
     /// OutOfMemory=True: a step down was taken (or waits for room to be taken).

@@ -31,6 +31,8 @@ pub mod reasons {
     pub const SUCCEEDED: &str = "Succeeded";
     /// An attempt ran out of memory (Warning).
     pub const OUT_OF_MEMORY: &str = "OutOfMemory";
+    /// An attempt was killed at its host memory limit (Warning).
+    pub const HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
     /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).
     pub const DISRUPTED: &str = "Disrupted";
     /// The next attempt steps down (note: the step).

@@ -47,6 +47,8 @@ use crate::placement::{Choice, choose, plan_summary};
 pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
 /// `attempts[].outcome`: the pod ran out of memory.
 pub const OUTCOME_OUT_OF_MEMORY: &str = "OutOfMemory";
+/// `attempts[].outcome`: the pod was killed at its host memory limit (`OOMKilled`).
+pub const OUTCOME_HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
 /// `attempts[].outcome`: the pod failed otherwise.
 pub const OUTCOME_FAILED: &str = "Failed";
 /// `attempts[].outcome`: the pod was deleted for a new one after a spec change.
@@ -256,6 +258,14 @@ impl Draft<'_> {
         match outcome.as_deref() {
             None => self.observe_current(old),
             Some(OUTCOME_OUT_OF_MEMORY) => self.start(Start::AfterOutOfMemory),
+            Some(OUTCOME_HOST_OUT_OF_MEMORY) => {
+                let message = self.status.attempts[count - 1]
+                    .message
+                    .clone()
+                    .unwrap_or_default();
+                self.fail_host_out_of_memory(count as u32, &message);
+                Ok(())
+            }
             Some(OUTCOME_REPLACED) => self.start(Start::Replacing),
             Some(OUTCOME_DISRUPTED) => self.start(Start::AfterDisruption),
             Some(OUTCOME_SUCCEEDED) => {
@@ -486,6 +496,17 @@ impl Draft<'_> {
                 // Steps down at once when it can; otherwise the failure is recorded and waits.
                 return self.start(Start::AfterOutOfMemory);
             }
+            PodState::HostOutOfMemory { message, .. } => {
+                self.end_attempt(OUTCOME_HOST_OUT_OF_MEMORY, message.clone());
+                self.events.push(
+                    JobEvent::warning(
+                        er::HOST_OUT_OF_MEMORY,
+                        format!("attempt {attempt} (pod {name}) ran out of host memory: {message}"),
+                    )
+                    .about(name),
+                );
+                self.fail_host_out_of_memory(attempt, &message);
+            }
             PodState::Disrupted { message, .. } => {
                 self.end_attempt(OUTCOME_DISRUPTED, message.clone());
                 self.events.push(
@@ -521,6 +542,18 @@ impl Draft<'_> {
             false,
             cr::SUCCEEDED,
             format!("pod {name} completed successfully"),
+        );
+    }
+
+    /// Failed for good at the host memory limit: a smaller GPU plan would not help (a
+    /// llama.cpp plan would even keep more on the CPU), so the job says what to raise.
+    fn fail_host_out_of_memory(&mut self, attempt: u32, message: &str) {
+        self.fail(
+            cr::HOST_OUT_OF_MEMORY,
+            format!(
+                "attempt {attempt} ran out of host memory ({message}); a GPU step down does not cure that: raise spec.pod.resources memory"
+            ),
+            true,
         );
     }
 

@@ -50,8 +50,16 @@ pub enum PodState {
         /// The node it ran on.
         node: Option<String>,
     },
-    /// Ended out of memory (OOMKilled, or a CUDA out-of-memory error in its message).
+    /// Ended out of GPU memory (a CUDA, llama.cpp or vLLM out-of-memory error in its message).
     OutOfMemory {
+        /// The node it ran on.
+        node: Option<String>,
+        /// The failure, trimmed.
+        message: String,
+    },
+    /// Killed at its host memory limit (`OOMKilled`) with no GPU out-of-memory error: a step
+    /// down on the GPU does not cure it.
+    HostOutOfMemory {
         /// The node it ran on.
         node: Option<String>,
         /// The failure, trimmed.
@@ -83,6 +91,7 @@ impl PodState {
             | PodState::Running { node }
             | PodState::Succeeded { node }
             | PodState::OutOfMemory { node, .. }
+            | PodState::HostOutOfMemory { node, .. }
             | PodState::Disrupted { node, .. }
             | PodState::Failed { node, .. } => node.as_deref(),
         }
@@ -221,15 +230,20 @@ fn failure(
         let reason = t.reason.as_deref().unwrap_or_default();
         let message = t.message.as_deref().unwrap_or_default();
         if reason == "OOMKilled" {
-            let detail = oom_line(message).unwrap_or_else(|| {
-                format!(
-                    "container OOMKilled (exit code {}): host memory limit reached",
-                    t.exit_code
-                )
-            });
-            return PodState::OutOfMemory {
-                node,
-                message: detail,
+            // The kernel killed it at the container's memory limit; a GPU error logged
+            // before that still makes it a GPU failure.
+            return match oom_line(message) {
+                Some(line) => PodState::OutOfMemory {
+                    node,
+                    message: line,
+                },
+                None => PodState::HostOutOfMemory {
+                    node,
+                    message: format!(
+                        "container OOMKilled (exit code {}): host memory limit reached",
+                        t.exit_code
+                    ),
+                },
             };
         }
         if let Some(line) = oom_line(message).or_else(|| oom_line(reason)) {
@@ -338,12 +352,15 @@ mod tests {
     }
 
     #[test]
-    fn oom_killed_is_out_of_memory() {
+    fn oom_killed_is_host_out_of_memory_unless_the_gpu_ran_out_first() {
         let pod = fixtures::failed_pod("chat-1", "gpu-a", "OOMKilled", 137, "");
-        let PodState::OutOfMemory { message, .. } = classify(&pod) else {
+        let PodState::HostOutOfMemory { message, .. } = classify(&pod) else {
             panic!("{:?}", classify(&pod))
         };
         assert!(message.contains("OOMKilled"), "{message}");
+        let gpu = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+        let pod = fixtures::failed_pod("chat-1", "gpu-a", "OOMKilled", 137, gpu);
+        assert!(matches!(classify(&pod), PodState::OutOfMemory { .. }));
     }
 
     #[test]

@@ -257,9 +257,9 @@ async fn exhausted_attempts_fail_with_the_last_reason() {
     writers.apply_pod(fixtures::as_failed(
         created_pod(&pod),
         "a-1",
-        "OOMKilled",
-        137,
-        "",
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ));
     let job = with_status(&job, &status);
     let action = run(&ctx, &job, &mut api, async |api| {
@@ -274,7 +274,10 @@ async fn exhausted_attempts_fail_with_the_last_reason() {
         let ready = condition(&body, "Ready");
         assert_eq!(ready["reason"], "AttemptsExhausted");
         assert!(
-            ready["message"].as_str().unwrap().contains("OOMKilled"),
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("CUDA out of memory"),
             "{ready}"
         );
         api.events("chat", &["OutOfMemory", "Failed"]).await;

@@ -236,14 +236,14 @@ fn status_follows_the_pod_and_writes_only_changes() {
 }
 
 #[test]
-fn oom_killed_retries_one_step_down() {
+fn cuda_out_of_memory_retries_one_step_down() {
     let mut world = a10g_world();
     let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
     let first = world.decide(&job);
     let job = written(&job, &first);
     let name = world.observe(&first, |p| fixtures::as_running(p, "a-1"));
     world.set_pod(&name, |p| {
-        fixtures::as_failed(p, "a-1", "OOMKilled", 137, "")
+        fixtures::as_failed(p, "a-1", "Error", 1, CUDA_OOM)
     });
     let d = world.decide(&job);
 
@@ -263,7 +263,7 @@ fn oom_killed_retries_one_step_down() {
             .message
             .as_deref()
             .unwrap()
-            .contains("OOMKilled")
+            .contains("CUDA out of memory")
     );
     assert_eq!(s.attempts[1].step.as_deref(), Some("one more GPU: 1 → 2"));
     assert_eq!(s.fallback.as_ref().unwrap().min_gpus, Some(2));
@@ -396,7 +396,7 @@ fn no_step_left_fails() {
     let first = world.decide(&job);
     let job = written(&job, &first);
     world.observe(&first, |p| {
-        fixtures::as_failed(p, "a-1", "OOMKilled", 137, "")
+        fixtures::as_failed(p, "a-1", "Error", 1, CUDA_OOM)
     });
     let d = world.decide(&job);
     assert_eq!(d.status.phase, Some(Phase::Failed));
@@ -410,7 +410,7 @@ fn out_of_memory_without_room_waits_and_then_steps_down_the_same_way() {
     let first = world.decide(&job);
     let job = written(&job, &first);
     world.observe(&first, |p| {
-        fixtures::as_failed(p, "a-1", "OOMKilled", 137, "")
+        fixtures::as_failed(p, "a-1", "Error", 1, CUDA_OOM)
     });
     // Another workload takes three GPUs: the two-GPU step-down has no room.
     world.gpu_pods.push(Arc::new(fixtures::gpu_pod(
@@ -723,4 +723,37 @@ fn disruptions_also_end_when_attempts_run_out() {
     assert!(d.apply_pod.is_none());
     assert_eq!(d.status.phase, Some(Phase::Failed));
     assert_eq!(condition(&d, "Ready").reason, "AttemptsExhausted");
+}
+
+const CUDA_OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+
+#[test]
+fn oom_killed_fails_at_once_naming_host_memory_with_no_gpu_step() {
+    let mut world = a10g_world();
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let first = world.decide(&job);
+    let job = written(&job, &first);
+    let name = world.observe(&first, |p| fixtures::as_running(p, "a-1"));
+    world.set_pod(&name, |p| {
+        fixtures::as_failed(p, "a-1", "OOMKilled", 137, "")
+    });
+    let d = world.decide(&job);
+    assert!(d.apply_pod.is_none(), "no second attempt");
+    assert_eq!(d.status.phase, Some(Phase::Failed));
+    assert_eq!(
+        d.status.attempts[0].outcome.as_deref(),
+        Some("HostOutOfMemory")
+    );
+    assert_eq!(
+        d.status.fallback, first.status.fallback,
+        "no step down taken"
+    );
+    let ready = condition(&d, "Ready");
+    assert_eq!(ready.reason, "HostOutOfMemory");
+    assert!(
+        ready.message.contains("spec.pod.resources"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(condition(&d, "OutOfMemory").reason, "HostOutOfMemory");
 }
