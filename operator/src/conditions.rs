@@ -1,4 +1,5 @@
-//! Status conditions (pure). Types: `Scheduled`, `Ready`, `InvalidSpec`, `OutOfMemory`.
+//! Status conditions (pure). Types: `Scheduled`, `Ready`, `InvalidSpec`, `OutOfMemory`,
+//! `FlagsUnreachable`.
 //! `lastTransitionTime` changes only when a condition's status changes, so that a reconcile
 //! that learns nothing new writes nothing.
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,9 +13,18 @@ pub const READY: &str = "Ready";
 pub const INVALID_SPEC: &str = "InvalidSpec";
 /// An attempt ran out of memory (True, with the step taken or why none is left).
 pub const OUT_OF_MEMORY: &str = "OutOfMemory";
+/// The container's command is a shell, which never sees the flags vramfit appends to its
+/// args (True, `ShellCommand`); False once it is not. Unset for jobs that never had one.
+pub const FLAGS_UNREACHABLE: &str = "FlagsUnreachable";
 
 /// Every condition type vramfit sets, in the order it writes them.
-pub const ALL: [&str; 4] = [SCHEDULED, READY, INVALID_SPEC, OUT_OF_MEMORY];
+pub const ALL: [&str; 5] = [
+    SCHEDULED,
+    READY,
+    INVALID_SPEC,
+    OUT_OF_MEMORY,
+    FLAGS_UNREACHABLE,
+];
 
 /// Condition reasons.
 pub mod reasons {
@@ -53,6 +63,10 @@ pub mod reasons {
     pub const HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
     /// OutOfMemory=False.
     pub const NO_OUT_OF_MEMORY: &str = "NoOutOfMemory";
+    /// FlagsUnreachable=True: the command is a shell (`sh -c …`).
+    pub const SHELL_COMMAND: &str = "ShellCommand";
+    /// FlagsUnreachable=False.
+    pub const FLAGS_APPENDED: &str = "FlagsAppended";
     /// OutOfMemory=True: a step down was taken (or waits for room to be taken).
     pub const STEPPED_DOWN: &str = "SteppedDown";
 }

@@ -33,7 +33,9 @@ use vramfit_api::{Attempt, Fallback, InferenceJob, InferenceJobStatus, Phase, Pl
 use vramfit_planner::fallback::next_step;
 use vramfit_planner::{JobInput, plan_for_class};
 
-use crate::conditions::{self, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr};
+use crate::conditions::{
+    self, FLAGS_UNREACHABLE, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
+};
 use crate::desired_pod::{
     desired_pod, metadata_matches, pod_name, recorded_plan, recorded_spec_hash,
 };
@@ -221,6 +223,34 @@ impl Draft<'_> {
         );
     }
 
+    /// FlagsUnreachable from the plan's shell-command warning: True while the command is a
+    /// shell and the runtime takes flags; False once it is not (only if it was ever set).
+    fn flags_condition(&mut self, input: &JobInput, plan: &Plan) {
+        let warning = plan
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("command is a shell"));
+        match warning {
+            Some(w) if input.shell_command => {
+                self.set(FLAGS_UNREACHABLE, true, cr::SHELL_COMMAND, w.clone());
+            }
+            _ if self
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == FLAGS_UNREACHABLE) =>
+            {
+                self.set(
+                    FLAGS_UNREACHABLE,
+                    false,
+                    cr::FLAGS_APPENDED,
+                    "the planned flags are appended to the container's args",
+                );
+            }
+            _ => {}
+        }
+    }
+
     fn job_name(&self) -> String {
         self.obs.job.name_any()
     }
@@ -390,6 +420,7 @@ impl Draft<'_> {
                             self.apply_pod = Some(desired);
                             self.applied_plan = Some(new_plan.clone());
                         }
+                        self.flags_condition(input, &new_plan);
                         self.status.plan = Some(new_plan);
                         return Ok(false);
                     }
@@ -727,6 +758,7 @@ impl Draft<'_> {
             message: None,
         });
         self.status.attempt_count = number;
+        self.flags_condition(input, &plan);
         self.status.plan = Some(plan);
         self.status.node_class = Some(class_name);
         self.status.pod_name = Some(name.clone());

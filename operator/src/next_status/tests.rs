@@ -757,3 +757,31 @@ fn oom_killed_fails_at_once_naming_host_memory_with_no_gpu_step() {
     );
     assert_eq!(condition(&d, "OutOfMemory").reason, "HostOutOfMemory");
 }
+
+#[test]
+fn a_shell_command_sets_flags_unreachable_and_a_plain_one_does_not() {
+    let world = a10g_world();
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.command = vec![
+        "sh".into(),
+        "-c".into(),
+        "exec vllm serve m $VRAMFIT_RUNTIME_ARGS".into(),
+    ];
+    let d = world.decide(&fixtures::job("shell", spec));
+    let c = condition(&d, "FlagsUnreachable");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "ShellCommand")
+    );
+    assert!(c.message.contains("VRAMFIT_RUNTIME_ARGS"), "{}", c.message);
+    let plain = world.decide(&fixtures::job("plain", fixtures::vllm_mistral_spec()));
+    assert!(
+        plain
+            .status
+            .conditions
+            .iter()
+            .all(|c| c.type_ != "FlagsUnreachable"),
+        "{:?}",
+        plain.status.conditions
+    );
+}
