@@ -24,6 +24,9 @@ pub struct Shape<Name> {
     pub context_limit: u32,
     /// GGUF file size in bytes (llama.cpp models).
     pub gguf_file_bytes: Option<u64>,
+    /// Vocabulary size (config.json `vocab_size`): the token embeddings and the output layer,
+    /// vocab × hidden each, stay at 16 bits under in-flight 8-bit and 4-bit quantization.
+    pub vocab_size: Option<u32>,
     /// Takes images (MAX_TILES applies).
     pub vision: bool,
 }
@@ -55,10 +58,11 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 4,
             head_dim: 128,
             context_limit: 32_768,
+            vocab_size: Some(152_064),
             gguf_file_bytes: None,
             vision: true,
         },
-        source: "OpenGVLab/InternVL3-8B config.json (llm_config: Qwen2.5-7B, 28 layers, 28 heads, 4 KV heads, max_position_embeddings 32768); model card: 7.9B parameters with InternViT-300M",
+        source: "OpenGVLab/InternVL3-8B config.json (llm_config: Qwen2.5-7B, 28 layers, 28 heads, 4 KV heads, max_position_embeddings 32768; Qwen2.5-7B vocab_size 152064); model card: 7.9B parameters with InternViT-300M",
     },
     Preset {
         key: "llama-3.2-11b-vision-instruct",
@@ -71,10 +75,11 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 131_072,
+            vocab_size: Some(128_256),
             gguf_file_bytes: None,
             vision: true,
         },
-        source: "meta-llama/Llama-3.2-11B-Vision-Instruct config.json (text_config: 40 layers incl. 8 cross-attention, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072); safetensors: 10.67B parameters",
+        source: "meta-llama/Llama-3.2-11B-Vision-Instruct config.json (text_config: 40 layers incl. 8 cross-attention, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256); safetensors: 10.67B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3",
@@ -87,10 +92,11 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 32_768,
+            vocab_size: Some(32_768),
             gguf_file_bytes: None,
             vision: false,
         },
-        source: "mistralai/Mistral-7B-Instruct-v0.3 config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 32768); safetensors: 7.25B parameters",
+        source: "mistralai/Mistral-7B-Instruct-v0.3 config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 32768, vocab_size 32768); safetensors: 7.25B parameters",
     },
     Preset {
         key: "llama-3.1-8b-instruct",
@@ -103,10 +109,11 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 131_072,
+            vocab_size: Some(128_256),
             gguf_file_bytes: None,
             vision: false,
         },
-        source: "meta-llama/Llama-3.1-8B-Instruct config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072); safetensors: 8.03B parameters",
+        source: "meta-llama/Llama-3.1-8B-Instruct config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256); safetensors: 8.03B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q4_k_m",
@@ -119,6 +126,7 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 32_768,
+            vocab_size: None,
             gguf_file_bytes: Some(4_372_812_000),
             vision: false,
         },
@@ -135,6 +143,7 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 32_768,
+            vocab_size: None,
             gguf_file_bytes: Some(7_702_565_000),
             vision: false,
         },
@@ -151,6 +160,7 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 131_072,
+            vocab_size: None,
             gguf_file_bytes: Some(4_920_734_000),
             vision: false,
         },
@@ -167,6 +177,7 @@ pub const PRESETS: &[Preset] = &[
             kv_heads: 8,
             head_dim: 128,
             context_limit: 131_072,
+            vocab_size: None,
             gguf_file_bytes: Some(42_520_393_000),
             vision: false,
         },
@@ -249,6 +260,7 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         gguf_file_bytes: spec
             .gguf_file_bytes
             .or(shape.and_then(|s| s.gguf_file_bytes)),
+        vocab_size: shape.and_then(|s| s.vocab_size),
         vision: spec.vision.or(shape.map(|s| s.vision)).unwrap_or(false),
     })
 }
