@@ -1042,32 +1042,29 @@ fn check_placed_job(job: &InferenceJob, pod: &Pod, nodes: &[Node]) -> Result<()>
         .flatten()
         .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
         .collect();
-    let want: Vec<(&str, Option<String>)> = vec![
-        ("TORCH_DTYPE", Some(plan.dtype.as_str().to_string())),
-        (
-            "USE_QUANTIZATION",
-            Some((plan.quantization != vramfit_api::Quantization::None).to_string()),
-        ),
-        (
-            "QUANTIZATION_BITS",
-            plan.quantization.bits().map(|b| b.to_string()),
-        ),
-        ("USE_FLASH_ATTN", Some(plan.flash_attention.to_string())),
-        ("MAX_TILES", plan.max_tiles.map(|t| t.to_string())),
-        (
-            "PYTORCH_CUDA_ALLOC_CONF",
-            Some(plan.pytorch_cuda_alloc_conf.clone()),
-        ),
-        ("VRAMFIT_NODE_CLASS", Some(class.clone())),
-        ("VRAMFIT_GPU_COUNT", Some(plan.gpu_count.to_string())),
-    ];
-    for (key, value) in want {
+    // Every variable the planner's contract gives this plan reaches the pod as planned (the
+    // contract itself is unit-tested in the planner).
+    let input = vramfit_planner::resolve_job(&job.spec).map_err(|e| anyhow!("job {name}: {e}"))?;
+    for (key, value) in vramfit_planner::workload::plan_env(&input, plan) {
         expect_eq(
             &format!("pod {} env {key}", pod.name_any()),
-            env.get(key).cloned(),
-            value,
+            env.get(&key).cloned(),
+            Some(value),
         )?;
     }
+    expect_eq(
+        &format!("pod {} env VRAMFIT_NODE_CLASS", pod.name_any()),
+        env.get("VRAMFIT_NODE_CLASS").cloned(),
+        Some(class.clone()),
+    )?;
+    // PyTorch's settings go to PyTorch workloads only, never to a llama.cpp server.
+    let torch_dtype = (job.spec.runtime != vramfit_api::Runtime::Llamacpp)
+        .then(|| plan.dtype.as_str().to_string());
+    expect_eq(
+        &format!("pod {} env TORCH_DTYPE", pod.name_any()),
+        env.get("TORCH_DTYPE").cloned(),
+        torch_dtype,
+    )?;
 
     ensure!(
         spec.tolerations
