@@ -655,12 +655,10 @@ impl Draft<'_> {
                 let Some(plan) = self.status.plan.clone() else {
                     return self.start(Start::First);
                 };
-                let gpus_per_node = self
-                    .obs
-                    .inventory
-                    .class(&plan.node_class)
-                    .map_or(plan.gpu_count, |c| c.gpus_per_node);
-                match next_step(input, &plan, &current_fallback, gpus_per_node) {
+                let class = self.obs.inventory.class(&plan.node_class);
+                let gpus_per_node = class.map_or(plan.gpu_count, |c| c.gpus_per_node);
+                let capability = class.map(|c| c.capability);
+                match next_step(input, &plan, &current_fallback, gpus_per_node, capability) {
                     Some((next, step)) => (next, Some(step)),
                     None => {
                         let message = format!(

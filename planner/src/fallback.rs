@@ -4,19 +4,24 @@
 //! llama.cpp, a smaller KV-cache type, one more GPU, then fewer offloaded layers.
 use vramfit_api::{Fallback, KvCacheType, Plan, Preference, Quantization, Runtime};
 
+use vramfit_api::labels::ComputeCapability;
+
 use crate::job_input::JobInput;
+use crate::runtime_vllm;
 use crate::tiles::CONSERVATIVE_TILES;
 
 /// Most tenths of the llama.cpp budget a job may give up.
 const MAX_OFFLOAD_STEPS: u32 = 5;
 
 /// One step down from `plan` after an out-of-memory failure: the new fallback state and a
-/// one-line description, or `None` when nothing is left to give up.
+/// one-line description, or `None` when nothing is left to give up. `capability`: the
+/// class's GPUs, where known (vLLM has no 8-bit below 8.0, so that step is skipped there).
 pub fn next_step(
     job: &JobInput,
     plan: &Plan,
     fallback: &Fallback,
     gpus_per_node: u32,
+    capability: Option<ComputeCapability>,
 ) -> Option<(Fallback, String)> {
     let max_gpus = job.max_gpus.min(gpus_per_node);
     // Every step keeps what the failed plan already gave up (never fewer GPUs, never less
@@ -56,7 +61,7 @@ pub fn next_step(
             ),
         ));
     }
-    let quantize = next_quantization(job, plan.quantization).map(|q| {
+    let quantize = next_quantization(job, plan.quantization, capability).map(|q| {
         (
             Fallback {
                 min_quantization: Some(q),
@@ -87,8 +92,20 @@ pub fn next_step(
     resize
 }
 
-fn next_quantization(job: &JobInput, current: Quantization) -> Option<Quantization> {
-    job.quantizations.iter().copied().find(|q| *q > current)
+fn next_quantization(
+    job: &JobInput,
+    current: Quantization,
+    capability: Option<ComputeCapability>,
+) -> Option<Quantization> {
+    let runs = |q: Quantization| {
+        q != Quantization::Int8
+            || job.runtime != Runtime::Vllm
+            || capability.is_none_or(|cc| runtime_vllm::eight_bit(cc).is_ok())
+    };
+    job.quantizations
+        .iter()
+        .copied()
+        .find(|&q| q > current && runs(q))
 }
 
 fn llamacpp_step(

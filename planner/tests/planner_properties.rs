@@ -196,7 +196,7 @@ proptest! {
         let mut fallback = Fallback::default();
         let Ok(mut plan) = plan_for_class(&job, &class, &fallback) else { return Ok(()) };
         for _ in 0..20 {
-            let Some((next, step)) = vramfit_planner::fallback::next_step(&job, &plan, &fallback, class.gpus_per_node) else {
+            let Some((next, step)) = vramfit_planner::fallback::next_step(&job, &plan, &fallback, class.gpus_per_node, Some(class.capability)) else {
                 return Ok(());
             };
             fallback = next;

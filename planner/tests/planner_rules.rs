@@ -269,9 +269,13 @@ fn the_oom_ladder_steps_tiles_then_gpus_then_flash_attention_then_quantization()
     let mut fb = Fallback::default();
     let mut steps = Vec::new();
     let mut plans = vec![plan_for_class(&j, &class, &fb).unwrap()];
-    while let Some((next, step)) =
-        fallback::next_step(&j, plans.last().unwrap(), &fb, class.gpus_per_node)
-    {
+    while let Some((next, step)) = fallback::next_step(
+        &j,
+        plans.last().unwrap(),
+        &fb,
+        class.gpus_per_node,
+        Some(class.capability),
+    ) {
         fb = next;
         steps.push(step);
         plans.push(plan_for_class(&j, &class, &fb).unwrap());
@@ -299,7 +303,8 @@ fn the_oom_ladder_adds_a_gpu_first_for_quality_when_there_is_room() {
     let class = class("a10g-x4");
     let first = plan_for_class(&j, &class, &Fallback::default()).unwrap();
     assert_eq!(first.gpu_count, 1);
-    let (fb, step) = fallback::next_step(&j, &first, &Fallback::default(), 4).unwrap();
+    let (fb, step) =
+        fallback::next_step(&j, &first, &Fallback::default(), 4, Some(class.capability)).unwrap();
     assert_eq!(step, "one more GPU: 1 → 2");
     let second = plan_for_class(&j, &class, &fb).unwrap();
     assert_eq!(

@@ -138,7 +138,8 @@ fn internvl_tiles_reach_vllm_and_the_fewer_tiles_step_changes_them() {
     let limit: serde_yaml::Value =
         serde_yaml::from_str(&flag(&args(&j, &first), "--limit-mm-per-prompt").unwrap()).unwrap();
     assert_eq!(limit["image"], 1);
-    let (fb, step) = fallback::next_step(&j, &first, &Fallback::default(), 1).unwrap();
+    let (fb, step) =
+        fallback::next_step(&j, &first, &Fallback::default(), 1, Some(c.capability)).unwrap();
     assert!(step.starts_with("fewer image tiles"), "{step}");
     let second = plan_for_class(&j, &c, &fb).unwrap();
     assert!(second.max_tiles < first.max_tiles);
@@ -150,4 +151,28 @@ fn internvl_tiles_reach_vllm_and_the_fewer_tiles_step_changes_them() {
     let text = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x}");
     let p = plan(&text, "a10g-x1").unwrap();
     assert_eq!(flag(&args(&text, &p), "--mm-processor-kwargs"), None);
+}
+
+#[test]
+fn below_ampere_the_vllm_out_of_memory_step_skips_8_bit() {
+    let j = job(
+        "{model: {parameters: 2000000000, layers: 24, hiddenSize: 2048, attentionHeads: 16}, \
+         runtime: vllm, image: x, preference: economy, gpus: {max: 1}}",
+    );
+    for (name, step) in [
+        ("t4-x1", "quantization none → nf4"),
+        ("a10g-x1", "quantization none → int8"),
+    ] {
+        let c = class(name);
+        let first = plan_for_class(&j, &c, &Fallback::default()).unwrap();
+        assert_eq!(first.quantization, Quantization::None, "{name}");
+        let (fb, taken) =
+            fallback::next_step(&j, &first, &Fallback::default(), 1, Some(c.capability)).unwrap();
+        assert_eq!(taken, step, "{name}");
+        let second = plan_for_class(&j, &c, &fb).unwrap();
+        assert_eq!(
+            second.quantization.as_str(),
+            step.rsplit(' ').next().unwrap()
+        );
+    }
 }
