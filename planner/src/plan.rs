@@ -40,6 +40,15 @@ pub fn plan_for_class(
             if job.runtime == Runtime::Vllm { "vLLM" } else { "llama.cpp" }
         ));
     }
+    if job.runtime == Runtime::Vllm
+        && job.model.vision
+        && !crate::runtime_vllm::takes_max_dynamic_patch(&job.model)
+    {
+        warnings.push(
+            "vLLM takes no tile count for this model: MAX_TILES is only an env var here, and the fewer-tiles step changes nothing that runs"
+                .to_string(),
+        );
+    }
     Ok(Plan {
         node_class: class.name.clone(),
         gpu_count,

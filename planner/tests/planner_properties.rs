@@ -110,7 +110,8 @@ proptest! {
     #[test]
     fn a_plan_never_exceeds_the_usable_memory_of_its_gpus(spec in spec(), class in class()) {
         if let Ok(plan) = plan_for_class(&input(&spec), &class, &Fallback::default()) {
-            if plan.warnings.is_empty() {
+            // Only a pinned llama.cpp layer count may exceed the budget (with its warning).
+            if !plan.warnings.iter().any(|w| w.contains("is pinned")) {
                 prop_assert!(plan.memory.needed_per_gpu_mib <= plan.memory.usable_per_gpu_mib, "{:?}", plan.memory);
             }
             prop_assert!(plan.memory.usable_per_gpu_mib <= class.memory_mib);

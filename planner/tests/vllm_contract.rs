@@ -176,3 +176,17 @@ fn below_ampere_the_vllm_out_of_memory_step_skips_8_bit() {
         );
     }
 }
+
+#[test]
+fn a_vision_model_whose_tiles_vllm_cannot_take_says_so() {
+    let j = job("{model: {preset: llama-3.2-11b-vision-instruct}, runtime: vllm, image: x}");
+    let p = plan(&j, "h100-80gb-x8").unwrap();
+    assert!(
+        p.warnings.iter().any(|w| w.contains("no tile count")),
+        "{:?}",
+        p.warnings
+    );
+    assert_eq!(flag(&args(&j, &p), "--mm-processor-kwargs"), None);
+    let internvl = job("{model: {preset: internvl3-8b}, runtime: vllm, image: x}");
+    assert!(plan(&internvl, "h100-80gb-x8").unwrap().warnings.is_empty());
+}
