@@ -87,7 +87,7 @@ pub const PINS: &[Pin] = &[
     Pin {
         runtime: Runtime::Llamacpp,
         oldest: LLAMACPP_B6327,
-        verified: "b6327 (`common/arg.cpp`: `--flash-attn` takes on/off/auto) and the stored `common/arg.cpp` at commit 145b628",
+        verified: "`common/arg.cpp` of the flash_attn_type era (`-fa, --flash-attn` takes on, off or auto; `set_env` names) and the b6327 sync notes of bindings (flash_attn_type introduced); `src/llama-model.cpp` `load_tensors` before and after PR 18148",
     },
     Pin {
         runtime: Runtime::Vllm,
