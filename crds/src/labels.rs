@@ -67,10 +67,15 @@ impl ComputeCapability {
         Self { major, minor }
     }
 
-    /// Parses `8.6`.
+    /// Parses `8.6`; `None` beyond [`MAX_COMPUTE_MAJOR`] or a minor above 9.
     pub fn parse(s: &str) -> Option<Self> {
         let (major, minor) = s.trim().split_once('.')?;
-        Some(Self::new(major.parse().ok()?, minor.parse().ok()?))
+        Self::checked(major.parse().ok()?, minor.parse().ok()?)
+    }
+
+    /// A capability within physical bounds, or `None`.
+    pub fn checked(major: u32, minor: u32) -> Option<Self> {
+        (major <= MAX_COMPUTE_MAJOR && minor <= 9).then_some(Self::new(major, minor))
     }
 
     /// bfloat16 and Flash Attention 2 need Ampere (8.0) or newer.
@@ -93,6 +98,15 @@ pub enum LabelSource {
     /// NVIDIA GPU Feature Discovery's labels.
     Gfd,
 }
+
+/// Node labels are believed only within physical bounds: a value beyond them (a typo, or a
+/// label someone else wrote) leaves the node without GPU facts rather than feeding the
+/// planner's arithmetic a number it could overflow on.
+pub const MAX_GPUS_PER_NODE: u32 = 256;
+/// Memory per GPU, MiB (1 TiB; an H200 has 141 GiB).
+pub const MAX_GPU_MEMORY_MIB: u64 = 1 << 20;
+/// Compute capability major version.
+pub const MAX_COMPUTE_MAJOR: u32 = 99;
 
 /// What the operator knows of a node's GPUs, read from its labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,10 +159,10 @@ fn read_gfd_facts(labels: &BTreeMap<String, String>) -> Option<GpuFacts> {
         GFD_COUNT,
         GFD_MEMORY,
         |l| {
-            Some(ComputeCapability::new(
+            ComputeCapability::checked(
                 l.get(GFD_COMPUTE_MAJOR)?.parse().ok()?,
                 l.get(GFD_COMPUTE_MINOR)?.parse().ok()?,
-            ))
+            )
         },
     )
 }
@@ -163,7 +177,8 @@ fn read_facts(
 ) -> Option<GpuFacts> {
     let count: u32 = labels.get(count_key)?.parse().ok()?;
     let memory_mib: u64 = labels.get(memory_key)?.parse().ok()?;
-    if count == 0 || memory_mib == 0 {
+    if !(1..=MAX_GPUS_PER_NODE).contains(&count) || !(1..=MAX_GPU_MEMORY_MIB).contains(&memory_mib)
+    {
         return None;
     }
     Some(GpuFacts {
@@ -293,6 +308,34 @@ mod tests {
             with_agent("no-gpus"),
             None,
             "the agent saw no GPU: stale GFD labels lose"
+        );
+    }
+
+    #[test]
+    fn values_beyond_physical_bounds_give_no_facts() {
+        let with = |count: &str, memory: &str| {
+            gpu_facts(&labels(&[
+                (GPU_PRESENT, "true"),
+                (GPU_PRODUCT, "NVIDIA-A10G"),
+                (GPU_COUNT, count),
+                (GPU_MEMORY_MIB, memory),
+                (GPU_COMPUTE_CAPABILITY, "8.6"),
+            ]))
+        };
+        assert!(with("8", "81920").is_some());
+        assert!(
+            with("256", "1048576").is_some(),
+            "the bounds themselves are allowed"
+        );
+        assert!(with("257", "81920").is_none());
+        assert!(with("4294967295", "81920").is_none());
+        assert!(with("8", "1048577").is_none());
+        assert!(with("8", "18446744073709551615").is_none());
+        assert_eq!(ComputeCapability::parse("100.0"), None);
+        assert_eq!(ComputeCapability::parse("9.10"), None);
+        assert_eq!(
+            ComputeCapability::parse("12.0"),
+            Some(ComputeCapability::new(12, 0))
         );
     }
 

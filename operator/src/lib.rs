@@ -41,6 +41,8 @@ pub mod slim;
 pub mod watch_retry;
 
 #[cfg(test)]
+mod inventory_fuzz;
+#[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]
 mod relist_tests;

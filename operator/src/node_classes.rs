@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 use vramfit_api::GpuNodeClass;
-use vramfit_api::labels::{GPU_RESOURCE, gpu_facts};
+use vramfit_api::labels::{GPU_RESOURCE, MAX_GPUS_PER_NODE, gpu_facts};
 use vramfit_planner::NodeClass;
 
 use crate::desired_pod::{NODE_CLASS_LABEL, label_value};
@@ -180,8 +180,13 @@ pub fn is_schedulable(node: &Node) -> bool {
     !cordoned && ready
 }
 
+/// A GPU count from a quantity; unreadable is 0, and anything above a node's physical bound
+/// is that bound (the sums below must not overflow on a pod someone else wrote).
 fn parse_count(text: &str) -> u32 {
-    text.trim().parse::<u32>().unwrap_or(0)
+    text.trim()
+        .parse::<u32>()
+        .unwrap_or(0)
+        .min(MAX_GPUS_PER_NODE)
 }
 
 /// GPUs a pod requests: the larger of its containers' sum and its largest init container
@@ -202,7 +207,7 @@ pub fn pod_gpu_request(pod: &Pod) -> u32 {
             })
             .map_or(0, |q| parse_count(&q.0))
     };
-    let containers: u32 = spec.containers.iter().map(of).sum();
+    let containers = spec.containers.iter().map(of).fold(0, u32::saturating_add);
     let init = spec
         .init_containers
         .iter()
@@ -272,7 +277,10 @@ impl GpuUsage {
 
     fn insert(&mut self, key: String, entry: PodGpus) {
         match (&entry.node, &entry.class) {
-            (Some(node), _) => *self.by_node.entry(node.clone()).or_default() += entry.gpus,
+            (Some(node), _) => {
+                let used = self.by_node.entry(node.clone()).or_default();
+                *used = used.saturating_add(entry.gpus);
+            }
             (None, Some(class)) => {
                 self.unbound
                     .entry(class.clone())
