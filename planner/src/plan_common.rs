@@ -57,25 +57,44 @@ pub fn admission(job: &JobInput, class: &NodeClass) -> Result<(), String> {
 pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> CommonSettings {
     let cc = class.capability;
     let mut reasons = job.notes.clone();
+    // dtype, the allocator and the process memory fraction are PyTorch's: a llama.cpp server
+    // reads none of them, so its plan does not explain them as if it did.
+    let pytorch = job.runtime != Runtime::Llamacpp;
+    if !pytorch {
+        reasons.push(
+            "dtype, PYTORCH_CUDA_ALLOC_CONF and memory fraction: not used by llama.cpp (weights keep the GGUF file's formats)"
+                .to_string(),
+        );
+    }
+    let torch_reason = |reasons: &mut Vec<String>, reason: String| {
+        if pytorch {
+            reasons.push(reason);
+        }
+    };
     let dtype = match job.dtype {
         DtypeRequest::Bfloat16 => {
-            reasons.push(format!(
-                "bfloat16: pinned by the job (compute capability {cc} ≥ 8.0)"
-            ));
+            torch_reason(
+                &mut reasons,
+                format!("bfloat16: pinned by the job (compute capability {cc} ≥ 8.0)"),
+            );
             Dtype::Bfloat16
         }
         DtypeRequest::Float16 => {
-            reasons.push("float16: pinned by the job".to_string());
+            torch_reason(&mut reasons, "float16: pinned by the job".to_string());
             Dtype::Float16
         }
         DtypeRequest::Auto if cc.supports_bf16() => {
-            reasons.push(format!("bfloat16: compute capability {cc} ≥ 8.0"));
+            torch_reason(
+                &mut reasons,
+                format!("bfloat16: compute capability {cc} ≥ 8.0"),
+            );
             Dtype::Bfloat16
         }
         DtypeRequest::Auto => {
-            reasons.push(format!(
-                "float16: compute capability {cc} < 8.0 (bfloat16 would be emulated)"
-            ));
+            torch_reason(
+                &mut reasons,
+                format!("float16: compute capability {cc} < 8.0 (bfloat16 would be emulated)"),
+            );
             Dtype::Float16
         }
     };
@@ -113,15 +132,21 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
 
     let pytorch_cuda_alloc_conf = match &job.overrides.pytorch_cuda_alloc_conf {
         Some(conf) => {
-            reasons.push(format!("PYTORCH_CUDA_ALLOC_CONF {conf}: set by the job"));
+            torch_reason(
+                &mut reasons,
+                format!("PYTORCH_CUDA_ALLOC_CONF {conf}: set by the job"),
+            );
             conf.clone()
         }
         None => {
-            reasons.push(format!(
-                "PYTORCH_CUDA_ALLOC_CONF {}: {} GPUs",
-                class.pytorch_cuda_alloc_conf,
-                class.architecture().as_str()
-            ));
+            torch_reason(
+                &mut reasons,
+                format!(
+                    "PYTORCH_CUDA_ALLOC_CONF {}: {} GPUs",
+                    class.pytorch_cuda_alloc_conf,
+                    class.architecture().as_str()
+                ),
+            );
             class.pytorch_cuda_alloc_conf.clone()
         }
     };
@@ -129,18 +154,24 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
     // plan budgets (VRAM less the tier's buffer), not the PyTorch process fraction.
     let memory_fraction_percent = if job.runtime == Runtime::Vllm {
         let percent = class.usable_percent();
-        reasons.push(format!(
-            "memory fraction {:.2} (--gpu-memory-utilization): the share of VRAM the plan budgets, {} buffer kept free",
-            f64::from(percent) / 100.0,
-            gib(class.memory_mib - class.memory_mib * u64::from(percent) / 100)
-        ));
+        torch_reason(
+            &mut reasons,
+            format!(
+                "memory fraction {:.2} (--gpu-memory-utilization): the share of VRAM the plan budgets, {} buffer kept free",
+                f64::from(percent) / 100.0,
+                gib(class.memory_mib - class.memory_mib * u64::from(percent) / 100)
+            ),
+        );
         percent
     } else {
-        reasons.push(format!(
-            "memory fraction {:.2}: tier {}",
-            f64::from(class.memory_fraction_percent) / 100.0,
-            class.tier.as_str()
-        ));
+        torch_reason(
+            &mut reasons,
+            format!(
+                "memory fraction {:.2}: tier {}",
+                f64::from(class.memory_fraction_percent) / 100.0,
+                class.tier.as_str()
+            ),
+        );
         class.memory_fraction_percent
     };
 

@@ -187,6 +187,26 @@ fn llamacpp_offloads_everything_that_fits_and_steps_kv_down_first() {
 }
 
 #[test]
+fn a_llamacpp_plan_does_not_explain_pytorch_settings() {
+    let gguf = job(
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
+    );
+    let torch = job("{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x}");
+    let mentions = |reasons: &[String], what: &str| reasons.iter().any(|r| r.contains(what));
+    let gguf = plan(&gguf, "a10g-x4").unwrap().reasons;
+    let torch = plan(&torch, "a10g-x4").unwrap().reasons;
+    for what in [
+        "PYTORCH_CUDA_ALLOC_CONF max_split",
+        "bfloat16:",
+        "memory fraction 0.",
+    ] {
+        assert!(!mentions(&gguf, what), "{what} in {gguf:?}");
+        assert!(mentions(&torch, what), "{what} not in {torch:?}");
+    }
+    assert!(mentions(&gguf, "not used by llama.cpp"), "{gguf:?}");
+}
+
+#[test]
 fn llamacpp_without_flash_attention_keeps_the_kv_cache_f16() {
     let j = job(
         "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768, overrides: {flashAttention: false}}",
