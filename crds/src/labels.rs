@@ -67,7 +67,7 @@ impl ComputeCapability {
         Self { major, minor }
     }
 
-    /// Parses `8.6`; `None` beyond [`MAX_COMPUTE_MAJOR`] or a minor above 9.
+    /// Parses `8.6`; `None` beyond [`MAX_COMPUTE_MAJOR`] or a minor above 99.
     pub fn parse(s: &str) -> Option<Self> {
         let (major, minor) = s.trim().split_once('.')?;
         Self::checked(major.parse().ok()?, minor.parse().ok()?)
@@ -75,7 +75,7 @@ impl ComputeCapability {
 
     /// A capability within physical bounds, or `None`.
     pub fn checked(major: u32, minor: u32) -> Option<Self> {
-        (major <= MAX_COMPUTE_MAJOR && minor <= 9).then_some(Self::new(major, minor))
+        (major <= MAX_COMPUTE_MAJOR && minor <= 99).then_some(Self::new(major, minor))
     }
 
     /// bfloat16 and Flash Attention 2 need Ampere (8.0) or newer.
@@ -105,7 +105,7 @@ pub enum LabelSource {
 pub const MAX_GPUS_PER_NODE: u32 = 256;
 /// Memory per GPU, MiB (1 TiB; an H200 has 141 GiB).
 pub const MAX_GPU_MEMORY_MIB: u64 = 1 << 20;
-/// Compute capability major version.
+/// Compute capability major version (the minor is bounded at 99 too).
 pub const MAX_COMPUTE_MAJOR: u32 = 99;
 
 /// What the operator knows of a node's GPUs, read from its labels.
@@ -332,7 +332,11 @@ mod tests {
         assert!(with("8", "1048577").is_none());
         assert!(with("8", "18446744073709551615").is_none());
         assert_eq!(ComputeCapability::parse("100.0"), None);
-        assert_eq!(ComputeCapability::parse("9.10"), None);
+        assert_eq!(ComputeCapability::parse("9.100"), None);
+        assert_eq!(
+            ComputeCapability::parse("8.10"),
+            Some(ComputeCapability::new(8, 10))
+        );
         assert_eq!(
             ComputeCapability::parse("12.0"),
             Some(ComputeCapability::new(12, 0))
