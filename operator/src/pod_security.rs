@@ -201,16 +201,13 @@ mod tests {
             }),
             ..PodTemplate::default()
         };
-        let pod = serde_json::to_value(pod_security_context(&template)).unwrap();
-        let mut keys: Vec<&str> = pod
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort_unstable();
+        let sorted_keys = |value: serde_json::Value| -> Vec<String> {
+            let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+            keys.sort_unstable();
+            keys
+        };
         assert_eq!(
-            keys,
+            sorted_keys(serde_json::to_value(pod_security_context(&template)).unwrap()),
             [
                 "fsGroup",
                 "runAsGroup",
@@ -219,14 +216,9 @@ mod tests {
                 "seccompProfile"
             ]
         );
-        let container = serde_json::to_value(container_security_context()).unwrap();
-        let mut keys: Vec<&str> = container
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort_unstable();
-        assert_eq!(keys, ["allowPrivilegeEscalation", "capabilities"]);
+        assert_eq!(
+            sorted_keys(serde_json::to_value(container_security_context()).unwrap()),
+            ["allowPrivilegeEscalation", "capabilities"]
+        );
     }
 }
