@@ -5,6 +5,8 @@
 # Helm's own engine (scripts/helm-check.sh installs what it needs into .venv/helm).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# One build per run: incremental caches would only cost disk (see [profile.dev] in Cargo.toml).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== cargo fmt"
 cargo fmt --all -- --check
