@@ -61,6 +61,11 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
             fraction(plan.memory_fraction_percent),
         ),
         ("VRAMFIT_CONTEXT_LENGTH", plan.context_length.to_string()),
+        // The budget per GPU the plan was sized for: a transformers workload's `max_memory`.
+        (
+            "VRAMFIT_USABLE_MEMORY_MIB",
+            plan.memory.usable_per_gpu_mib.to_string(),
+        ),
     ];
     if matches!(job.runtime, Runtime::Vllm | Runtime::Llamacpp) {
         // The same flags as one shell-quoted string, for a `command` that is a shell script.
