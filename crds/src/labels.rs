@@ -35,6 +35,11 @@ pub const GPU_MIXED: &str = "vramfit.io/gpu.mixed";
 /// Why `gpu.present` is false: `no-gpus`, `nvml-unavailable`, `nvml-error`.
 pub const GPU_ABSENT_REASON: &str = "vramfit.io/gpu.absent-reason";
 
+/// Per MIG profile present on a node (MIG enabled): `vramfit.io/mig-<profile>.count`, the
+/// slices of that profile on the node, and `vramfit.io/mig-<profile>.memory-mib`, the memory
+/// of one slice as NVML reports it. `<profile>` is [`mig_profile_key`] of NVML's profile name.
+pub const MIG_PREFIX: &str = "vramfit.io/mig-";
+
 /// GFD's product label.
 pub const GFD_PRODUCT: &str = "nvidia.com/gpu.product";
 /// GFD's GPU count label.
@@ -48,8 +53,56 @@ pub const GFD_COMPUTE_MINOR: &str = "nvidia.com/gpu.compute.minor";
 /// GFD's architecture family.
 pub const GFD_FAMILY: &str = "nvidia.com/gpu.family";
 
+/// GFD's MIG strategy: `none`, `single` or `mixed` (the device plugin's `migStrategy`).
+pub const GFD_MIG_STRATEGY: &str = "nvidia.com/mig.strategy";
+/// GFD's per-profile labels under the `mixed` strategy: `nvidia.com/mig-<profile>.count` and
+/// `.memory` (MiB per slice).
+pub const GFD_MIG_PREFIX: &str = "nvidia.com/mig-";
+/// GFD's sharing labels: replicas per GPU (time-slicing or MPS) and the strategy
+/// (`none`, `time-slicing`, `mps`).
+pub const GFD_REPLICAS: &str = "nvidia.com/gpu.replicas";
+/// See [`GFD_REPLICAS`].
+pub const GFD_SHARING_STRATEGY: &str = "nvidia.com/gpu.sharing-strategy";
+/// Suffix GFD adds to the product of shared GPUs when the device plugin renames the resource
+/// (`renameByDefault`), which is then [`SHARED_GPU_RESOURCE`].
+pub const SHARED_PRODUCT_SUFFIX: &str = "-SHARED";
+/// Infix of GFD's product under the MIG `single` strategy: `A100-SXM4-40GB-MIG-1g.5gb`.
+pub const GFD_MIG_PRODUCT_INFIX: &str = "-MIG-";
+
 /// The extended resource GPUs are requested with.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// The resource of shared GPUs when the device plugin renames them.
+pub const SHARED_GPU_RESOURCE: &str = "nvidia.com/gpu.shared";
+
+/// A MIG profile as label keys and resource names spell it: NVML's `1g.10gb+me` becomes
+/// `1g.10gb.me` (`+` is not allowed in either), letters lower case.
+pub fn mig_profile_key(profile: &str) -> String {
+    profile
+        .trim()
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') => {
+                c.to_ascii_lowercase()
+            }
+            _ => '.',
+        })
+        .collect()
+}
+
+/// `vramfit.io/mig-<profile>.count`.
+pub fn mig_count_key(profile: &str) -> String {
+    format!("{MIG_PREFIX}{}.count", mig_profile_key(profile))
+}
+
+/// `vramfit.io/mig-<profile>.memory-mib`.
+pub fn mig_memory_key(profile: &str) -> String {
+    format!("{MIG_PREFIX}{}.memory-mib", mig_profile_key(profile))
+}
+
+/// The resource of one slice under the `mixed` strategy: `nvidia.com/mig-<profile>`.
+pub fn mig_resource(profile: &str) -> String {
+    format!("nvidia.com/mig-{}", mig_profile_key(profile))
+}
 
 /// A CUDA compute capability; compared as a number pair, never as a string
 /// ("10.0" > "9.0", which a string comparison gets wrong).
