@@ -16,3 +16,5 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== helm checks"
 bash scripts/helm-check.sh
+echo "== workload (python) tests"
+bash scripts/workload-test.sh

@@ -168,6 +168,7 @@ mod tests {
             memory_mib: 23028,
             compute_capability: ComputeCapability::new(8, 6),
             mig: MigMode::Unsupported,
+            mig_devices: vec![],
         };
         metrics.observe_probe(&Probe::of_devices(
             DriverVersions::default(),
@@ -201,6 +202,7 @@ mod tests {
                 memory_mib: 143771,
                 compute_capability: ComputeCapability::new(9, 0),
                 mig: MigMode::Disabled,
+                mig_devices: vec![],
             }],
         ));
         let text = metrics.encode().unwrap();

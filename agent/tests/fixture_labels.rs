@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use vramfit_agent::gpu::GpuProbe;
 use vramfit_agent::gpu::fixture::FixtureProbe;
-use vramfit_agent::labels::{NodeLabels, render};
+use vramfit_agent::labels::{NodeLabels, is_valid_label_key, render};
 use vramfit_api::labels::{self as keys, ComputeCapability, gpu_facts, is_valid_label_value};
 
 fn fixtures_dir() -> PathBuf {
@@ -41,6 +41,10 @@ const GPU_FIXTURES: &[Expected] = &[
     Expected { file: "a10g-x4.yaml", product: "NVIDIA-A10G", count: 4, memory_mib: 23028, cc: "8.6", family: "ampere", tier: "datacenter_mid_memory", bf16: true, mig: "unsupported", mixed: false, driver: "550.54.15", cuda: "12.4" },
     Expected { file: "a100-80gb-x1.yaml", product: "NVIDIA-A100-SXM4-80GB", count: 1, memory_mib: 81920, cc: "8.0", family: "ampere", tier: "datacenter_high_memory", bf16: true, mig: "disabled", mixed: false, driver: "550.54.15", cuda: "12.4" },
     Expected { file: "l40s-x1.yaml", product: "NVIDIA-L40S", count: 1, memory_mib: 46068, cc: "8.9", family: "ada-lovelace", tier: "workstation_high_memory", bf16: true, mig: "unsupported", mixed: false, driver: "550.54.15", cuda: "12.4" },
+    // MIG: the gpu.* labels still describe the physical GPU; the slices are in MIG_FIXTURES.
+    Expected { file: "a100-40gb-mig-1g.5gb.yaml", product: "NVIDIA-A100-SXM4-40GB", count: 1, memory_mib: 40960, cc: "8.0", family: "ampere", tier: "datacenter_high_memory", bf16: true, mig: "enabled", mixed: false, driver: "550.54.15", cuda: "12.4" },
+    Expected { file: "a100-80gb-mig-mixed.yaml", product: "NVIDIA-A100-SXM4-80GB", count: 1, memory_mib: 81920, cc: "8.0", family: "ampere", tier: "datacenter_high_memory", bf16: true, mig: "enabled", mixed: false, driver: "550.54.15", cuda: "12.4" },
+    Expected { file: "h100-mig-1g.10gb.yaml", product: "NVIDIA-H100-80GB-HBM3", count: 1, memory_mib: 81559, cc: "9.0", family: "hopper", tier: "datacenter_high_memory", bf16: true, mig: "enabled", mixed: false, driver: "550.54.15", cuda: "12.4" },
     Expected { file: "h100-x8.yaml", product: "NVIDIA-H100-80GB-HBM3", count: 8, memory_mib: 81559, cc: "9.0", family: "hopper", tier: "datacenter_high_memory", bf16: true, mig: "disabled", mixed: false, driver: "550.54.15", cuda: "12.4" },
     Expected { file: "h200-x1.yaml", product: "NVIDIA-H200", count: 1, memory_mib: 143771, cc: "9.0", family: "hopper", tier: "datacenter_high_memory", bf16: true, mig: "disabled", mixed: false, driver: "560.35.03", cuda: "12.6" },
     Expected { file: "rtx4090-x1.yaml", product: "NVIDIA-GeForce-RTX-4090", count: 1, memory_mib: 24564, cc: "8.9", family: "ada-lovelace", tier: "consumer_high_end", bf16: true, mig: "unsupported", mixed: false, driver: "550.54.15", cuda: "12.4" },
@@ -48,6 +52,35 @@ const GPU_FIXTURES: &[Expected] = &[
     // Sized by the smaller GPU (the T4); counts both; bf16 false because the T4 cannot.
     Expected { file: "mixed-a10g-t4.yaml", product: "Tesla-T4", count: 2, memory_mib: 15360, cc: "7.5", family: "turing", tier: "other", bf16: false, mig: "unsupported", mixed: true, driver: "550.54.15", cuda: "12.4" },
 ];
+
+/// The exact `vramfit.io/mig-` labels of each GPU fixture; fixtures not listed have none
+/// (`a100-80gb-x1.yaml` is MIG capable with MIG off).
+#[rustfmt::skip]
+const MIG_FIXTURES: &[(&str, &[(&str, &str)])] = &[
+    ("a100-40gb-mig-1g.5gb.yaml", &[
+        ("vramfit.io/mig-1g.5gb.count", "7"),
+        ("vramfit.io/mig-1g.5gb.memory-mib", "4864"),
+    ]),
+    ("a100-80gb-mig-mixed.yaml", &[
+        ("vramfit.io/mig-2g.20gb.count", "2"),
+        ("vramfit.io/mig-2g.20gb.memory-mib", "19968"),
+        ("vramfit.io/mig-3g.40gb.count", "1"),
+        ("vramfit.io/mig-3g.40gb.memory-mib", "40192"),
+    ]),
+    ("h100-mig-1g.10gb.yaml", &[
+        ("vramfit.io/mig-1g.10gb.count", "7"),
+        ("vramfit.io/mig-1g.10gb.memory-mib", "9984"),
+    ]),
+];
+
+fn expected_mig_labels(file: &str) -> NodeLabels {
+    MIG_FIXTURES
+        .iter()
+        .filter(|(f, _)| *f == file)
+        .flat_map(|(_, labels)| labels.iter())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 /// Fixtures of nodes without usable GPUs, and the reason each must give.
 const ABSENT_FIXTURES: &[(&str, &str)] = &[
@@ -76,7 +109,13 @@ fn every_gpu_fixture_renders_its_exact_labels() {
         assert_eq!(get(keys::GPU_DRIVER), e.driver, "{f}");
         assert_eq!(get(keys::GPU_CUDA_DRIVER), e.cuda, "{f}");
         assert!(!labels.contains_key(keys::GPU_ABSENT_REASON), "{f}");
-        assert_eq!(labels.len(), 13, "{f}: {labels:?}");
+        let mig: NodeLabels = labels
+            .iter()
+            .filter(|(key, _)| key.starts_with(keys::MIG_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(mig, expected_mig_labels(f), "{f}");
+        assert_eq!(labels.len(), 13 + mig.len(), "{f}: {labels:?}");
 
         // The operator reads these labels back through the shared reader.
         let facts = gpu_facts(&labels).unwrap_or_else(|| panic!("{f}: no facts from {labels:?}"));
@@ -89,6 +128,36 @@ fn every_gpu_fixture_renders_its_exact_labels() {
             "{f}"
         );
     }
+}
+
+#[test]
+fn mig_slices_are_labelled_with_the_shared_keys() {
+    // The keys are exactly the ones the operator reads.
+    let labels = labels_of("a100-80gb-mig-mixed.yaml");
+    let get = |key: &str| labels.get(key).map(String::as_str);
+    assert_eq!(get(keys::GPU_MIG), Some("enabled"));
+    assert_eq!(get(&keys::mig_count_key("3g.40gb")), Some("1"));
+    assert_eq!(get(&keys::mig_memory_key("3g.40gb")), Some("40192"));
+    assert_eq!(get(&keys::mig_count_key("2g.20gb")), Some("2"));
+    assert_eq!(get(&keys::mig_memory_key("2g.20gb")), Some("19968"));
+    // Every listed fixture is shipped and is a GPU fixture.
+    for (file, _) in MIG_FIXTURES {
+        assert!(GPU_FIXTURES.iter().any(|e| e.file == *file), "{file}");
+    }
+}
+
+#[test]
+fn a_mig_capable_gpu_with_mig_off_has_no_slice_labels() {
+    let labels = labels_of("a100-80gb-x1.yaml");
+    assert_eq!(
+        labels.get(keys::GPU_MIG).map(String::as_str),
+        Some("disabled")
+    );
+    let mig: Vec<&String> = labels
+        .keys()
+        .filter(|key| key.starts_with(keys::MIG_PREFIX))
+        .collect();
+    assert!(mig.is_empty(), "{mig:?}");
 }
 
 #[test]
@@ -137,6 +206,7 @@ fn every_shipped_fixture_is_tested_and_renders_valid_labels() {
         if name.ends_with(".yaml") {
             for (key, value) in labels_of(&name) {
                 assert!(key.starts_with(keys::PREFIX), "{name}: {key}");
+                assert!(is_valid_label_key(&key), "{name}: {key:?}");
                 assert!(is_valid_label_value(&value), "{name}: {key}={value:?}");
             }
             shipped.push(name);

@@ -1,10 +1,26 @@
-//! Whatever NVML reports, every rendered label is a valid Kubernetes label.
+//! Whatever NVML reports (MIG profile names included), every rendered label has a valid
+//! Kubernetes label key and value.
 use proptest::prelude::*;
 use vramfit_agent::gpu::{
-    AbsentReason, DriverVersions, GpuDevice, MigMode, Probe, format_cuda_driver_version,
+    AbsentReason, DriverVersions, GpuDevice, MigDevice, MigMode, Probe, format_cuda_driver_version,
 };
-use vramfit_agent::labels::render;
+use vramfit_agent::labels::{is_valid_label_key, render};
 use vramfit_api::labels::{ComputeCapability, PREFIX, is_valid_label_value};
+
+fn any_mig_device() -> impl Strategy<Value = MigDevice> {
+    (
+        prop_oneof![
+            any::<String>(),
+            "[ -~]{0,80}",
+            "[1-7]g\\.[0-9]{1,3}gb(\\+me)?"
+        ],
+        any::<u64>(),
+    )
+        .prop_map(|(profile, memory_mib)| MigDevice {
+            profile,
+            memory_mib,
+        })
+}
 
 fn any_gpu() -> impl Strategy<Value = GpuDevice> {
     (
@@ -20,13 +36,17 @@ fn any_gpu() -> impl Strategy<Value = GpuDevice> {
             Just(MigMode::Disabled),
             Just(MigMode::Enabled)
         ],
+        proptest::collection::vec(any_mig_device(), 0..8),
     )
-        .prop_map(|(name, memory_mib, (major, minor), mig)| GpuDevice {
-            name,
-            memory_mib,
-            compute_capability: ComputeCapability::new(major, minor),
-            mig,
-        })
+        .prop_map(
+            |(name, memory_mib, (major, minor), mig, mig_devices)| GpuDevice {
+                name,
+                memory_mib,
+                compute_capability: ComputeCapability::new(major, minor),
+                mig,
+                mig_devices,
+            },
+        )
 }
 
 fn any_versions() -> impl Strategy<Value = DriverVersions> {
@@ -47,6 +67,7 @@ fn assert_valid(probe: &Probe) {
     let labels = render(probe);
     for (key, value) in &labels {
         assert!(key.starts_with(PREFIX), "{key}");
+        assert!(is_valid_label_key(key), "{key:?} from {probe:?}");
         assert!(
             is_valid_label_value(value),
             "{key}={value:?} from {probe:?}"

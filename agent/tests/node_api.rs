@@ -238,6 +238,53 @@ async fn stale_own_keys_are_left_out_of_the_apply_so_the_server_removes_them() {
     api.await.unwrap();
 }
 
+#[tokio::test]
+async fn mig_labels_of_slices_that_are_gone_are_left_out_of_the_apply() {
+    let (client, mut server) = ApiServer::new();
+    let partitioned = labels_of("a100-40gb-mig-1g.5gb.yaml");
+    // The same GPU after `nvidia-smi -mig 0`: MIG capable, not partitioned.
+    let unpartitioned = render(
+        &vramfit_agent::gpu::fixture::FixtureFile::parse(
+            "driverVersion: '550.54.15'\ncudaDriverVersion: 12040\ngpus: [{name: NVIDIA A100-SXM4-40GB, memoryMiB: 40960, computeCapability: '8.0', migMode: disabled}]\n",
+            &fixture("inline.yaml"),
+        )
+        .unwrap()
+        .to_probe(),
+    );
+    let mig_keys = [
+        keys::mig_count_key("1g.5gb"),
+        keys::mig_memory_key("1g.5gb"),
+    ];
+    let api = tokio::spawn(async move {
+        server.expect_get(&foreign_labels()).await;
+        let applied = server.expect_apply(&foreign_labels()).await;
+        assert_eq!(applied[&mig_keys[0]], "7");
+        assert_eq!(applied[&mig_keys[1]], "4864");
+        assert_eq!(applied[keys::GPU_MIG], "enabled");
+        let applied = server.expect_apply(&foreign_labels()).await;
+        // Server-side apply removes the keys this manager no longer applies.
+        let stale: Vec<&String> = applied
+            .keys()
+            .filter(|key| key.starts_with(keys::MIG_PREFIX))
+            .collect();
+        assert!(stale.is_empty(), "stale MIG labels applied: {stale:?}");
+        assert_eq!(applied[keys::GPU_MIG], "disabled");
+        assert_eq!(applied[keys::GPU_COUNT], "1");
+        server.expect_no_more_requests().await;
+    });
+    let mut writer = NodeWriter::new(client, NODE);
+    assert_eq!(
+        writer.sync(&partitioned).await.unwrap(),
+        SyncOutcome::Written
+    );
+    assert_eq!(
+        writer.sync(&unpartitioned).await.unwrap(),
+        SyncOutcome::Written
+    );
+    drop(writer);
+    api.await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn api_errors_are_retried_with_growing_backoff() {
     let (client, mut server) = ApiServer::new();

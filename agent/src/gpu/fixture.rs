@@ -9,6 +9,14 @@
 //!     computeCapability: "9.0"     # major.minor
 //!     migMode: disabled            # enabled | disabled | unsupported (default)
 //!     count: 8                     # repeats the entry (default 1)
+//!   - name: NVIDIA A100-SXM4-80GB
+//!     memoryMiB: 81920
+//!     computeCapability: "8.0"
+//!     migMode: enabled             # migDevices needs it: NVML reports slices only then
+//!     migDevices:                  # the MIG devices of each GPU of this entry
+//!       - profile: 3g.40gb         # as NVML names it (the text after " MIG ")
+//!         memoryMiB: 40192         # one slice, as NVML reports it
+//!       - {profile: 2g.20gb, memoryMiB: 19968, count: 2}  # count: default 1
 //! ```
 //!
 //! `error: "message"` simulates NVML failing (`nvml-error`), `unavailable: "message"` a node
@@ -20,10 +28,14 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use vramfit_api::labels::ComputeCapability;
 
-use super::{AbsentReason, DriverVersions, GpuDevice, GpuProbe, MigMode, Probe, ProbeError};
+use super::{
+    AbsentReason, DriverVersions, GpuDevice, GpuProbe, MigDevice, MigMode, Probe, ProbeError,
+};
 
 /// More GPUs than any node has; a guard against `count: 4000000000` eating memory.
 const MAX_GPUS: u32 = 1024;
+/// More MIG devices than any GPU has (an A100 or H100 has at most 7); the same guard.
+const MAX_MIG_DEVICES_PER_GPU: u32 = 64;
 
 /// A fixture that could not be read or does not describe GPUs.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +106,23 @@ pub struct FixtureGpu {
     /// How many GPUs of this kind.
     #[serde(default = "one")]
     pub count: u32,
+    /// The MIG devices of each GPU of this entry; only with `migMode: enabled`.
+    #[serde(default)]
+    pub mig_devices: Vec<FixtureMigDevice>,
+}
+
+/// MIG devices of one profile on one GPU, repeated `count` times.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FixtureMigDevice {
+    /// Profile as NVML names it: `1g.5gb`.
+    pub profile: String,
+    /// Memory of one slice in MiB, as NVML reports it.
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u64,
+    /// How many slices of this profile on each GPU of the entry.
+    #[serde(default = "one")]
+    pub count: u32,
 }
 
 fn one() -> u32 {
@@ -142,6 +171,7 @@ impl FixtureFile {
             if gpu.count == 0 {
                 return Err(format!("gpus[{i}].count must be at least 1"));
             }
+            validate_mig_devices(i, gpu)?;
             total = total.saturating_add(gpu.count);
         }
         if total > MAX_GPUS {
@@ -186,12 +216,76 @@ impl FixtureFile {
                         .as_deref()
                         .and_then(MigMode::parse)
                         .unwrap_or_default(),
+                    mig_devices: gpu
+                        .mig_devices
+                        .iter()
+                        .flat_map(|mig| {
+                            let slice = MigDevice {
+                                profile: mig.profile.trim().to_string(),
+                                memory_mib: mig.memory_mib,
+                            };
+                            std::iter::repeat_n(slice, mig.count as usize)
+                        })
+                        .collect(),
                 };
                 std::iter::repeat_n(device, gpu.count as usize)
             })
             .collect();
         Probe::of_devices(versions, gpus)
     }
+}
+
+/// NVML reports slices only on a MIG-enabled GPU, and they fit in it.
+fn validate_mig_devices(i: usize, gpu: &FixtureGpu) -> Result<(), String> {
+    if gpu.mig_devices.is_empty() {
+        return Ok(());
+    }
+    let mode = gpu.mig_mode.as_deref().and_then(MigMode::parse);
+    if mode != Some(MigMode::Enabled) {
+        return Err(format!(
+            "gpus[{i}].migDevices needs migMode: enabled (NVML reports no MIG devices on a GPU in {} mode)",
+            mode.unwrap_or_default().as_str()
+        ));
+    }
+    let mut slices: u32 = 0;
+    let mut memory_mib: u64 = 0;
+    for (j, mig) in gpu.mig_devices.iter().enumerate() {
+        let at = format!("gpus[{i}].migDevices[{j}]");
+        if mig.profile.trim().is_empty()
+            || !mig.profile.trim().chars().all(|c| c.is_ascii_graphic())
+        {
+            return Err(format!(
+                "{at}.profile {:?} is not a MIG profile name, e.g. \"1g.5gb\"",
+                mig.profile
+            ));
+        }
+        if !crate::labels::is_valid_label_key(&vramfit_api::labels::mig_memory_key(&mig.profile)) {
+            return Err(format!(
+                "{at}.profile {:?} is too long for a label key",
+                mig.profile
+            ));
+        }
+        if mig.memory_mib == 0 {
+            return Err(format!("{at}.memoryMiB must be above 0"));
+        }
+        if mig.count == 0 {
+            return Err(format!("{at}.count must be at least 1"));
+        }
+        slices = slices.saturating_add(mig.count);
+        memory_mib = memory_mib.saturating_add(mig.memory_mib.saturating_mul(u64::from(mig.count)));
+    }
+    if slices > MAX_MIG_DEVICES_PER_GPU {
+        return Err(format!(
+            "gpus[{i}]: {slices} MIG devices is more than the {MAX_MIG_DEVICES_PER_GPU} a GPU may have"
+        ));
+    }
+    if memory_mib > gpu.memory_mib {
+        return Err(format!(
+            "gpus[{i}]: its MIG devices hold {memory_mib} MiB, more than the GPU's memoryMiB {}",
+            gpu.memory_mib
+        ));
+    }
+    Ok(())
 }
 
 fn one_line(message: &str) -> String {
@@ -252,6 +346,32 @@ mod tests {
         assert_eq!(probe.gpus().len(), 8);
         assert_eq!(probe.versions.cuda_driver.as_deref(), Some("12.4"));
         assert_eq!(probe.gpus()[7].mig, MigMode::Disabled);
+    }
+
+    #[test]
+    fn mig_devices_repeat_per_gpu_of_the_entry() {
+        let file = parse(
+            "gpus:\n  - name: NVIDIA A100-SXM4-80GB\n    memoryMiB: 81920\n    computeCapability: '8.0'\n    migMode: enabled\n    count: 2\n    migDevices:\n      - {profile: 3g.40gb, memoryMiB: 40192}\n      - {profile: 2g.20gb, memoryMiB: 19968, count: 2}\n",
+        )
+        .unwrap();
+        let probe = file.to_probe();
+        assert_eq!(probe.gpus().len(), 2);
+        for gpu in probe.gpus() {
+            let slices: Vec<(&str, u64)> = gpu
+                .mig_devices
+                .iter()
+                .map(|m| (m.profile.as_str(), m.memory_mib))
+                .collect();
+            assert_eq!(
+                slices,
+                [("3g.40gb", 40192), ("2g.20gb", 19968), ("2g.20gb", 19968)]
+            );
+        }
+        // Without migDevices, no slices (a MIG-enabled GPU with none created yet).
+        let file =
+            parse("gpus: [{name: X, memoryMiB: 1, computeCapability: '8.0', migMode: enabled}]")
+                .unwrap();
+        assert!(file.to_probe().gpus()[0].mig_devices.is_empty());
     }
 
     #[test]
@@ -317,6 +437,38 @@ mod tests {
                 "more than",
             ),
             ("gpu: []", "unknown field"),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: disabled, migDevices: [{profile: 1g.5gb, memoryMiB: 4864}]}]",
+                "gpus[0].migDevices needs migMode: enabled (NVML reports no MIG devices on a GPU in disabled mode)",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migDevices: [{profile: 1g.5gb, memoryMiB: 4864}]}]",
+                "in unsupported mode",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: enabled, migDevices: [{profile: ' ', memoryMiB: 4864}]}]",
+                "migDevices[0].profile",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: enabled, migDevices: [{profile: 1g.5gb, memoryMiB: 0}]}]",
+                "migDevices[0].memoryMiB",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: enabled, migDevices: [{profile: 1g.5gb, memoryMiB: 1, count: 0}]}]",
+                "migDevices[0].count",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: enabled, migDevices: [{profile: 1g.5gb, memoryMiB: 1, count: 4000000000}]}]",
+                "more than the 64",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: enabled, migDevices: [{profile: 1g.5gb, memoryMiB: 4864, count: 9}]}]",
+                "43776 MiB",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 40960, computeCapability: '8.0', migMode: enabled, migDevices: [{profile: 1g.5gb, memoryMiB: 4864, slices: 7}]}]",
+                "unknown field `slices`",
+            ),
             ("gpus: [", "test.yaml"),
         ];
         for (yaml, expected) in cases {

@@ -17,6 +17,17 @@ pub struct GpuDevice {
     pub compute_capability: ComputeCapability,
     /// Multi-Instance GPU mode.
     pub mig: MigMode,
+    /// The MIG devices (slices) NVML reports on this GPU; empty unless MIG is enabled.
+    pub mig_devices: Vec<MigDevice>,
+}
+
+/// One MIG device (a slice of a partitioned GPU), as NVML describes it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MigDevice {
+    /// Profile as NVML names it: `1g.5gb`, `3g.40gb`, `1g.10gb+me`.
+    pub profile: String,
+    /// The slice's memory in MiB, as NVML reports it (`4864` for an A100-40GB `1g.5gb`).
+    pub memory_mib: u64,
 }
 
 /// Multi-Instance GPU mode of one GPU.

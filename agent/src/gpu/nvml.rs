@@ -7,13 +7,13 @@
 //! NVML is opened for each probe and shut down right after it: a handle kept open holds
 //! `/dev/nvidiactl` and every `/dev/nvidia*`, and would stop a driver upgrade from unloading
 //! the module, `nvidia-smi -r`, and MIG mode changes on the node.
-use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 use tracing::debug;
 use vramfit_api::labels::ComputeCapability;
 
 use super::{
-    AbsentReason, DriverVersions, GpuDevice, GpuProbe, MigMode, Probe, ProbeError,
+    AbsentReason, DriverVersions, GpuDevice, GpuProbe, MigDevice, MigMode, Probe, ProbeError,
     format_cuda_driver_version,
 };
 
@@ -21,6 +21,10 @@ use super::{
 const NVML_DEVICE_MIG_ENABLE: u32 = 1;
 
 const MIB: u64 = 1024 * 1024;
+
+/// More MIG device slots than any GPU has (an A100 or H100 has 7); a guard against a driver
+/// reporting a nonsense maximum.
+const MAX_MIG_SLOTS: u32 = 64;
 
 /// Reads GPUs through NVML, opening and closing the library for each probe.
 #[derive(Default)]
@@ -83,6 +87,11 @@ fn read_devices(nvml: &Nvml) -> Result<Probe, NvmlError> {
                 MigMode::Unsupported
             }
         };
+        let mig_devices = if mig == MigMode::Enabled {
+            read_mig_devices(index, &device)
+        } else {
+            Vec::new()
+        };
         gpus.push(GpuDevice {
             name: device.name()?,
             memory_mib: device.memory_info()?.total / MIB,
@@ -91,14 +100,98 @@ fn read_devices(nvml: &Nvml) -> Result<Probe, NvmlError> {
                 u32::try_from(cc.minor).unwrap_or_default(),
             ),
             mig,
+            mig_devices,
         });
     }
     Ok(Probe::of_devices(versions, gpus))
 }
 
+/// The MIG devices of a partitioned GPU. Best effort: a slice NVML cannot describe is left
+/// out (and so not advertised) rather than failing the whole probe.
+fn read_mig_devices(index: u32, device: &Device) -> Vec<MigDevice> {
+    // nvmlDeviceGetMaxMigDeviceCount: the number of slots, some of which may be empty.
+    let slots = match device.mig_device_count() {
+        Ok(slots) => slots.min(MAX_MIG_SLOTS),
+        Err(error) => {
+            debug!(index, %error, "MIG device count unreadable, reporting no MIG devices");
+            return Vec::new();
+        }
+    };
+    let mut found = Vec::new();
+    for slot in 0..slots {
+        let mig = match device.mig_device_by_index(slot) {
+            Ok(mig) => mig,
+            // An empty slot: no MIG device was created there.
+            Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
+            Err(error) => {
+                debug!(index, slot, %error, "MIG device unreadable, skipping it");
+                continue;
+            }
+        };
+        match read_mig_device(&mig) {
+            Ok(Some(slice)) => found.push(slice),
+            Ok(None) => debug!(
+                index,
+                slot, "MIG device without a profile or memory, skipping it"
+            ),
+            Err(error) => debug!(index, slot, %error, "MIG device unreadable, skipping it"),
+        }
+    }
+    found
+}
+
+fn read_mig_device(mig: &Device) -> Result<Option<MigDevice>, NvmlError> {
+    let name = mig.name()?;
+    let Some(profile) = mig_profile_from_name(&name) else {
+        debug!(name, "no MIG profile in the device name");
+        return Ok(None);
+    };
+    let memory_mib = mig.memory_info()?.total / MIB;
+    Ok((memory_mib > 0).then(|| MigDevice {
+        profile: profile.to_string(),
+        memory_mib,
+    }))
+}
+
+/// The profile in a MIG device's NVML name, the text after the last ` MIG `:
+/// `NVIDIA A100-SXM4-40GB MIG 1g.5gb` → `1g.5gb`. `None` for a name without one, or whose
+/// profile is empty or has spaces or non-ASCII characters (not a profile NVML would name).
+pub fn mig_profile_from_name(name: &str) -> Option<&str> {
+    let (_, profile) = name.rsplit_once(" MIG ")?;
+    let profile = profile.trim();
+    let plausible = !profile.is_empty() && profile.chars().all(|c| c.is_ascii_graphic());
+    plausible.then_some(profile)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mig_profiles_come_from_the_device_name() {
+        let cases = [
+            ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", Some("1g.5gb")),
+            ("NVIDIA A100-SXM4-80GB MIG 3g.40gb", Some("3g.40gb")),
+            ("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", Some("1g.10gb+me")),
+            ("NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb", Some("1c.3g.20gb")),
+            // The last ` MIG ` counts, should a product name ever contain one.
+            ("NVIDIA X MIG Edition MIG 2g.20gb", Some("2g.20gb")),
+            ("NVIDIA A100-SXM4-40GB MIG 1g.5gb \n", Some("1g.5gb")),
+            // Not a MIG device name, or nothing usable after ` MIG `.
+            ("NVIDIA A100-SXM4-40GB", None),
+            ("NVIDIA A100-SXM4-40GB MIG ", None),
+            ("NVIDIA A100-SXM4-40GB MIG", None),
+            ("MIG 1g.5gb", None),
+            ("NVIDIA A100 MIG 1g.5gb Device 0", None),
+            ("NVIDIA A100 MIG 1g.5gb\u{2009}", Some("1g.5gb")),
+            ("NVIDIA A100 MIG 1g.5gbé", None),
+            ("", None),
+            ("\u{0}\u{1} MIG \u{7f}", None),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(mig_profile_from_name(name), expected, "{name:?}");
+        }
+    }
 
     #[test]
     fn missing_library_or_driver_means_unavailable_other_failures_mean_error() {

@@ -1,0 +1,31 @@
+"""The workload side of vramfit: read the plan from the env, load a model with it, check
+what the model answers, and report the outcome in the pod's termination message."""
+
+from .loading import (
+    PlanMismatch,
+    apply_memory_fraction,
+    from_pretrained_kwargs,
+    load_model_and_processor,
+    planned_kwargs,
+    tile_kwargs,
+)
+from .output_check import CheckResult, OutputSampler, check_outputs, run_canary
+from .plan import Plan, PlanError
+from .termination import fail_on_garbage, write_result
+
+__all__ = [
+    "CheckResult",
+    "OutputSampler",
+    "Plan",
+    "PlanError",
+    "PlanMismatch",
+    "apply_memory_fraction",
+    "check_outputs",
+    "fail_on_garbage",
+    "from_pretrained_kwargs",
+    "load_model_and_processor",
+    "planned_kwargs",
+    "run_canary",
+    "tile_kwargs",
+    "write_result",
+]

@@ -1,0 +1,137 @@
+"""The termination message: how a finished container tells the operator what happened.
+
+Kubernetes copies the file a container writes to its termination-message path into the
+pod's status (at most 4096 bytes). vramfit reads one versioned line from it:
+
+    vramfit.io/v1 {"kind":"Result","items":120,...}
+
+The format is a contract with the operator (docs/workload-contract.md): a new,
+incompatible format gets a new version prefix; readers ignore fields they do not know.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .output_check import GARBAGE_ABOVE, CheckResult
+from .plan import Plan
+
+PREFIX = "vramfit.io/v1 "
+MAX_BYTES = 4096
+DEFAULT_PATH = "/dev/termination-log"
+EXIT_GARBAGE = 3
+
+
+def encode(message: Mapping[str, Any], optional: Sequence[str] = ()) -> str:
+    """The message as one line within MAX_BYTES. Fields named in `optional` give way when
+    it is too long: a list loses its last items, then the field goes; a JSON object is
+    never cut. Raises ValueError for NaN or infinite numbers."""
+    message = dict(message)
+    while True:
+        line = PREFIX + json.dumps(message, separators=(",", ":"), allow_nan=False)
+        if len(line.encode()) <= MAX_BYTES:
+            return line
+        present = [key for key in optional if key in message]
+        if not present:
+            raise ValueError(f"termination message over {MAX_BYTES} bytes: {line[:80]}...")
+        key = present[-1]
+        if isinstance(message[key], list) and message[key]:
+            message[key] = message[key][:-1]
+        else:
+            del message[key]
+
+
+def write(line: str, environ: Mapping[str, str] = os.environ) -> str:
+    """Write the line to VRAMFIT_TERMINATION_LOG, else /dev/termination-log; returns the path."""
+    path = environ.get("VRAMFIT_TERMINATION_LOG") or DEFAULT_PATH
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(line)
+    return path
+
+
+def output_check_failed(result: CheckResult, plan: Plan) -> str:
+    """The OutputCheckFailed line: which pattern, how much of it, in which dtype."""
+    return encode(
+        {
+            "kind": "OutputCheckFailed",
+            "check": "degenerate-output",
+            "pattern": result.pattern,
+            "ratio": round(_finite(result.ratio, "ratio"), 4),
+            "threshold": GARBAGE_ABOVE,
+            "dtype": plan.dtype,
+            "samples": result.samples,
+        }
+    )
+
+
+def fail_on_garbage(
+    result: CheckResult | None, plan: Plan, environ: Mapping[str, str] = os.environ
+) -> None:
+    """End the process with exit code EXIT_GARBAGE and the OutputCheckFailed message when
+    the check says garbage; note a warning on stderr; otherwise do nothing."""
+    if result is None or result.verdict == "good":
+        return
+    summary = f"{result.pattern} {result.ratio:.1%} over {result.samples} output(s)"
+    if result.verdict == "warning":
+        print(f"vramfit: output check warning: {summary}", file=sys.stderr)
+        return
+    write(output_check_failed(result, plan), environ)
+    print(f"vramfit: output check failed ({plan.dtype}): {summary}", file=sys.stderr)
+    sys.exit(EXIT_GARBAGE)
+
+
+def result_message(
+    items: int, seconds: float, peak_gpu_memory_mib: Sequence[int] = ()
+) -> str:
+    """The Result line: items done, seconds, items per second, peak memory per GPU."""
+    if items < 0:
+        raise ValueError(f"items must be >= 0, not {items}")
+    seconds = _finite(seconds, "seconds")
+    if seconds < 0:
+        raise ValueError(f"seconds must be >= 0, not {seconds}")
+    return encode(
+        {
+            "kind": "Result",
+            "items": items,
+            "seconds": round(seconds, 3),
+            "itemsPerSecond": round(items / seconds, 4) if seconds > 0 else 0.0,
+            "peakGpuMemoryMib": [int(mib) for mib in peak_gpu_memory_mib],
+        },
+        optional=("peakGpuMemoryMib",),
+    )
+
+
+def peak_gpu_memory_mib() -> list[int]:
+    """Peak memory PyTorch allocated on each visible GPU, in MiB; [] without CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    return [
+        torch.cuda.max_memory_allocated(device) // (1024 * 1024)
+        for device in range(torch.cuda.device_count())
+    ]
+
+
+def write_result(
+    items: int,
+    seconds: float,
+    peak_gpu_memory: Sequence[int] | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> str:
+    """Write the Result message (peak memory measured when not given); returns the path."""
+    peaks = peak_gpu_memory_mib() if peak_gpu_memory is None else peak_gpu_memory
+    return write(result_message(items, seconds, peaks), environ)
+
+
+def _finite(number: float, name: str) -> float:
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, not {number}")
+    return float(number)
