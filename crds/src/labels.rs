@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::partitions::{GpuSharing, MigFacts, gpu_sharing, mig_facts};
+
 /// Prefix of every label the agent owns.
 pub const PREFIX: &str = "vramfit.io/";
 
@@ -73,6 +75,12 @@ pub const GFD_MIG_PRODUCT_INFIX: &str = "-MIG-";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// The resource of shared GPUs when the device plugin renames them.
 pub const SHARED_GPU_RESOURCE: &str = "nvidia.com/gpu.shared";
+
+/// Whether a pod or node resource is one the device plugin hands GPUs out with: whole GPUs,
+/// shared GPUs, or MIG slices.
+pub fn is_gpu_resource(name: &str) -> bool {
+    name == GPU_RESOURCE || name == SHARED_GPU_RESOURCE || name.starts_with("nvidia.com/mig-")
+}
 
 /// A MIG profile as label keys and resource names spell it: NVML's `1g.10gb+me` becomes
 /// `1g.10gb.me` (`+` is not allowed in either), letters lower case.
@@ -164,7 +172,8 @@ pub const MAX_COMPUTE_MAJOR: u32 = 99;
 /// What the operator knows of a node's GPUs, read from its labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuFacts {
-    /// Product label value, e.g. `NVIDIA-A10G`.
+    /// Product label value, e.g. `NVIDIA-A10G` (GFD's MIG `single` strategy names the slice
+    /// too: `A100-SXM4-40GB-MIG-1g.5gb`).
     pub product: String,
     /// GPUs on the node.
     pub count: u32,
@@ -174,6 +183,13 @@ pub struct GpuFacts {
     pub compute_capability: Option<ComputeCapability>,
     /// Which labels they came from.
     pub source: LabelSource,
+    /// The agent found GPUs of more than one kind (`gpu.mixed`); product, memory and
+    /// compute capability then describe the weakest.
+    pub mixed: bool,
+    /// MIG mode and slices.
+    pub mig: MigFacts,
+    /// GPUs shared between pods by the device plugin, if they are.
+    pub sharing: Option<GpuSharing>,
 }
 
 /// Reads a node's GPU facts: the vramfit agent's labels first, GFD's when the agent's are
@@ -240,6 +256,10 @@ fn read_facts(
         memory_mib,
         compute_capability: capability(labels),
         source,
+        mixed: source == LabelSource::Vramfit
+            && labels.get(GPU_MIXED).map(String::as_str) == Some("true"),
+        mig: mig_facts(labels, source),
+        sharing: gpu_sharing(labels),
     })
 }
 

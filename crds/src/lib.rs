@@ -13,6 +13,7 @@ pub mod crdgen;
 pub mod job;
 pub mod labels;
 pub mod nodeclass;
+pub mod partitions;
 pub mod plan;
 pub mod pod_security;
 mod schema;

@@ -40,14 +40,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
-use vramfit_api::labels::GPU_RESOURCE;
+use vramfit_api::labels::is_gpu_resource;
 use vramfit_api::{GpuNodeClass, InferenceJob};
 
 use crate::context::{Context, Settings, StoreWriters, Stores};
 use crate::desired_pod::{JOB_LABEL, fnv1a64};
 use crate::http::Health;
 use crate::metrics::Metrics;
-use crate::node_classes::{allocatable_gpus, is_schedulable, pod_gpu_request};
+use crate::node_classes::{GpuResources, is_schedulable, pod_gpu_request};
 use crate::reconcile::{error_policy, reconcile};
 use crate::relist::{ChangedPodOwners, applied_after_relist};
 use crate::slim::{SlimJob, SlimPod, full_job_event};
@@ -440,9 +440,9 @@ pub fn owning_job(pod: &impl ResourceExt) -> Option<JobRef> {
 pub fn node_fingerprint(node: &Node) -> u64 {
     let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
     let text = format!(
-        "{:?}|{}|{}|{:?}",
+        "{:?}|{:?}|{}|{:?}",
         node.labels(),
-        allocatable_gpus(node),
+        GpuResources::allocatable(node),
         is_schedulable(node),
         taints.map(|t| t
             .iter()
@@ -482,7 +482,7 @@ pub fn trim_node(node: &mut Node) {
     }
     if let Some(status) = node.status.as_mut() {
         let allocatable = status.allocatable.take().map(|mut resources| {
-            resources.retain(|name, _| name == GPU_RESOURCE);
+            resources.retain(|name, _| is_gpu_resource(name));
             resources
         });
         let ready = status.conditions.take().map(|conditions| {
@@ -508,6 +508,7 @@ pub fn trim_node(node: &mut Node) {
 mod tests {
     use super::*;
     use crate::fixtures;
+    use crate::node_classes::allocatable_gpus;
 
     #[test]
     fn wake_ups_re_plan_only_jobs_that_wait_for_room() {
@@ -594,6 +595,7 @@ mod tests {
         status.node_info = Some(NodeSystemInfo::default());
         let allocatable = status.allocatable.get_or_insert_default();
         allocatable.insert("cpu".into(), Quantity("32".into()));
+        allocatable.insert("nvidia.com/mig-3g.40gb".into(), Quantity("2".into()));
         status
             .conditions
             .get_or_insert_default()
@@ -608,13 +610,22 @@ mod tests {
         trim_node(&mut trimmed);
         assert_eq!(allocatable_gpus(&trimmed), allocatable_gpus(&node));
         assert_eq!(allocatable_gpus(&trimmed), 3);
+        assert_eq!(
+            GpuResources::allocatable(&trimmed).get("nvidia.com/mig-3g.40gb"),
+            2,
+            "MIG slices are GPUs too"
+        );
         assert_eq!(is_schedulable(&trimmed), is_schedulable(&node));
         assert!(is_schedulable(&trimmed));
         assert_eq!(node_fingerprint(&trimmed), node_fingerprint(&node));
         assert_eq!(trimmed.metadata.labels, node.metadata.labels);
         let status = trimmed.status.unwrap_or_default();
         assert_eq!((status.images, status.node_info), (None, None));
-        assert_eq!(status.allocatable.map(|a| a.len()), Some(1));
+        assert_eq!(
+            status.allocatable.map(|a| a.len()),
+            Some(2),
+            "nvidia.com/gpu and the slices"
+        );
         assert_eq!(status.conditions.map(|c| c.len()), Some(1));
         assert_eq!(trimmed.spec.and_then(|s| s.pod_cidr), None);
     }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
-use vramfit_api::labels::GPU_RESOURCE;
+use vramfit_api::labels::{GPU_RESOURCE, is_gpu_resource};
 use vramfit_api::{InferenceJob, Plan};
 use vramfit_planner::workload::{host_memory_mib, plan_env, runtime_args};
 use vramfit_planner::{JobInput, NodeClass};
@@ -181,16 +181,15 @@ fn pod_spec(
     let mut args = job.spec.args.clone();
     args.extend(runtime_args(input, plan));
 
+    // The class's resource only (a whole GPU, a MIG slice, a share): GPUs of any other kind
+    // the template asks for would not be what the plan was made for.
     let gpus = Quantity(plan.gpu_count.to_string());
     let mut resources = template.resources.clone().unwrap_or_default();
-    resources
-        .limits
-        .get_or_insert_with(BTreeMap::new)
-        .insert(GPU_RESOURCE.to_string(), gpus.clone());
-    resources
-        .requests
-        .get_or_insert_with(BTreeMap::new)
-        .insert(GPU_RESOURCE.to_string(), gpus);
+    for side in [&mut resources.limits, &mut resources.requests] {
+        let side = side.get_or_insert_with(BTreeMap::new);
+        side.retain(|name, _| !is_gpu_resource(name));
+        side.insert(class.resource.clone(), gpus.clone());
+    }
     // Layers llama.cpp leaves on the CPU keep weights and KV cache in host memory: request
     // and limit what the plan needs, so the kubelet does not kill the pod for a plan vramfit
     // made. A job that sets its own memory keeps it.
@@ -261,17 +260,26 @@ pub fn gpu_toleration() -> Toleration {
     }
 }
 
-/// Required node affinity to every label of the class's node selector.
+/// Required node affinity to every label of the class's node selector, and away from the
+/// label values the class excludes (mixed, MIG and shared nodes for a whole-GPU class).
 fn class_affinity(class: &NodeClass) -> Affinity {
-    let match_expressions = class
+    let selected = class
         .node_selector
         .iter()
         .map(|(key, value)| NodeSelectorRequirement {
             key: key.clone(),
             operator: "In".to_string(),
             values: Some(vec![value.clone()]),
-        })
-        .collect();
+        });
+    let excluded = class
+        .node_exclusions
+        .iter()
+        .map(|(key, values)| NodeSelectorRequirement {
+            key: key.clone(),
+            operator: "NotIn".to_string(),
+            values: Some(values.clone()),
+        });
+    let match_expressions = selected.chain(excluded).collect();
     Affinity {
         node_affinity: Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {

@@ -13,11 +13,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
 use vramfit_api::labels::{self, ComputeCapability, GpuFacts, LabelSource};
+use vramfit_api::partitions::MigFacts;
 use vramfit_api::{
     DtypeRequest, Fallback, GpuDescription, GpuNodeClass, GpuNodeClassSpec, InferenceJob,
     InferenceJobSpec, ModelSpec, Plan, PodTemplate,
 };
-use vramfit_planner::{NodeClass, plan_for_class, resolve_job};
+use vramfit_planner::{NodeClass, classes_from_facts, plan_for_class, resolve_job};
 
 /// The namespace of every fixture job.
 pub const NAMESPACE: &str = "ml";
@@ -60,12 +61,15 @@ pub fn facts(kind: &str, count: u32) -> GpuFacts {
         memory_mib,
         compute_capability: Some(capability),
         source: LabelSource::Vramfit,
+        mixed: false,
+        mig: MigFacts::default(),
+        sharing: None,
     }
 }
 
 /// The class of nodes with `count` GPUs of `kind`.
 pub fn class(kind: &str, count: u32) -> NodeClass {
-    NodeClass::from_facts(&facts(kind, count))
+    classes_from_facts(&facts(kind, count), None).remove(0)
 }
 
 /// The vramfit agent's labels for `count` GPUs of `kind`.

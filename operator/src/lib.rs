@@ -43,6 +43,8 @@ pub mod watch_retry;
 #[cfg(test)]
 mod inventory_fuzz;
 #[cfg(test)]
+mod partition_tests;
+#[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]
 mod relist_tests;

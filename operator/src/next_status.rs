@@ -31,7 +31,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vramfit_api::{Attempt, Fallback, InferenceJob, InferenceJobStatus, Phase, Plan};
 use vramfit_planner::fallback::next_step;
-use vramfit_planner::{JobInput, plan_for_class};
+use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
 use crate::conditions::{
     self, FLAGS_UNREACHABLE, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
@@ -656,9 +656,15 @@ impl Draft<'_> {
                     return self.start(Start::First);
                 };
                 let class = self.obs.inventory.class(&plan.node_class);
-                let gpus_per_node = class.map_or(plan.gpu_count, |c| c.gpus_per_node);
+                let max_gpus_per_pod = class.map_or(plan.gpu_count, NodeClass::max_gpus_per_pod);
                 let capability = class.map(|c| c.capability);
-                match next_step(input, &plan, &current_fallback, gpus_per_node, capability) {
+                match next_step(
+                    input,
+                    &plan,
+                    &current_fallback,
+                    max_gpus_per_pod,
+                    capability,
+                ) {
                     Some((next, step)) => (next, Some(step)),
                     None => {
                         let message = format!(

@@ -3,8 +3,11 @@
 //! * Classes: every node whose labels carry GPU facts (the vramfit agent's, or GPU Feature
 //!   Discovery's) belongs to the class `<product>-x<count>`; a `GpuNodeClass` of the same name
 //!   overrides its defaults, and one with `gpu` and `nodeSelector` defines a class of its own.
-//! * Free GPUs of a node: its allocatable `nvidia.com/gpu` less the GPUs requested by the
-//!   non-terminal pods bound to it. Pods an InferenceJob controls that are not bound yet (and
+//! * A node may form several classes (one per MIG profile), and each class names the resource
+//!   its pods request (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`, `nvidia.com/gpu.shared`):
+//!   see `vramfit_planner::class_from_facts`.
+//! * Free GPUs of a node, per class: its allocatable of the class's resource less what the
+//!   non-terminal pods bound to it request of that resource. Pods an InferenceJob controls that are not bound yet (and
 //!   pods vramfit has just created, see [`crate::reservations`]) are subtracted from their
 //!   class, best fit, so that a burst of jobs does not pile onto the last free node. The
 //!   `vramfit.io/node-class` label of any other unbound pod is ignored: anyone may set it, and
@@ -15,12 +18,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 use vramfit_api::GpuNodeClass;
-use vramfit_api::labels::{GPU_RESOURCE, MAX_GPUS_PER_NODE, gpu_facts};
-use vramfit_planner::NodeClass;
+use vramfit_api::labels::{MAX_GPUS_PER_NODE, gpu_facts, is_gpu_resource};
+use vramfit_api::partitions::MigStrategy;
+use vramfit_planner::{NodeClass, classes_from_facts};
 
 use crate::desired_pod::{NODE_CLASS_LABEL, label_value};
 
@@ -31,8 +36,8 @@ pub struct NodeInfo {
     pub name: String,
     /// The node.
     pub node: Arc<Node>,
-    /// Allocatable `nvidia.com/gpu`.
-    pub allocatable_gpus: u32,
+    /// Allocatable GPU resources (whole, shared, MIG slices), by name.
+    pub allocatable: GpuResources,
     /// Not cordoned, and Ready.
     pub schedulable: bool,
     /// Indices of the classes it belongs to in [`Inventory::classes`].
@@ -66,7 +71,7 @@ impl Inventory {
                     .nodes
                     .iter()
                     .filter(|n| n.classes.contains(&index))
-                    .map(|n| u64::from(n.allocatable_gpus))
+                    .map(|n| u64::from(n.allocatable.get(&class.resource)))
                     .sum();
                 (class.name.clone(), class.product.clone(), gpus)
             })
@@ -84,12 +89,13 @@ pub fn build_inventory(
         let Some(facts) = gpu_facts(node.labels()) else {
             continue;
         };
-        let class = NodeClass::from_facts(&facts);
-        match classes.get(&class.name) {
-            // Nodes of one class may report slightly different memory: plan for the smallest.
-            Some(existing) if existing.memory_mib <= class.memory_mib => {}
-            _ => {
-                classes.insert(class.name.clone(), class);
+        for class in classes_from_facts(&facts, advertised_mig_strategy(node)) {
+            match classes.get(&class.name) {
+                // Nodes of one class may report slightly different memory: plan for the smallest.
+                Some(existing) if existing.memory_mib <= class.memory_mib => {}
+                _ => {
+                    classes.insert(class.name.clone(), class);
+                }
             }
         }
     }
@@ -131,17 +137,12 @@ pub fn build_inventory(
             let member: Vec<usize> = classes
                 .iter()
                 .enumerate()
-                .filter(|(_, class)| {
-                    class
-                        .node_selector
-                        .iter()
-                        .all(|(k, v)| labels.get(k) == Some(v))
-                })
+                .filter(|(_, class)| class.selects(labels))
                 .map(|(index, _)| index)
                 .collect();
             (!member.is_empty()).then(|| NodeInfo {
                 name: node.name_any(),
-                allocatable_gpus: allocatable_gpus(node),
+                allocatable: GpuResources::allocatable(node),
                 schedulable: is_schedulable(node),
                 node: node.clone(),
                 classes: member,
@@ -155,13 +156,84 @@ pub fn build_inventory(
     }
 }
 
-/// Allocatable `nvidia.com/gpu` of a node (0 while the device plugin has not reported).
+/// GPU resources by name: few per node or pod (one, or one per MIG profile), so a sorted
+/// list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GpuResources(Vec<(Box<str>, u32)>);
+
+impl GpuResources {
+    /// A node's allocatable GPU resources (none while the device plugin has not reported).
+    pub fn allocatable(node: &Node) -> Self {
+        Self::from_quantities(
+            node.status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .into_iter()
+                .flatten(),
+        )
+    }
+
+    fn from_quantities<'a>(quantities: impl Iterator<Item = (&'a String, &'a Quantity)>) -> Self {
+        let mut resources: Vec<(Box<str>, u32)> = quantities
+            .filter(|(name, _)| is_gpu_resource(name))
+            .map(|(name, q)| (name.as_str().into(), parse_count(&q.0)))
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        resources.sort();
+        Self(resources)
+    }
+
+    /// The count of `resource` (0 when absent).
+    pub fn get(&self, resource: &str) -> u32 {
+        self.0
+            .iter()
+            .find(|(name, _)| &**name == resource)
+            .map_or(0, |(_, count)| *count)
+    }
+
+    /// Every GPU unit, whatever its resource.
+    pub fn total(&self) -> u32 {
+        self.0.iter().map(|(_, c)| *c).fold(0, u32::saturating_add)
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn add(&mut self, other: &Self) {
+        for (name, count) in &other.0 {
+            match self.0.iter_mut().find(|(n, _)| n == name) {
+                Some((_, c)) => *c = c.saturating_add(*count),
+                None => self.0.push((name.clone(), *count)),
+            }
+        }
+    }
+
+    fn subtract(&mut self, other: &Self) {
+        for (name, count) in &other.0 {
+            if let Some((_, c)) = self.0.iter_mut().find(|(n, _)| n == name) {
+                *c = c.saturating_sub(*count);
+            }
+        }
+        self.0.retain(|(_, c)| *c > 0);
+    }
+}
+
+/// Allocatable whole GPUs (`nvidia.com/gpu`) of a node.
 pub fn allocatable_gpus(node: &Node) -> u32 {
-    node.status
-        .as_ref()
-        .and_then(|s| s.allocatable.as_ref())
-        .and_then(|a| a.get(GPU_RESOURCE))
-        .map_or(0, |q| parse_count(&q.0))
+    GpuResources::allocatable(node).get(vramfit_api::labels::GPU_RESOURCE)
+}
+
+/// The device plugin's MIG strategy as its resources show it, for nodes without GFD's label:
+/// a `nvidia.com/mig-<profile>` resource means `mixed`.
+fn advertised_mig_strategy(node: &Node) -> Option<MigStrategy> {
+    let allocatable = GpuResources::allocatable(node);
+    allocatable
+        .0
+        .iter()
+        .any(|(name, _)| name.starts_with("nvidia.com/mig-"))
+        .then_some(MigStrategy::Mixed)
 }
 
 /// Not cordoned, and its Ready condition is True.
@@ -189,33 +261,40 @@ fn parse_count(text: &str) -> u32 {
         .min(MAX_GPUS_PER_NODE)
 }
 
-/// GPUs a pod requests: the larger of its containers' sum and its largest init container
-/// (limits, or requests where no limit is set).
+/// GPUs a pod requests, whatever their resource.
 pub fn pod_gpu_request(pod: &Pod) -> u32 {
+    pod_gpu_requests(pod).total()
+}
+
+/// GPU resources a pod requests: for each, the larger of its containers' sum and its largest
+/// init container (limits, or requests where no limit is set).
+pub fn pod_gpu_requests(pod: &Pod) -> GpuResources {
     let Some(spec) = pod.spec.as_ref() else {
-        return 0;
+        return GpuResources::default();
     };
     let of = |c: &k8s_openapi::api::core::v1::Container| {
         let resources = c.resources.as_ref();
-        resources
-            .and_then(|r| r.limits.as_ref())
-            .and_then(|l| l.get(GPU_RESOURCE))
-            .or_else(|| {
-                resources
-                    .and_then(|r| r.requests.as_ref())
-                    .and_then(|r| r.get(GPU_RESOURCE))
-            })
-            .map_or(0, |q| parse_count(&q.0))
+        let limits = resources.and_then(|r| r.limits.as_ref());
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        // A limit wins over a request of the same resource.
+        let mut merged: BTreeMap<&String, &Quantity> = requests.into_iter().flatten().collect();
+        merged.extend(limits.into_iter().flatten());
+        GpuResources::from_quantities(merged.into_iter())
     };
-    let containers = spec.containers.iter().map(of).fold(0, u32::saturating_add);
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(of)
-        .max()
-        .unwrap_or(0);
-    containers.max(init)
+    let mut total = GpuResources::default();
+    for container in &spec.containers {
+        total.add(&of(container));
+    }
+    for init in spec.init_containers.iter().flatten() {
+        for (name, count) in of(init).0 {
+            let held = total.get(&name);
+            if count > held {
+                total.add(&GpuResources(vec![(name, count - held)]));
+            }
+        }
+    }
+    total.0.sort();
+    total
 }
 
 /// `namespace/name`: the key of a pod in [`GpuUsage`] and the reservation ledger.
@@ -228,7 +307,7 @@ pub fn pod_key(namespace: &str, name: &str) -> String {
 struct PodGpus {
     node: Option<String>,
     class: Option<String>,
-    gpus: u32,
+    gpus: GpuResources,
 }
 
 /// GPUs taken by the non-terminal pods of the cluster, kept up to date event by event by the
@@ -236,7 +315,7 @@ struct PodGpus {
 #[derive(Clone, Debug, Default)]
 pub struct GpuUsage {
     pods: HashMap<String, PodGpus>,
-    by_node: HashMap<String, u32>,
+    by_node: HashMap<String, GpuResources>,
     /// vramfit pods not bound yet, by node-class label value: pod key → GPUs.
     unbound: HashMap<String, HashMap<String, u32>>,
     relist: Option<HashMap<String, PodGpus>>,
@@ -255,8 +334,8 @@ impl GpuUsage {
 
     fn entry(pod: &Pod) -> Option<PodGpus> {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        let gpus = pod_gpu_request(pod);
-        if matches!(phase, Some("Succeeded" | "Failed")) || gpus == 0 {
+        let gpus = pod_gpu_requests(pod);
+        if matches!(phase, Some("Succeeded" | "Failed")) || gpus.is_empty() {
             return None;
         }
         Some(PodGpus {
@@ -278,14 +357,16 @@ impl GpuUsage {
     fn insert(&mut self, key: String, entry: PodGpus) {
         match (&entry.node, &entry.class) {
             (Some(node), _) => {
-                let used = self.by_node.entry(node.clone()).or_default();
-                *used = used.saturating_add(entry.gpus);
+                self.by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .add(&entry.gpus);
             }
             (None, Some(class)) => {
                 self.unbound
                     .entry(class.clone())
                     .or_default()
-                    .insert(key.clone(), entry.gpus);
+                    .insert(key.clone(), entry.gpus.total());
             }
             (None, None) => {}
         }
@@ -300,8 +381,8 @@ impl GpuUsage {
         match (&old.node, &old.class) {
             (Some(node), _) => {
                 if let Some(used) = self.by_node.get_mut(node) {
-                    *used = used.saturating_sub(old.gpus);
-                    if *used == 0 {
+                    used.subtract(&old.gpus);
+                    if used.is_empty() {
                         self.by_node.remove(node);
                     }
                 }
@@ -358,9 +439,9 @@ impl GpuUsage {
         self.listed = true;
     }
 
-    /// GPUs requested by pods bound to `node`.
-    pub fn used_on(&self, node: &str) -> u32 {
-        self.by_node.get(node).copied().unwrap_or(0)
+    /// GPUs of `resource` requested by pods bound to `node`.
+    pub fn used_on(&self, node: &str, resource: &str) -> u32 {
+        self.by_node.get(node).map_or(0, |used| used.get(resource))
     }
 
     /// Whether a pod (`namespace/name`) is counted.
@@ -493,16 +574,17 @@ impl Capacity {
             .collect();
         for info in &inventory.nodes {
             let admitted = info.schedulable && constraints.admit(&info.node);
-            let used = usage.used_on(&info.name);
-            let free = info.allocatable_gpus.saturating_sub(used);
             for &index in &info.classes {
-                let Some(room) = inventory
-                    .classes
-                    .get(index)
-                    .and_then(|c| rooms.get_mut(&c.name))
-                else {
+                let Some(class) = inventory.classes.get(index) else {
                     continue;
                 };
+                let Some(room) = rooms.get_mut(&class.name) else {
+                    continue;
+                };
+                let free = info
+                    .allocatable
+                    .get(&class.resource)
+                    .saturating_sub(usage.used_on(&info.name, &class.resource));
                 room.nodes += 1;
                 if admitted {
                     room.admitted += 1;
@@ -580,6 +662,7 @@ impl ClassRoom {
 mod tests {
     use super::*;
     use crate::fixtures;
+    use vramfit_api::labels::GPU_RESOURCE;
 
     #[test]
     fn classes_come_from_labels_and_definitions() {
@@ -673,8 +756,8 @@ mod tests {
             Arc::new(fixtures::succeeded_gpu_pod("other", "done", "a-2", 3)),
         ];
         let usage = gpu_usage(&pods);
-        assert_eq!(usage.used_on("a-1"), 3);
-        assert_eq!(usage.used_on("a-2"), 1);
+        assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 3);
+        assert_eq!(usage.used_on("a-2", GPU_RESOURCE), 1);
         assert_eq!(usage.len(), 2, "the finished pod takes nothing");
         let constraints =
             PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
@@ -756,27 +839,27 @@ mod tests {
         let ours = fixtures::gpu_pod(fixtures::NAMESPACE, "chat-1", None, 1);
         let mut ours = job_pod_of_class(ours, "chat", "a10g-x4");
         usage.apply_event(&watcher::Event::Apply(ours.clone()));
-        assert_eq!(usage.used_on("a-1"), 2);
+        assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 2);
         assert_eq!(usage.unbound_in("a10g-x4").collect::<Vec<_>>(), [1]);
         // Bound by the scheduler: it moves from the class to the node.
         ours.spec.get_or_insert_default().node_name = Some("a-1".into());
         usage.apply_event(&watcher::Event::Apply(ours.clone()));
-        assert_eq!(usage.used_on("a-1"), 3);
+        assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 3);
         assert_eq!(usage.unbound_in("a10g-x4").count(), 0);
         usage.apply_event(&watcher::Event::Delete(bound.clone()));
-        assert_eq!(usage.used_on("a-1"), 1);
+        assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 1);
         assert!(usage.contains(&pod_key(fixtures::NAMESPACE, "chat-1")));
         // A re-list replaces everything at its end.
         assert!(!usage.is_listed());
         usage.apply_event(&watcher::Event::Init);
         usage.apply_event(&watcher::Event::InitApply(bound));
         assert_eq!(
-            usage.used_on("a-1"),
+            usage.used_on("a-1", GPU_RESOURCE),
             1,
             "unchanged until the list is complete"
         );
         usage.apply_event(&watcher::Event::InitDone);
-        assert_eq!(usage.used_on("a-1"), 2);
+        assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 2);
         assert!(!usage.contains(&pod_key(fixtures::NAMESPACE, "chat-1")));
         assert!(usage.is_listed());
     }

@@ -129,7 +129,11 @@ async fn first_reconcile_applies_the_pod_then_the_status() {
             [0]["matchExpressions"],
         json!([
             { "key": "vramfit.io/gpu.count", "operator": "In", "values": ["4"] },
-            { "key": "vramfit.io/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"] }
+            { "key": "vramfit.io/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"] },
+            // Shared, mixed and MIG-partitioned nodes carry the same product and count.
+            { "key": "nvidia.com/gpu.sharing-strategy", "operator": "NotIn", "values": ["time-slicing", "mps"] },
+            { "key": "vramfit.io/gpu.mixed", "operator": "NotIn", "values": ["true"] },
+            { "key": "vramfit.io/gpu.mig", "operator": "NotIn", "values": ["enabled"] }
         ])
     );
 

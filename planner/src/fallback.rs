@@ -20,10 +20,10 @@ pub fn next_step(
     job: &JobInput,
     plan: &Plan,
     fallback: &Fallback,
-    gpus_per_node: u32,
+    max_gpus_per_pod: u32,
     capability: Option<ComputeCapability>,
 ) -> Option<(Fallback, String)> {
-    let max_gpus = job.max_gpus.min(gpus_per_node);
+    let max_gpus = job.max_gpus.min(max_gpus_per_pod);
     // Every step keeps what the failed plan already gave up (never fewer GPUs, never less
     // quantization), so memory per GPU only goes down.
     let held = Fallback {

@@ -3,6 +3,8 @@
 //! * [`gpu_catalog`]: product name → model, architecture, tier (docs/planning.md).
 //! * [`model_catalog`]: model presets and their published sources (docs/planning.md).
 //! * [`node_class`]: classes of GPU nodes and their defaults.
+//! * [`class_from_facts`]: the classes a node forms from its labels (mixed, MIG, shared).
+//! * [`class_from_facts`]: the classes a node forms from its labels (mixed, MIG, shared).
 //! * [`memory`]: the memory estimator (docs/planning.md).
 //! * [`plan`]: a job on a class → a plan with its reasons, or why not (docs/planning.md).
 //! * [`ranking`]: which class wins (docs/planning.md).
@@ -13,6 +15,7 @@
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 #![forbid(unsafe_code)]
 
+pub mod class_from_facts;
 pub mod fallback;
 pub mod gpu_catalog;
 pub mod job_input;
@@ -30,7 +33,8 @@ pub mod tiles;
 pub mod user_args;
 pub mod workload;
 
+pub use class_from_facts::classes_from_facts;
 pub use job_input::{JobInput, resolve_job};
-pub use node_class::{NodeClass, builtin_classes};
+pub use node_class::{GpuUnit, NodeClass, builtin_classes};
 pub use plan::{plan_all, plan_for_class};
 pub use plan_common::gib;

@@ -2,7 +2,7 @@
 //! Discovered from node labels, overridden or defined by `GpuNodeClass` objects.
 use std::collections::BTreeMap;
 
-use vramfit_api::labels::{self, ComputeCapability, GpuFacts, LabelSource};
+use vramfit_api::labels::{self, ComputeCapability, GPU_RESOURCE};
 use vramfit_api::{GpuNodeClassSpec, Tier};
 
 use crate::gpu_catalog::{self, Architecture};
@@ -36,6 +36,35 @@ pub struct NodeClass {
     pub allow_jobs: bool,
     /// Labels every node of the class carries (the pod's node affinity).
     pub node_selector: BTreeMap<String, String>,
+    /// Label values no node of the class carries (`NotIn` in the pod's node affinity): they
+    /// keep mixed, MIG and shared nodes out of a whole-GPU class.
+    pub node_exclusions: Vec<(String, Vec<String>)>,
+    /// What one GPU of the class is to a pod.
+    pub unit: GpuUnit,
+    /// The extended resource its pods request GPUs with.
+    pub resource: String,
+    /// Nodes of the class mix GPU models; the class describes the weakest.
+    pub mixed: bool,
+}
+
+/// What a pod gets for each GPU it requests from a class.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum GpuUnit {
+    /// A whole GPU.
+    #[default]
+    Whole,
+    /// A MIG slice: its memory, the parent's compute capability, no peer-to-peer.
+    MigSlice {
+        /// Profile, `3g.40gb`.
+        profile: String,
+    },
+    /// One of `replicas` shares of a GPU (time-slicing or MPS).
+    Shared {
+        /// Pods per GPU.
+        replicas: u32,
+        /// `time-slicing` or `mps`.
+        strategy: String,
+    },
 }
 
 impl NodeClass {
@@ -68,28 +97,12 @@ impl NodeClass {
             hourly_price_cents_per_gpu: None,
             allow_jobs: true,
             node_selector: BTreeMap::new(),
+            node_exclusions: Vec::new(),
+            unit: GpuUnit::Whole,
+            resource: GPU_RESOURCE.to_string(),
+            mixed: false,
             product,
         }
-    }
-
-    /// The class of a node, from its GPU facts (vramfit agent or GFD labels).
-    pub fn from_facts(facts: &GpuFacts) -> Self {
-        let (product_key, count_key) = match facts.source {
-            LabelSource::Vramfit => (labels::GPU_PRODUCT, labels::GPU_COUNT),
-            LabelSource::Gfd => (labels::GFD_PRODUCT, labels::GFD_COUNT),
-        };
-        let mut class = Self::new(
-            class_name(&facts.product, facts.count),
-            facts.product.clone(),
-            facts.count,
-            facts.memory_mib,
-            facts.compute_capability,
-        );
-        class.node_selector = BTreeMap::from([
-            (product_key.to_string(), facts.product.clone()),
-            (count_key.to_string(), facts.count.to_string()),
-        ]);
-        class
     }
 
     /// A class defined entirely by a `GpuNodeClass` (`gpu` and `nodeSelector` set).
@@ -169,6 +182,55 @@ impl NodeClass {
     /// The model's short name (`A10G`), or the product name for unknown models.
     pub fn describe_model(&self) -> &str {
         gpu_catalog::identify(&self.product).map_or(self.product.as_str(), |m| m.name)
+    }
+
+    /// What one GPU of the class is, for reasons and tables: `A10G`, `A100 MIG 3g.40gb`,
+    /// `A10G 1/4 shared`, `T4 (weakest of mixed)`.
+    pub fn describe_gpu(&self) -> String {
+        let model = self.describe_model();
+        let gpu = match &self.unit {
+            GpuUnit::Whole => model.to_string(),
+            GpuUnit::MigSlice { profile } => format!("{model} MIG {profile}"),
+            GpuUnit::Shared { replicas, .. } => format!("{model} 1/{replicas} shared"),
+        };
+        if self.mixed {
+            format!("{gpu} (weakest of mixed)")
+        } else {
+            gpu
+        }
+    }
+
+    /// The most GPUs one pod may take: a pod never spans MIG slices (no peer-to-peer between
+    /// them) nor takes several shares of GPUs.
+    pub fn max_gpus_per_pod(&self) -> u32 {
+        match self.unit {
+            GpuUnit::Whole => self.gpus_per_node,
+            GpuUnit::MigSlice { .. } | GpuUnit::Shared { .. } => self.gpus_per_node.min(1),
+        }
+    }
+
+    /// Why a pod gets at most one GPU here, when it does.
+    pub fn single_gpu_reason(&self) -> Option<String> {
+        match &self.unit {
+            GpuUnit::Whole => None,
+            GpuUnit::MigSlice { profile } => Some(format!(
+                "a pod gets one MIG {profile} slice: a model is never spread over slices (no tensor parallel across MIG slices)"
+            )),
+            GpuUnit::Shared { replicas, strategy } => Some(format!(
+                "a pod gets one share of a GPU shared {replicas} ways ({strategy}): multi-GPU plans are refused on shared GPUs"
+            )),
+        }
+    }
+
+    /// Whether a node with `labels` belongs to the class.
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .node_exclusions
+                .iter()
+                .all(|(k, values)| labels.get(k).is_none_or(|v| !values.contains(v)))
     }
 }
 
@@ -303,23 +365,5 @@ mod tests {
         assert_eq!(c.max_tiles, Some(6));
         assert_eq!(c.hourly_price_cents_per_gpu, Some(75));
         assert!(!c.allow_jobs);
-    }
-
-    #[test]
-    fn gfd_facts_select_nodes_by_gfd_labels() {
-        let facts = GpuFacts {
-            product: "NVIDIA-A100-SXM4-80GB".into(),
-            count: 8,
-            memory_mib: 81_920,
-            compute_capability: Some(ComputeCapability::new(8, 0)),
-            source: LabelSource::Gfd,
-        };
-        let c = NodeClass::from_facts(&facts);
-        assert_eq!(c.name, "a100-sxm4-80gb-x8");
-        assert_eq!(c.tier, Tier::DatacenterHighMemory);
-        assert_eq!(
-            c.node_selector.get(labels::GFD_COUNT).map(String::as_str),
-            Some("8")
-        );
     }
 }

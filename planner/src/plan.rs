@@ -3,7 +3,7 @@ use vramfit_api::{ClassRejection, Fallback, Plan, Quantization, Runtime};
 
 use crate::job_input::JobInput;
 use crate::node_class::NodeClass;
-use crate::plan_common::{admission, common_settings};
+use crate::plan_common::{admission, common_settings, partition_notes};
 use crate::{plan_llamacpp, plan_transformers};
 
 /// Plans `job` on `class`, applying the step-downs in `fallback`.
@@ -14,7 +14,9 @@ pub fn plan_for_class(
 ) -> Result<Plan, String> {
     admission(job, class)?;
     let common = common_settings(job, class, fallback);
-    let mut reasons = common.reasons;
+    let (partition_reason, partition_warning) = partition_notes(class);
+    let mut reasons: Vec<String> = partition_reason.into_iter().collect();
+    reasons.extend(common.reasons);
     let (gpu_count, quantization, memory, llama_cpp, warnings) = match job.runtime {
         Runtime::Llamacpp => {
             let s = plan_llamacpp::size(job, class, fallback, common.flash_attention)?;
@@ -34,6 +36,7 @@ pub fn plan_for_class(
         }
     };
     let mut warnings = warnings;
+    warnings.extend(partition_warning);
     if job.shell_command && matches!(job.runtime, Runtime::Vllm | Runtime::Llamacpp) {
         warnings.push(format!(
             "command is a shell script: the flags vramfit appends to args do not reach {}; pass $VRAMFIT_RUNTIME_ARGS to it",

@@ -4,7 +4,7 @@ use vramfit_api::labels::ComputeCapability;
 use vramfit_api::{Dtype, DtypeRequest, Fallback, Runtime};
 
 use crate::job_input::JobInput;
-use crate::node_class::NodeClass;
+use crate::node_class::{GpuUnit, NodeClass};
 use crate::tiles;
 
 /// Settings that do not depend on how the model is sized.
@@ -44,13 +44,43 @@ pub fn admission(job: &JobInput, class: &NodeClass) -> Result<(), String> {
         ));
     }
     let lowest = job.min_gpus;
-    if lowest > class.gpus_per_node {
-        return Err(format!(
-            "job needs at least {lowest} GPUs; nodes of this class have {}",
-            class.gpus_per_node
-        ));
+    if lowest > class.max_gpus_per_pod() {
+        return Err(match class.single_gpu_reason() {
+            Some(why) => format!("job needs at least {lowest} GPUs; {why}"),
+            None => format!(
+                "job needs at least {lowest} GPUs; nodes of this class have {}",
+                class.gpus_per_node
+            ),
+        });
     }
     Ok(())
+}
+
+/// What a pod really gets on a class that is not whole GPUs of one model, one line, and the
+/// warning a shared GPU's plan carries.
+pub fn partition_notes(class: &NodeClass) -> (Option<String>, Option<String>) {
+    let model = class.describe_model();
+    let cc = class.capability;
+    let memory = gib(class.memory_mib);
+    let reason = match &class.unit {
+        GpuUnit::Whole if class.mixed => Some(format!(
+            "mixed node: planned by its weakest GPU ({model}, compute capability {cc}, {memory})"
+        )),
+        GpuUnit::Whole => None,
+        GpuUnit::MigSlice { profile } => Some(format!(
+            "MIG slice {profile} of an {model}: {memory} per slice, the parent's compute capability {cc}; one slice per pod"
+        )),
+        GpuUnit::Shared { replicas, strategy } => Some(format!(
+            "shared GPU: memory is shared, {memory} is one of {replicas} {strategy} replicas of an {model}"
+        )),
+    };
+    let warning = match &class.unit {
+        GpuUnit::Shared { strategy, .. } if strategy != "mps" => Some(format!(
+            "{strategy} does not isolate GPU memory: another pod on the same GPU can take more than its share and run this one out of memory"
+        )),
+        _ => None,
+    };
+    (reason, warning)
 }
 
 /// Dtype, attention, allocator, fraction and tiles for a job on a class.

@@ -188,7 +188,7 @@ pub fn size(
             }
             reasons.push(format!(
                 "partial offload: {fit}/{total_layers} layers fit on {hi}×{} even with KV {}; the rest run on the CPU",
-                class.describe_model(),
+                class.describe_gpu(),
                 kv.as_str()
             ));
             (kv, hi, fit)
@@ -198,7 +198,7 @@ pub fn size(
             let fit = budget.layers_that_fit(hi, kv);
             warnings.push(format!(
                 "gpuLayers {pinned} is pinned but only {fit} layers fit in the budget on {hi}×{}; expect an out-of-memory failure",
-                class.describe_model()
+                class.describe_gpu()
             ));
             (kv, hi, wanted)
         }

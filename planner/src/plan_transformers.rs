@@ -29,12 +29,15 @@ pub fn gpu_range(
     fallback: &Fallback,
 ) -> Result<(u32, u32), String> {
     let lo = job.min_gpus.max(fallback.min_gpus.unwrap_or(0));
-    let hi = job.max_gpus.min(class.gpus_per_node);
+    let hi = job.max_gpus.min(class.max_gpus_per_pod());
     if lo > hi {
-        return Err(format!(
-            "needs at least {lo} GPUs (after step-downs); nodes of this class have {}",
-            class.gpus_per_node
-        ));
+        return Err(match class.single_gpu_reason() {
+            Some(why) => format!("needs at least {lo} GPUs (after step-downs); {why}"),
+            None => format!(
+                "needs at least {lo} GPUs (after step-downs); nodes of this class have {}",
+                class.gpus_per_node
+            ),
+        });
     }
     Ok((lo, hi))
 }
@@ -90,7 +93,7 @@ pub fn size(
             "does not fit: needs {} per GPU with {} on {hi}×{}, {} usable",
             gib(worst),
             most_compact.as_str(),
-            class.describe_model(),
+            class.describe_gpu(),
             gib(usable)
         ));
     };
@@ -159,7 +162,7 @@ fn quantization_reason(
     need: &dyn Fn(Quantization, u32) -> TransformerNeed,
 ) -> String {
     let usable = gib(usable_per_gpu_mib(job, class));
-    let model = class.describe_model();
+    let model = class.describe_gpu();
     if chosen == Quantization::None {
         return format!(
             "no quantization: {} needs {} per GPU on {gpus}×{model}, {usable} usable",
@@ -183,7 +186,7 @@ fn quantization_reason(
         return format!("{label}: the job does not allow full precision");
     }
     let (compare_gpus, why) = match job.preference {
-        Preference::Quality => (job.max_gpus.min(class.gpus_per_node), ""),
+        Preference::Quality => (job.max_gpus.min(class.max_gpus_per_pod()), ""),
         Preference::Economy => (gpus, "; economy quantizes before adding GPUs"),
     };
     // What each better allowed level would need, e.g. "27.6 GiB in bfloat16, 15.8 GiB in 8-bit".
