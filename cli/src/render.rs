@@ -5,7 +5,7 @@ use serde::Serialize;
 use vramfit_api::{Fallback, Plan};
 use vramfit_planner::gib;
 use vramfit_planner::{
-    JobInput, NodeClass, model_catalog, plan_for_class, ranking, resolve_job, workload,
+    GpuUnit, JobInput, NodeClass, model_catalog, plan_for_class, ranking, resolve_job, workload,
 };
 
 use crate::args::{ClassesArgs, CrdsArgs, Format, PlanArgs};
@@ -116,7 +116,7 @@ fn outcome(
     let gpus = format!(
         "{}×{} {}",
         class.gpus_per_node,
-        class.describe_model(),
+        class.describe_gpu(),
         gib(class.memory_mib)
     );
     match result {
@@ -251,6 +251,10 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
     struct Row {
         name: String,
         product: String,
+        /// What a pod gets per GPU it requests: `whole`, `mig`, `shared`.
+        unit: &'static str,
+        /// The resource pods request.
+        resource: String,
         gpus_per_node: u32,
         memory_mib: u64,
         compute_capability: String,
@@ -268,7 +272,13 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
         .iter()
         .map(|c| Row {
             name: c.name.clone(),
-            product: c.product.clone(),
+            product: c.describe_product(),
+            unit: match c.unit {
+                GpuUnit::Whole => "whole",
+                GpuUnit::MigSlice { .. } => "mig",
+                GpuUnit::Shared { .. } => "shared",
+            },
+            resource: c.resource.clone(),
             gpus_per_node: c.gpus_per_node,
             memory_mib: c.memory_mib,
             compute_capability: c.capability.to_string(),
@@ -306,6 +316,7 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
                     "USABLE",
                     "TILES",
                     "$/GPU/H",
+                    "RESOURCE",
                 ]
                 .iter()
                 .map(|s| s.to_string())
@@ -327,6 +338,7 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
                     r.max_tiles.map_or("-".into(), |t| t.to_string()),
                     r.hourly_price_cents_per_gpu
                         .map_or("-".into(), |c| format!("{:.2}", f64::from(c) / 100.0)),
+                    r.resource.clone(),
                 ]);
             }
             Ok(columns(&table))

@@ -184,6 +184,16 @@ impl NodeClass {
         gpu_catalog::identify(&self.product).map_or(self.product.as_str(), |m| m.name)
     }
 
+    /// The product and what a pod gets of it: `NVIDIA A10G`, `NVIDIA A100-SXM4-80GB MIG
+    /// 3g.40gb`, `NVIDIA A10G 1/4 shared`.
+    pub fn describe_product(&self) -> String {
+        match &self.unit {
+            GpuUnit::Whole => self.product.clone(),
+            GpuUnit::MigSlice { profile } => format!("{} MIG {profile}", self.product),
+            GpuUnit::Shared { replicas, .. } => format!("{} 1/{replicas} shared", self.product),
+        }
+    }
+
     /// What one GPU of the class is, for reasons and tables: `A10G`, `A100 MIG 3g.40gb`,
     /// `A10G 1/4 shared`, `T4 (weakest of mixed)`.
     pub fn describe_gpu(&self) -> String {
@@ -310,7 +320,50 @@ pub fn builtin_classes() -> Vec<NodeClass> {
             650,
         ),
         class("h200-x8", "NVIDIA H200", 8, 143_771, (9, 0), 800),
+        // MIG slices under the device plugin's mixed strategy, priced as their share of the GPU.
+        mig_class(
+            "a100-80gb-mig-3g-40gb-x2",
+            ("NVIDIA A100-SXM4-80GB", (8, 0)),
+            ("3g.40gb", 2, 40_192),
+            171,
+        ),
+        mig_class(
+            "h100-80gb-mig-1g-10gb-x7",
+            ("NVIDIA H100 80GB HBM3", (9, 0)),
+            ("1g.10gb", 7, 9_984),
+            93,
+        ),
     ]
+}
+
+/// A built-in class of MIG slices: `(product, capability)` of the parent GPU, `(profile,
+/// slices per node, MiB per slice)`, cents per slice-hour.
+fn mig_class(
+    name: &str,
+    (product, (major, minor)): (&str, (u32, u32)),
+    (profile, slices, mib): (&str, u32, u64),
+    cents: u32,
+) -> NodeClass {
+    let mut c = NodeClass::new(
+        name,
+        product,
+        slices,
+        mib,
+        Some(ComputeCapability::new(major, minor)),
+    );
+    c.hourly_price_cents_per_gpu = Some(cents);
+    c.unit = GpuUnit::MigSlice {
+        profile: profile.to_string(),
+    };
+    c.resource = labels::mig_resource(profile);
+    c.node_selector = BTreeMap::from([
+        (
+            labels::GPU_PRODUCT.to_string(),
+            labels::to_label_value(product),
+        ),
+        (labels::mig_count_key(profile), slices.to_string()),
+    ]);
+    c
 }
 
 #[cfg(test)]
