@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The integration tests: a tiny randomly initialised model loaded with the real
-# transformers and PyTorch on CPU (and, where CUDA is present, on the GPU with the full
-# planned arguments). They live outside scripts/test.sh because torch from PyPI brings
+# The integration tests: tiny randomly initialised models (a Llama; an InternVL that the
+# captioner example runs on) loaded with the real transformers and PyTorch on CPU (and,
+# where CUDA is present, on the GPU with the full planned arguments). They live outside scripts/test.sh because torch from PyPI brings
 # several GB of CUDA wheels; this script keeps them in their own virtual environment,
 # .venv/workload-integration, rebuilt only when what it installs changes.
 #
@@ -13,8 +13,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="$root/.venv/workload-integration"
 requirements="$root/workload/requirements-test.txt"
-# accelerate: transformers needs it for device_map="auto".
-packages=("transformers>=4.56" accelerate)
+# accelerate: transformers needs it for device_map="auto"; torchvision and Pillow: the
+# captioner example's test (transformers' InternVL processor and its images).
+packages=("transformers>=4.56" accelerate torchvision pillow)
 stamp="$venv/.installed"
 want="${packages[*]} $(sha256sum "$requirements" | cut -d' ' -f1)"
 pip=("$venv/bin/pip" install --quiet --disable-pip-version-check --no-input)

@@ -119,7 +119,7 @@ def test_the_canary_runs_a_real_generation(model_dir):
     assert 0 <= result.ratio <= 1
 
 
-def test_the_result_message_measures_the_visible_gpus(model_dir, tmp_path):
+def test_the_result_message_measures_the_visible_gpus(tmp_path):
     path = tmp_path / "termination-log"
     write_result(4, 2.0, environ={"VRAMFIT_TERMINATION_LOG": str(path)})
     message = json.loads(path.read_text().removeprefix("vramfit.io/v1 "))
