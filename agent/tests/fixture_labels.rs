@@ -51,6 +51,9 @@ const GPU_FIXTURES: &[Expected] = &[
     Expected { file: "unknown-model.yaml", product: "Quadro-P4000", count: 1, memory_mib: 8192, cc: "6.1", family: "pascal", tier: "other", bf16: false, mig: "unsupported", mixed: false, driver: "535.183.01", cuda: "12.2" },
     // Sized by the smaller GPU (the T4); counts both; bf16 false because the T4 cannot.
     Expected { file: "mixed-a10g-t4.yaml", product: "Tesla-T4", count: 2, memory_mib: 15360, cc: "7.5", family: "turing", tier: "other", bf16: false, mig: "unsupported", mixed: true, driver: "550.54.15", cuda: "12.4" },
+    // The smallest GPU is an A10G (product and count read like an A10G×4), the weakest
+    // compute capability the V100's: family and bf16 follow the V100.
+    Expected { file: "mixed-a10g-v100-32gb.yaml", product: "NVIDIA-A10G", count: 4, memory_mib: 23028, cc: "7.0", family: "volta", tier: "datacenter_mid_memory", bf16: false, mig: "unsupported", mixed: true, driver: "550.54.15", cuda: "12.4" },
 ];
 
 /// The exact `vramfit.io/mig-` labels of each GPU fixture; fixtures not listed have none

@@ -32,6 +32,8 @@ use vramfit_e2e::*;
 
 #[path = "scenarios/faults.rs"]
 mod faults;
+#[path = "scenarios/partitions.rs"]
+mod partitions;
 #[path = "scenarios/pod_security.rs"]
 mod pod_security;
 #[path = "scenarios/rbac.rs"]
@@ -254,6 +256,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("api-server-outage", |s| {
             Box::pin(faults::api_server_outage(s))
+        }),
+        ("mixed-and-mig-nodes", |s| {
+            Box::pin(partitions::mixed_and_mig_nodes(s))
         }),
         ("restricted-namespace", |s| {
             Box::pin(pod_security::restricted_namespace(s))
