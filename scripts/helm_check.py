@@ -16,9 +16,11 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
   * render with both; every object valid against the Kubernetes 1.30 OpenAPI schema in
     strict mode (no unknown field: the chart's supported floor is 1.30);
   * deploy/ equals the default render (--update rewrites it);
-  * the agent label guard's CEL accepts the agent's vramfit.io/ label changes and
-    rejects everything else (evaluated with cel-python: the logic, not the API
-    server's type checking or cost limits);
+  * the agent label guard's CEL accepts the agent's vramfit.io/ label changes on the
+    Node its token names (the authentication.kubernetes.io/node-name user extra) and
+    rejects everything else: other Nodes, tokens without a node name, other fields
+    (evaluated with cel-python: the logic, not the API server's type checking or cost
+    limits);
   * the InferenceJob pod trust policy's CEL: spec.pod's serviceAccountName, volumes,
     env[].valueFrom, tolerations and priorityClassName are denied, each with its own
     message, to a user who may not create pods and allowed to one who may; hostPath is
@@ -26,7 +28,8 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
     one answers from a table; the real API server's answer is e2e/install_check.py's
     inferencejob-pod-trust-enforced);
   * wrong values fail: values.schema.json (a string replica count, an unknown key) and
-    the chart's own cross-field checks.
+    the chart's own cross-field checks (the agent without a label guard that denies,
+    unless agentLabelGuard.acceptUnguardedAgent says so).
 """
 
 from __future__ import annotations
@@ -269,8 +272,13 @@ def k8s_schema_errors(objects: list[dict[str, Any]]) -> list[str]:
     return errors
 
 
-def label_guard_cases() -> list[tuple[str, str, dict[str, Any] | None, bool]]:
-    """(case, operation, new Node or None, allowed?) against the Node below."""
+# The user extra in which Kubernetes 1.30+ puts the node of the pod a token is bound to.
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+
+
+def label_guard_cases() -> tuple[list[tuple[str, str, dict[str, Any] | None, bool, Any]], dict[str, Any]]:
+    """(case, operation, new Node or None, allowed?, the token's user extra) against the
+    Node below; the token of every case but the last few is the agent pod's on that Node."""
     node = {
         "metadata": {
             "name": "gpu-1",
@@ -288,7 +296,9 @@ def label_guard_cases() -> list[tuple[str, str, dict[str, Any] | None, bool]]:
         return new
 
     labels = lambda n: n["metadata"]["labels"]  # noqa: E731
-    return [
+    bf16 = changed(lambda n: labels(n).update({"vramfit.io/gpu.bf16": "true"}))
+    own = {NODE_NAME_EXTRA: ["gpu-1"]}
+    cases = [
         ("sets a vramfit.io/ label", "UPDATE", changed(lambda n: labels(n).update({"vramfit.io/gpu.count": "2"})), True),
         ("adds a vramfit.io/ label", "UPDATE", changed(lambda n: labels(n).update({"vramfit.io/gpu.product": "NVIDIA-L4"})), True),
         ("removes a vramfit.io/ label", "UPDATE", changed(lambda n: labels(n).pop("vramfit.io/gpu.count")), True),
@@ -302,6 +312,18 @@ def label_guard_cases() -> list[tuple[str, str, dict[str, Any] | None, bool]]:
         ("cordons the node", "UPDATE", changed(lambda n: n["spec"].update({"unschedulable": True})), False),
         ("adds a finalizer", "UPDATE", changed(lambda n: n["metadata"].update({"finalizers": ["x"]})), False),
         ("creates a Node", "CREATE", changed(lambda n: None), False),
+    ]
+    return [(*case, own) for case in cases] + [
+        # Another agent pod's token: its own Node only, even for vramfit.io/ labels.
+        ("sets a vramfit.io/ label of another Node", "UPDATE", bf16, False, {NODE_NAME_EXTRA: ["gpu-2"]}),
+        ("changes nothing on another Node", "UPDATE", changed(lambda n: None), False, {NODE_NAME_EXTRA: ["gpu-2"]}),
+        # A token not bound to a pod on a node (a Secret token, impersonation): no Node.
+        ("sets a vramfit.io/ label with a token without a node name", "UPDATE", bf16, False, None),
+        ("sets a vramfit.io/ label with a token with other extras only", "UPDATE", bf16, False,
+         {"authentication.kubernetes.io/pod-name": ["vramfit-agent-x"]}),
+        ("sets a vramfit.io/ label with a token naming two nodes", "UPDATE", bf16, False,
+         {NODE_NAME_EXTRA: ["gpu-1", "gpu-2"]}),
+        ("sets a vramfit.io/ label with a token naming no node", "UPDATE", bf16, False, {NODE_NAME_EXTRA: []}),
     ], node
 
 
@@ -321,44 +343,71 @@ def check_label_guard(report: Report, objects: list[dict[str, Any]]) -> None:
         return
     spec = policies[0]["spec"]
     env = celpy.Environment()
-    programs = [(v["message"], env.program(env.compile(v["expression"]))) for v in spec["validations"]]
+
+    def compiled(expression: str | None) -> Any:
+        return env.program(env.compile(expression)) if expression else None
+
+    programs = [(v.get("message", ""), compiled(v["expression"]), compiled(v.get("messageExpression")))
+                for v in spec["validations"]]
     conditions = [env.program(env.compile(c["expression"])) for c in spec.get("matchConditions", [])]
     agent = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-agent"
     cases, old = label_guard_cases()
     problems = []
 
-    def activation(user: str, operation: str, new: dict[str, Any] | None) -> Any:
+    def activation(user: str, operation: str, new: dict[str, Any] | None, extra: Any) -> Any:
+        # The API server leaves out an empty extra (omitempty): so does the test.
+        user_info: dict[str, Any] = {"username": user}
+        if extra is not None:
+            user_info["extra"] = extra
         return celpy.json_to_cel({
-            "request": {"operation": operation, "userInfo": {"username": user}},
+            "request": {"operation": operation, "userInfo": user_info},
             "object": new, "oldObject": old if operation == "UPDATE" else None,
         })
 
-    for name, operation, new, allowed in cases:
-        act = activation(agent, operation, new)
-        if not all(bool(c.evaluate(act)) for c in conditions):
-            problems.append(f"the policy does not apply to {agent}")
-            break
+    def denials(act: Any) -> list[str]:
         denied = []
-        for message, program in programs:
+        for message, program, message_program in programs:
             try:
                 result = program.evaluate(act)
                 ok = isinstance(result, celpy.celtypes.BoolType) and bool(result)
             except Exception as e:  # an evaluation error denies too (failurePolicy: Fail)
                 ok, message = False, f"{message} (error: {e})"
+            if not ok and message_program is not None:
+                try:
+                    message = str(message_program.evaluate(act))
+                except Exception as e:  # noqa: BLE001 - the API server falls back to message
+                    problems.append(f"messageExpression failed ({e}); message {message!r}")
             if not ok:
                 denied.append(message)
+        return denied
+
+    for name, operation, new, allowed, extra in cases:
+        act = activation(agent, operation, new, extra)
+        if not all(bool(c.evaluate(act)) for c in conditions):
+            problems.append(f"the policy does not apply to {agent}")
+            break
+        denied = denials(act)
         if allowed and denied:
             problems.append(f"the agent {name}: denied ({'; '.join(denied)}), should be allowed")
         if not allowed and not denied:
             problems.append(f"the agent {name}: allowed, should be denied")
-    other = activation("system:serviceaccount:kube-system:node-controller", "UPDATE", cases[4][2])
+    # The refusal of another Node says whose token it is and which Node it tried.
+    bf16_elsewhere = next(c for c in cases if c[0] == "sets a vramfit.io/ label of another Node")
+    wanted = "its token belongs to node gpu-2, it tried to change node gpu-1"
+    seen = denials(activation(agent, "UPDATE", bf16_elsewhere[2], bf16_elsewhere[4]))
+    if not any(wanted in m for m in seen):
+        problems.append(f"another Node's refusal does not say {wanted!r}: {seen}")
+    unbound = denials(activation(agent, "UPDATE", bf16_elsewhere[2], None))
+    if not any("names no single node" in m and "gpu-1" in m for m in unbound):
+        problems.append(f"a token without a node name: the refusal does not say so: {unbound}")
+    other = activation("system:serviceaccount:kube-system:node-controller", "UPDATE", cases[4][2], None)
     if all(bool(c.evaluate(other)) for c in conditions):
         problems.append("the policy also applies to other users")
     if problems:
         report.fail("agent label guard (CEL)", problems)
     else:
-        report.ok(f"agent label guard (CEL): {len(cases)} changes by the agent allowed/denied as expected, "
-                  "other users untouched")
+        report.ok(f"agent label guard (CEL): {len(cases)} changes by the agent allowed/denied as expected "
+                  "(own Node only, by the token's node name), other users untouched")
 
 
 # The fake authorizer of check_pod_trust: `authorizer.group(g).resource(r).namespace(n)
@@ -600,6 +649,24 @@ async def check_rejected(report: Report, label: str, values: dict[str, Any], exp
         report.ok(f"rejects {label}: {linted}install: {first[:160]}")
 
 
+async def check_unguarded_accepted(report: Report) -> None:
+    """agentLabelGuard.enabled: false with acceptUnguardedAgent: the agent without a policy."""
+    what = "renders the agent unguarded when agentLabelGuard.acceptUnguardedAgent is true"
+    try:
+        objects = split_manifest(await render({"agentLabelGuard": {"enabled": False, "acceptUnguardedAgent": True}}))
+    except helm_sdkpy.HelmError as e:
+        report.fail(what, f"helm: {e}")
+        return
+    kinds = {(o.get("kind"), o["metadata"]["name"]) for o in objects}
+    problems = [] if ("DaemonSet", f"{RELEASE}-agent") in kinds else ["no agent DaemonSet"]
+    problems += [f"{kind} {name} rendered" for kind, name in sorted(kinds)
+                 if name.endswith("-agent-label-guard")]
+    if problems:
+        report.fail(what, problems)
+    else:
+        report.ok(f"{what}: the DaemonSet, no policy")
+
+
 def check_chart_crds(report: Report) -> None:
     sources = {p.name: p.read_bytes() for p in CRDS.glob("*.yaml")}
     copies = {p.name: p.read_bytes() for p in CHART_CRDS.glob("*.yaml")}
@@ -678,6 +745,14 @@ async def main() -> int:
     await check_rejected(report, "an unknown key (operator.replicaCount)", {"operator": {"replicaCount": 2}},
                          "replicaCount")
     await check_rejected(report, "agent.logFormat: yaml", {"agent": {"logFormat": "yaml"}}, "logFormat")
+    await check_rejected(report, "the agent without its label guard (agentLabelGuard.enabled: false)",
+                         {"agentLabelGuard": {"enabled": False}}, "acceptUnguardedAgent", by_schema=False)
+    await check_rejected(report, "the agent label guard without Deny (validationActions: [Warn, Audit])",
+                         {"agentLabelGuard": {"validationActions": ["Warn", "Audit"]}}, "acceptUnguardedAgent",
+                         by_schema=False)
+    await check_rejected(report, 'agentLabelGuard.acceptUnguardedAgent: "yes"',
+                         {"agentLabelGuard": {"acceptUnguardedAgent": "yes"}}, "acceptUnguardedAgent")
+    await check_unguarded_accepted(report)
     await check_rejected(report, "2 operators without leader election",
                          {"operator": {"leaderElection": {"enabled": False}}}, "leaderElection",
                          by_schema=False)
