@@ -47,6 +47,12 @@ use crate::schema;
         priority = 1
     ),
     printcolumn(
+        name = "Items/h",
+        type_ = "number",
+        json_path = ".status.result.itemsPerHour",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -485,6 +491,10 @@ pub struct InferenceJobStatus {
     /// When the job reached Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
+    /// What the workload reported when it finished (docs/workload-contract.md): items,
+    /// seconds, items per hour, peak GPU memory, and the cost of one item at the class's price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<crate::workload_report::JobResult>,
 }
 
 /// A status condition (same shape as metav1.Condition).
@@ -532,7 +542,8 @@ pub struct Attempt {
     /// Why this attempt differs from the previous one (the step taken down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// How it ended: Succeeded, OutOfMemory, Failed, Disrupted (ended by Kubernetes: evicted,
+    /// How it ended: Succeeded, OutOfMemory, HostOutOfMemory, BadOutput (the workload's output
+    /// check found garbage), Failed, Disrupted (ended by Kubernetes: evicted,
     /// preempted, drained, refused at admission; run again with the same plan), or Replaced
     /// (deleted for a new pod after a spec change); unset while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -542,7 +553,8 @@ pub struct Attempt {
     pub message: Option<String>,
 }
 
-/// Steps taken down after out-of-memory failures (docs/planning.md); the planner applies them.
+/// Steps taken down after out-of-memory failures and failed output checks (docs/planning.md);
+/// the planner applies them.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Fallback {
@@ -558,6 +570,9 @@ pub struct Fallback {
     /// Flash attention turned off.
     #[serde(default)]
     pub flash_attention_off: bool,
+    /// float16 instead of bfloat16, after the output check found garbage in bfloat16.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub float16: bool,
     /// llama.cpp: no KV-cache type better than this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_kv_cache_type: Option<KvCacheType>,

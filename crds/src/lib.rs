@@ -4,7 +4,9 @@
 //! * [`GpuNodeClass`] (cluster-scoped): how an admin defines or overrides a class of GPU nodes.
 //! * [`Plan`]: the configuration vramfit chose for a job on a node class (kept in status).
 //! * [`labels`]: the node-label keys the agent writes and the operator reads, and the
-//!   mapping from NVIDIA GPU Feature Discovery's labels.
+//!   mapping from NVIDIA GPU Feature Discovery's labels; [`partitions`]: MIG slices and
+//!   shared GPUs read from them.
+//! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
 #![allow(clippy::duplicated_attributes)]
@@ -17,6 +19,7 @@ pub mod partitions;
 pub mod plan;
 pub mod pod_security;
 mod schema;
+pub mod workload_report;
 
 pub use job::*;
 pub use nodeclass::*;

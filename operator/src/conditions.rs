@@ -61,6 +61,9 @@ pub mod reasons {
     /// Ready=False, OutOfMemory=True: killed at the host memory limit, which no GPU step
     /// down cures.
     pub const HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
+    /// Ready=False: the output check found garbage and nothing is left to change (already
+    /// float16 without flash attention) or no attempt is left.
+    pub const BAD_OUTPUT: &str = "BadOutput";
     /// OutOfMemory=False.
     pub const NO_OUT_OF_MEMORY: &str = "NoOutOfMemory";
     /// FlagsUnreachable=True: the command is a shell (`sh -c …`).

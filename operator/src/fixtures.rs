@@ -375,6 +375,15 @@ pub fn as_succeeded(pod: Pod, node: &str) -> Pod {
     with_phase(pod, "Succeeded", Some(node))
 }
 
+/// `pod`, finished successfully on `node`, its container's termination message `message`.
+pub fn as_succeeded_with_message(pod: Pod, node: &str, message: &str) -> Pod {
+    let mut pod = as_failed(pod, node, "Completed", 0, message);
+    if let Some(status) = pod.status.as_mut() {
+        status.phase = Some("Succeeded".to_string());
+    }
+    pod
+}
+
 /// `pod`, failed on `node`: its container terminated with `reason`, `exit_code` and
 /// termination `message`.
 pub fn as_failed(pod: Pod, node: &str, reason: &str, exit_code: i32, message: &str) -> Pod {

@@ -50,6 +50,8 @@ mod reconcile_tests;
 mod relist_tests;
 #[cfg(test)]
 mod verifier;
+#[cfg(test)]
+mod workload_report_tests;
 
 pub use context::{Context, Settings, Stores};
 pub use error::Error;

@@ -7,6 +7,9 @@
 //! * `vramfit_fallbacks_total{reason}`: steps down after out-of-memory failures, by kind
 //!   (`tiles`, `quantization`, `gpus`, `flash_attention`, `kv_cache`, `offload`).
 //! * `vramfit_gpu_inventory{node_class,product}` (gauge): allocatable GPUs per class.
+//! * `vramfit_bad_outputs_total{node_class,dtype}`: attempts whose output check found garbage.
+//! * `vramfit_items_total{node_class}` and `vramfit_work_seconds_total{node_class}`: what
+//!   finished jobs reported (items per hour: the ratio of their rates, times 3600).
 //!
 //! The gauges are computed from the stores when scraped, so they never go stale.
 use std::collections::BTreeMap;
@@ -19,6 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 use vramfit_api::Phase;
 
 /// Labels of `vramfit_jobs`.
@@ -53,6 +57,22 @@ pub struct InventoryLabels {
     pub product: String,
 }
 
+/// Labels of `vramfit_bad_outputs_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutputLabels {
+    /// Node class.
+    pub node_class: String,
+    /// The dtype the model answered garbage in.
+    pub dtype: String,
+}
+
+/// Labels of the work counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabels {
+    /// Node class.
+    pub node_class: String,
+}
+
 /// The operator's metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -63,6 +83,9 @@ pub struct Metrics {
     reconcile_errors: Family<KindLabels, Counter>,
     fallbacks: Family<ReasonLabels, Counter>,
     gpu_inventory: Family<InventoryLabels, Gauge>,
+    bad_outputs: Family<OutputLabels, Counter>,
+    items: Family<ClassLabels, Counter>,
+    work_seconds: Family<ClassLabels, Counter<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -81,6 +104,9 @@ impl Metrics {
         let reconcile_errors = Family::<KindLabels, Counter>::default();
         let fallbacks = Family::<ReasonLabels, Counter>::default();
         let gpu_inventory = Family::<InventoryLabels, Gauge>::default();
+        let bad_outputs = Family::<OutputLabels, Counter>::default();
+        let items = Family::<ClassLabels, Counter>::default();
+        let work_seconds = Family::<ClassLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "jobs",
             "InferenceJobs by phase and node class",
@@ -111,6 +137,21 @@ impl Metrics {
             "Allocatable GPUs per node class",
             gpu_inventory.clone(),
         );
+        registry.register(
+            "bad_outputs",
+            "Attempts whose output check found garbage, by class and dtype",
+            bad_outputs.clone(),
+        );
+        registry.register(
+            "items",
+            "Items finished jobs reported, by class",
+            items.clone(),
+        );
+        registry.register(
+            "work_seconds",
+            "Seconds of work finished jobs reported, by class",
+            work_seconds.clone(),
+        );
         Self {
             registry,
             jobs,
@@ -119,7 +160,29 @@ impl Metrics {
             reconcile_errors,
             fallbacks,
             gpu_inventory,
+            bad_outputs,
+            items,
+            work_seconds,
         }
+    }
+
+    /// Counts an attempt whose output check found garbage.
+    pub fn count_bad_output(&self, node_class: &str, dtype: &str) {
+        self.bad_outputs
+            .get_or_create(&OutputLabels {
+                node_class: node_class.to_string(),
+                dtype: dtype.to_string(),
+            })
+            .inc();
+    }
+
+    /// Adds what a finished job reported.
+    pub fn count_result(&self, node_class: &str, items: u64, seconds: f64) {
+        let labels = ClassLabels {
+            node_class: node_class.to_string(),
+        };
+        self.items.get_or_create(&labels).inc_by(items);
+        self.work_seconds.get_or_create(&labels).inc_by(seconds);
     }
 
     /// Records a reconcile's duration.
@@ -203,6 +266,8 @@ mod tests {
         metrics.observe_reconcile(Duration::from_millis(3));
         metrics.count_error("status_patch");
         metrics.count_fallback("tiles");
+        metrics.count_bad_output("a10g-x4", "bfloat16");
+        metrics.count_result("a10g-x4", 120, 300.5);
         metrics.observe_jobs([
             (Phase::Running, Some("a10g-x4")),
             (Phase::Unschedulable, None),
@@ -218,13 +283,19 @@ mod tests {
             "vramfit_reconcile_duration_seconds_count 1\n",
             "vramfit_reconcile_errors_total{kind=\"status_patch\"} 1\n",
             "vramfit_fallbacks_total{reason=\"tiles\"} 1\n",
+            "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1\n",
+            "vramfit_items_total{node_class=\"a10g-x4\"} 120\n",
+            "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n",
             "vramfit_gpu_inventory{node_class=\"a10g-x4\",product=\"NVIDIA-A10G\"} 8\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
         metrics.observe_jobs([]);
         assert!(
-            !metrics.encode().unwrap().contains("a10g-x4\"} 1"),
+            !metrics
+                .encode()
+                .unwrap()
+                .contains("vramfit_jobs{phase=\"Running\",node_class=\"a10g-x4\"}"),
             "stale classes are dropped"
         );
     }

@@ -29,8 +29,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use vramfit_api::workload_report::JobResult;
 use vramfit_api::{Attempt, Fallback, InferenceJob, InferenceJobStatus, Phase, Plan};
-use vramfit_planner::fallback::next_step;
+use vramfit_planner::fallback::{next_after_bad_output, next_step};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
 use crate::conditions::{
@@ -51,6 +52,8 @@ pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
 pub const OUTCOME_OUT_OF_MEMORY: &str = "OutOfMemory";
 /// `attempts[].outcome`: the pod was killed at its host memory limit (`OOMKilled`).
 pub const OUTCOME_HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
+/// `attempts[].outcome`: the workload's output check found garbage.
+pub const OUTCOME_BAD_OUTPUT: &str = "BadOutput";
 /// `attempts[].outcome`: the pod failed otherwise.
 pub const OUTCOME_FAILED: &str = "Failed";
 /// `attempts[].outcome`: the pod was deleted for a new one after a spec change.
@@ -122,6 +125,11 @@ pub struct Decision {
     pub events: Vec<JobEvent>,
     /// Kinds of step taken down (`vramfit_fallbacks_total{reason}`).
     pub steps: Vec<&'static str>,
+    /// `(class, dtype)` of attempts whose output check found garbage
+    /// (`vramfit_bad_outputs_total`).
+    pub bad_outputs: Vec<(String, String)>,
+    /// `(class, result)` of a job that just finished with the workload's figures.
+    pub results: Vec<(String, JobResult)>,
     /// When to look again.
     pub action: Action,
 }
@@ -138,6 +146,8 @@ impl Decision {
 enum Start {
     First,
     AfterOutOfMemory,
+    /// The output check found garbage: float16, then flash attention off.
+    AfterBadOutput,
     /// Kubernetes ended the pod: the same plan again, within the attempt limit.
     AfterDisruption,
     Replacing,
@@ -152,6 +162,8 @@ struct Draft<'a> {
     applied_plan: Option<Plan>,
     events: Vec<JobEvent>,
     steps: Vec<&'static str>,
+    bad_outputs: Vec<(String, String)>,
+    results: Vec<(String, JobResult)>,
 }
 
 /// Decides the job's next status, and the writes that go with it.
@@ -166,6 +178,8 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
             applied_plan: None,
             events: Vec::new(),
             steps: Vec::new(),
+            bad_outputs: Vec::new(),
+            results: Vec::new(),
             action: Action::await_change(),
         });
     }
@@ -178,6 +192,8 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         applied_plan: None,
         events: Vec::new(),
         steps: Vec::new(),
+        bad_outputs: Vec::new(),
+        results: Vec::new(),
     };
     draft.status.observed_generation = draft.generation;
     draft.validate(&old);
@@ -201,6 +217,8 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         applied_plan: draft.applied_plan,
         events: draft.events,
         steps: draft.steps,
+        bad_outputs: draft.bad_outputs,
+        results: draft.results,
         action,
     })
 }
@@ -509,11 +527,44 @@ impl Draft<'_> {
                 );
                 self.set(READY, true, cr::RUNNING, format!("pod {name} runs{on}"));
             }
-            PodState::Succeeded { .. } => {
+            PodState::Succeeded { summary, .. } => {
                 if let Some(last) = self.status.attempts.last_mut() {
                     last.outcome = Some(OUTCOME_SUCCEEDED.to_string());
                 }
+                if let Some(summary) = summary {
+                    let price = self
+                        .status
+                        .plan
+                        .as_ref()
+                        .map_or(0, |p| p.hourly_price_cents);
+                    let result = JobResult::of(&summary, price);
+                    let class = self.status.node_class.clone().unwrap_or_default();
+                    self.results.push((class, result.clone()));
+                    self.status.result = Some(result);
+                }
                 self.succeed();
+            }
+            PodState::BadOutput { check, .. } => {
+                let message = format!(
+                    "output check {} failed: {} at {:.0}% (garbage above {:.0}%) over {} output(s) in {}",
+                    check.check,
+                    check.pattern,
+                    check.ratio * 100.0,
+                    check.threshold * 100.0,
+                    check.samples,
+                    check.dtype
+                );
+                self.end_attempt(OUTCOME_BAD_OUTPUT, message.clone());
+                self.events.push(
+                    JobEvent::warning(
+                        er::BAD_OUTPUT,
+                        format!("attempt {attempt} (pod {name}) answered garbage: {message}"),
+                    )
+                    .about(name),
+                );
+                let class = self.status.node_class.clone().unwrap_or_default();
+                self.bad_outputs.push((class, check.dtype));
+                return self.start(Start::AfterBadOutput);
             }
             PodState::OutOfMemory { message, .. } => {
                 self.end_attempt(OUTCOME_OUT_OF_MEMORY, message.clone());
@@ -675,6 +726,31 @@ impl Draft<'_> {
                     }
                 }
             }
+            Start::AfterBadOutput => {
+                let failure = self.last_failure_message();
+                let max = self.obs.job.spec.max_attempts;
+                if previous >= max {
+                    let message = format!(
+                        "attempt {previous} answered garbage and all {max} attempts are used: {failure}"
+                    );
+                    self.fail(cr::BAD_OUTPUT, message, false);
+                    return Ok(());
+                }
+                let Some(plan) = self.status.plan.clone() else {
+                    return self.start(Start::First);
+                };
+                match next_after_bad_output(input, &plan, &current_fallback) {
+                    Some((next, step)) => (next, Some(step)),
+                    None => {
+                        let message = format!(
+                            "attempt {previous} answered garbage in {} without flash attention, and nothing is left to change: {failure}",
+                            plan.dtype.as_str()
+                        );
+                        self.fail(cr::BAD_OUTPUT, message, false);
+                        return Ok(());
+                    }
+                }
+            }
         };
 
         let number = previous + 1;
@@ -742,6 +818,19 @@ impl Draft<'_> {
                 true,
                 cr::STEPPED_DOWN,
                 format!("attempt {previous} ran out of memory ({failure}); attempt {number}: {step_text}"),
+            );
+        }
+        if how == Start::AfterBadOutput {
+            let step_text = step.clone().unwrap_or_default();
+            self.steps
+                .push(if fallback.float16 != current_fallback.float16 {
+                    "float16"
+                } else {
+                    "flash_attention"
+                });
+            self.events.push(
+                JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
+                    .about(&name),
             );
         }
         // One event per placement: the pod, with the plan it runs.

@@ -1,6 +1,8 @@
-//! How a workload pod stands or ended (pure): waiting, running, succeeded, out of memory, or
-//! another failure. Out of memory is what vramfit retries one step down (docs/planning.md).
+//! How a workload pod stands or ended (pure): waiting, running, succeeded (with the
+//! workload's figures), garbage output, out of memory, or another failure. Out of memory and
+//! garbage output are what vramfit retries one step down (docs/planning.md).
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use vramfit_api::workload_report::{self, OutputCheck, WorkSummary, WorkloadReport};
 
 /// Substrings (compared case-insensitively) that mark a GPU or host out-of-memory failure in
 /// a container's termination message or reason. The message is what the workload wrote to
@@ -31,7 +33,7 @@ pub const OOM_MARKERS: &[&str] = &[
 pub const MAX_MESSAGE: usize = 400;
 
 /// Where a pod stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PodState {
     /// Not running yet: waiting for a node, pulling the image, starting.
     Waiting {
@@ -49,6 +51,16 @@ pub enum PodState {
     Succeeded {
         /// The node it ran on.
         node: Option<String>,
+        /// The workload's own figures, when its termination message reports them.
+        summary: Option<WorkSummary>,
+    },
+    /// Ended because the workload's output check found garbage (its termination message says
+    /// so, docs/workload-contract.md).
+    BadOutput {
+        /// The node it ran on.
+        node: Option<String>,
+        /// The check's numbers.
+        check: OutputCheck,
     },
     /// Ended out of GPU memory (a CUDA, llama.cpp or vLLM out-of-memory error in its message).
     OutOfMemory {
@@ -89,7 +101,8 @@ impl PodState {
         match self {
             PodState::Waiting { node, .. }
             | PodState::Running { node }
-            | PodState::Succeeded { node }
+            | PodState::Succeeded { node, .. }
+            | PodState::BadOutput { node, .. }
             | PodState::OutOfMemory { node, .. }
             | PodState::HostOutOfMemory { node, .. }
             | PodState::Disrupted { node, .. }
@@ -102,6 +115,7 @@ impl PodState {
         matches!(
             self,
             PodState::Succeeded { .. }
+                | PodState::BadOutput { .. }
                 | PodState::OutOfMemory { .. }
                 | PodState::Disrupted { .. }
                 | PodState::Failed { .. }
@@ -119,25 +133,27 @@ pub fn classify(pod: &Pod) -> PodState {
     let status = pod.status.clone().unwrap_or_default();
     match status.phase.as_deref() {
         Some("Running") => PodState::Running { node },
-        Some("Succeeded") => PodState::Succeeded { node },
+        Some("Succeeded") => PodState::Succeeded {
+            node,
+            summary: reports(&status.container_statuses).find_map(|r| match r {
+                WorkloadReport::Result(summary) => Some(summary),
+                WorkloadReport::OutputCheckFailed(_) => None,
+            }),
+        },
+        Some("Failed") if !disrupted(pod) => {
+            let garbage = reports(&status.container_statuses).find_map(|r| match r {
+                WorkloadReport::OutputCheckFailed(check) => Some(check),
+                WorkloadReport::Result(_) => None,
+            });
+            match garbage {
+                Some(check) => PodState::BadOutput { node, check },
+                None => failed(node, &status),
+            }
+        }
         Some("Failed") if disrupted(pod) => PodState::Disrupted {
             node,
             message: trim_message(&disruption_message(pod)),
         },
-        Some("Failed") => {
-            let statuses: Vec<&ContainerStatus> = status
-                .init_container_statuses
-                .iter()
-                .flatten()
-                .chain(status.container_statuses.iter().flatten())
-                .collect();
-            failure(
-                node,
-                &statuses,
-                status.reason.as_deref(),
-                status.message.as_deref(),
-            )
-        }
         _ => {
             let detail = status
                 .conditions
@@ -151,6 +167,30 @@ pub fn classify(pod: &Pod) -> PodState {
             PodState::Waiting { node, detail }
         }
     }
+}
+
+/// The reports in the termination messages of containers that have ended.
+fn reports(statuses: &Option<Vec<ContainerStatus>>) -> impl Iterator<Item = WorkloadReport> + '_ {
+    statuses
+        .iter()
+        .flatten()
+        .filter_map(|s| s.state.as_ref()?.terminated.as_ref()?.message.as_deref())
+        .filter_map(workload_report::parse)
+}
+
+fn failed(node: Option<String>, status: &k8s_openapi::api::core::v1::PodStatus) -> PodState {
+    let statuses: Vec<&ContainerStatus> = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .collect();
+    failure(
+        node,
+        &statuses,
+        status.reason.as_deref(),
+        status.message.as_deref(),
+    )
 }
 
 /// Pod `status.reason`s the kubelet sets when it, not the workload, ended the pod.

@@ -243,6 +243,13 @@ pub async fn carry_out(
     for step in &decision.steps {
         ctx.metrics.count_fallback(step);
     }
+    for (class, dtype) in &decision.bad_outputs {
+        ctx.metrics.count_bad_output(class, dtype);
+    }
+    for (class, result) in &decision.results {
+        ctx.metrics
+            .count_result(class, result.items, result.seconds);
+    }
     if !decision.events.is_empty() {
         ctx.recorder
             .publish(&job.object_ref(&()), &decision.events)

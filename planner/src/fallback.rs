@@ -1,8 +1,11 @@
 //! The ladder after an out-of-memory failure (docs/planning.md): fewer image tiles (straight
 //! to the teams' conservative 12), then the next
 //! quantization level or one more GPU (by preference), then flash attention off; for
-//! llama.cpp, a smaller KV-cache type, one more GPU, then fewer offloaded layers.
-use vramfit_api::{Fallback, KvCacheType, Plan, Preference, Quantization, Runtime};
+//! llama.cpp, a smaller KV-cache type, one more GPU, then fewer offloaded layers. And the
+//! ladder after garbage output: float16, then flash attention off.
+use vramfit_api::{
+    Dtype, DtypeRequest, Fallback, KvCacheType, Plan, Preference, Quantization, Runtime,
+};
 
 use vramfit_api::labels::ComputeCapability;
 
@@ -90,6 +93,36 @@ pub fn next_step(
         return Some((next, "flash attention off".to_string()));
     }
     resize
+}
+
+/// The step after the workload's output check found garbage (docs/planning.md): float16
+/// instead of bfloat16 (unless the job pins bfloat16; llama.cpp has no dtype to change), then
+/// flash attention off (for llama.cpp only while the KV cache is not quantized, which needs
+/// it). `None`: nothing is left to change, the job fails with the check's numbers.
+pub fn next_after_bad_output(
+    job: &JobInput,
+    plan: &Plan,
+    fallback: &Fallback,
+) -> Option<(Fallback, String)> {
+    let pytorch = job.runtime != Runtime::Llamacpp;
+    if pytorch && plan.dtype == Dtype::Bfloat16 && job.dtype != DtypeRequest::Bfloat16 {
+        let next = Fallback {
+            float16: true,
+            ..fallback.clone()
+        };
+        return Some((next, "float16 instead of bfloat16".to_string()));
+    }
+    let kv_quantized = plan
+        .llama_cpp
+        .is_some_and(|l| l.kv_cache_type.is_quantized());
+    if plan.flash_attention && !kv_quantized {
+        let next = Fallback {
+            flash_attention_off: true,
+            ..fallback.clone()
+        };
+        return Some((next, "flash attention off".to_string()));
+    }
+    None
 }
 
 fn next_quantization(

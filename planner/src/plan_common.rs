@@ -113,6 +113,13 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
             torch_reason(&mut reasons, "float16: pinned by the job".to_string());
             Dtype::Float16
         }
+        DtypeRequest::Auto if cc.supports_bf16() && fallback.float16 => {
+            torch_reason(
+                &mut reasons,
+                "float16: bfloat16 answered garbage here (the workload's output check)".to_string(),
+            );
+            Dtype::Float16
+        }
         DtypeRequest::Auto if cc.supports_bf16() => {
             torch_reason(
                 &mut reasons,
@@ -144,7 +151,7 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
         reasons.push("flash attention off: turned off by the job".to_string());
         false
     } else if fallback.flash_attention_off {
-        reasons.push("flash attention off: step down after an out-of-memory failure".to_string());
+        reasons.push("flash attention off: a step down after a failed attempt".to_string());
         false
     } else {
         reasons.push(format!(

@@ -474,3 +474,51 @@ fn every_env_name_a_plan_sets_is_reserved() {
     }
     assert!(seen > 100, "only {seen} env vars planned");
 }
+
+#[test]
+fn garbage_output_steps_to_float16_then_flash_attention_off_then_nothing() {
+    let j = job(MISTRAL);
+    let first = plan(&j, "a10g-x1").unwrap();
+    assert_eq!(
+        (first.dtype, first.flash_attention),
+        (Dtype::Bfloat16, true)
+    );
+    let (fp16, step) = fallback::next_after_bad_output(&j, &first, &Fallback::default()).unwrap();
+    assert_eq!(step, "float16 instead of bfloat16");
+    let second = plan_for_class(&j, &common::class("a10g-x1"), &fp16).unwrap();
+    assert_eq!(
+        (second.dtype, second.flash_attention),
+        (Dtype::Float16, true)
+    );
+    assert!(
+        second
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("float16: bfloat16 answered garbage")),
+        "{:?}",
+        second.reasons
+    );
+    let (no_flash, step) = fallback::next_after_bad_output(&j, &second, &fp16).unwrap();
+    assert_eq!(step, "flash attention off");
+    let third = plan_for_class(&j, &common::class("a10g-x1"), &no_flash).unwrap();
+    assert_eq!(
+        (third.dtype, third.flash_attention),
+        (Dtype::Float16, false)
+    );
+    assert_eq!(fallback::next_after_bad_output(&j, &third, &no_flash), None);
+
+    // A job that pins bfloat16 is never moved off it: flash attention is the only step.
+    let pinned = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, dtype: bfloat16}",
+    );
+    let p = plan(&pinned, "a10g-x1").unwrap();
+    let (next, step) = fallback::next_after_bad_output(&pinned, &p, &Fallback::default()).unwrap();
+    assert_eq!(step, "flash attention off");
+    assert!(!next.float16);
+    // On a V100 the plan is float16 without flash attention already: nothing is left.
+    let v100 = plan(&j, "v100-16gb-x4").unwrap();
+    assert_eq!(
+        fallback::next_after_bad_output(&j, &v100, &Fallback::default()),
+        None
+    );
+}

@@ -1,0 +1,139 @@
+//! Controller tests for what the workload reports in its termination message
+//! (docs/workload-contract.md): garbage output steps to float16, then flash attention off,
+//! then fails with the check's numbers; a result summary lands in the status and metrics.
+use vramfit_api::Phase;
+
+use crate::fixtures;
+use crate::reconcile_tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
+use crate::verifier::test_context;
+
+const GARBAGE_BF16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;
+const GARBAGE_FP16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"repeated-token","ratio":0.62,"threshold":0.3,"dtype":"float16","samples":1}"#;
+const RESULT: &str = r#"vramfit.io/v1 {"kind":"Result","items":120,"seconds":300,"itemsPerSecond":0.4,"peakGpuMemoryMib":[15000]}"#;
+
+fn env(pod: &serde_json::Value, name: &str) -> serde_json::Value {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == name))
+        .map(|e| e["value"].clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn garbage_in_bfloat16_starts_the_next_attempt_in_float16() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::internvl_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    assert_eq!(env(&pod, "TORCH_DTYPE"), "bfloat16");
+    writers.apply_pod(fixtures::as_failed(
+        created_pod(&pod),
+        "a-1",
+        "Error",
+        3,
+        GARBAGE_BF16,
+    ));
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        let next = api.pod_apply("chat-2").await;
+        assert_eq!(env(&next, "TORCH_DTYPE"), "float16");
+        assert_eq!(env(&next, "USE_FLASH_ATTN"), "true", "one change at a time");
+        let body = api.status_apply(&job).await;
+        let s = &body["status"];
+        assert_eq!(s["attempts"][0]["outcome"], "BadOutput");
+        assert_eq!(
+            s["attempts"][0]["message"],
+            "output check degenerate-output failed: exclamation at 97% (garbage above 30%) over 8 output(s) in bfloat16"
+        );
+        assert_eq!(s["attempts"][1]["step"], "float16 instead of bfloat16");
+        assert_eq!(s["fallback"]["float16"], true);
+        assert_eq!(s["plan"]["dtype"], "float16");
+        api.events("chat", &["BadOutput", "SteppedDown", "PodCreated"])
+            .await;
+    })
+    .await;
+    let metrics = ctx.metrics.encode().unwrap();
+    for line in [
+        "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
+        "vramfit_fallbacks_total{reason=\"float16\"} 1",
+    ] {
+        assert!(metrics.contains(line), "missing {line} in {metrics}");
+    }
+}
+
+#[tokio::test]
+async fn garbage_in_float16_without_flash_attention_fails_with_the_numbers() {
+    let (ctx, mut api, mut writers) = test_context();
+    writers.apply_node(fixtures::gpu_node("v-1", "v100", 4, 4));
+    writers.mark_ready();
+    let job = fixtures::job("chat", fixtures::internvl_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    assert_eq!(env(&pod, "TORCH_DTYPE"), "float16");
+    assert_eq!(env(&pod, "USE_FLASH_ATTN"), "false");
+    writers.apply_pod(fixtures::as_failed(
+        created_pod(&pod),
+        "v-1",
+        "Error",
+        3,
+        GARBAGE_FP16,
+    ));
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        let body = api.status_apply(&job).await;
+        let s = &body["status"];
+        assert_eq!(s["phase"], Phase::Failed.as_str());
+        let ready = s["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(ready["reason"], "BadOutput");
+        let message = ready["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("answered garbage in float16 without flash attention")
+                && message.contains("repeated-token at 62%"),
+            "{message}"
+        );
+        api.events("chat", &["BadOutput", "Failed"]).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_result_summary_lands_in_status_with_the_cost_per_item() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    writers.apply_node_class((*fixtures::gpu_node_class_override("a10g-x4", 60)).clone());
+    let job = fixtures::job("chat", fixtures::internvl_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    writers.apply_pod(fixtures::as_succeeded_with_message(
+        created_pod(&pod),
+        "a-1",
+        RESULT,
+    ));
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        let body = api.status_apply(&job).await;
+        let s = &body["status"];
+        assert_eq!(s["phase"], "Succeeded");
+        let gpus = s["plan"]["gpuCount"].as_u64().unwrap();
+        assert_eq!(s["result"]["items"], 120);
+        assert_eq!(s["result"]["itemsPerHour"], 1440.0);
+        assert_eq!(s["result"]["peakGpuMemoryMib"], serde_json::json!([15000]));
+        // 60 cents per GPU-hour × GPUs, for 300 s, over 120 items.
+        let cents = (60 * gpus) as f64 * 300.0 / 3600.0 / 120.0;
+        assert_eq!(
+            s["result"]["costPerItemCents"].as_f64(),
+            Some((cents * 1e4).round() / 1e4)
+        );
+        api.event("chat", "Succeeded").await;
+    })
+    .await;
+    let metrics = ctx.metrics.encode().unwrap();
+    for line in [
+        "vramfit_items_total{node_class=\"a10g-x4\"} 120",
+        "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.0",
+    ] {
+        assert!(metrics.contains(line), "missing {line} in {metrics}");
+    }
+}
