@@ -38,6 +38,8 @@ mod partitions;
 mod pod_security;
 #[path = "scenarios/rbac.rs"]
 mod rbac;
+#[path = "scenarios/workload_reports.rs"]
+mod workload_reports;
 
 const CONTAINER: &str = "inference";
 const JOB_LABEL: &str = "vramfit.io/job";
@@ -256,6 +258,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("api-server-outage", |s| {
             Box::pin(faults::api_server_outage(s))
+        }),
+        ("workload-reports-garbage-then-result", |s| {
+            Box::pin(workload_reports::garbage_then_result(s))
         }),
         ("mixed-and-mig-nodes", |s| {
             Box::pin(partitions::mixed_and_mig_nodes(s))

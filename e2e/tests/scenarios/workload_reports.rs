@@ -1,0 +1,78 @@
+//! What the workload reports in its termination message (docs/workload-contract.md), written
+//! by the simulated kubelet as a real one copies `/dev/termination-log`: garbage output in
+//! bfloat16 starts the next attempt in float16; a result summary lands in `status.result`
+//! and in `kubectl get ij -o wide`.
+use anyhow::{Context as _, Result, ensure};
+use vramfit_api::{Dtype, Phase};
+use vramfit_e2e::{expect_eq, parse_table};
+
+use super::{Suite, pinned_job};
+
+const GARBAGE_BF16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;
+const RESULT: &str = r#"vramfit.io/v1 {"kind":"Result","items":120,"seconds":300,"itemsPerSecond":0.4,"peakGpuMemoryMib":[15000]}"#;
+
+pub async fn garbage_then_result(s: &mut Suite) -> Result<()> {
+    s.ensure_single_operator().await?;
+    let name = "reports-garbage-then-result";
+    s.apply_job(pinned_job(s, name, &["a10g-x1"], "quality"))
+        .await?;
+    let (job, first) = s.wait_pod(name, 1).await?;
+    let plan = job.status.and_then(|st| st.plan).context("no plan")?;
+    expect_eq("dtype of attempt 1", plan.dtype, Dtype::Bfloat16)?;
+    s.set_pod_running(&first).await?;
+    s.set_pod_ended(&first, 3, "Error", GARBAGE_BF16).await?;
+
+    let (job, second) = s.wait_pod(name, 2).await?;
+    let status = job.status.clone().unwrap_or_default();
+    let plan = status.plan.clone().context("no plan for attempt 2")?;
+    expect_eq("dtype of attempt 2", plan.dtype, Dtype::Float16)?;
+    expect_eq(
+        "outcome of attempt 1",
+        status.attempts.first().and_then(|a| a.outcome.clone()),
+        Some("BadOutput".to_string()),
+    )?;
+    expect_eq(
+        "step of attempt 2",
+        status.attempts.get(1).and_then(|a| a.step.clone()),
+        Some("float16 instead of bfloat16".to_string()),
+    )?;
+    s.wait_events(name, &["BadOutput", "SteppedDown"]).await?;
+
+    s.set_pod_running(&second).await?;
+    s.set_pod_ended(&second, 0, "Completed", RESULT).await?;
+    let job = s.wait_phase(name, &[Phase::Succeeded]).await?;
+    let result = job
+        .status
+        .and_then(|st| st.result)
+        .context("a finished job with a Result message has no status.result")?;
+    expect_eq("result items", result.items, 120)?;
+    expect_eq("result items per hour", result.items_per_hour, 1440.0)?;
+
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let ns = s.ns.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&kubectl)
+            .args(["get", "ij", name, "-n", &ns, "-o", "wide"])
+            .output()
+    })
+    .await??;
+    ensure!(
+        output.status.success(),
+        "kubectl get ij -o wide: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    print!(
+        "{}",
+        text.lines()
+            .map(|l| format!("     {l}\n"))
+            .collect::<String>()
+    );
+    let table = parse_table(&text, &["NAME", "PHASE", "ITEMS/H"], &[name])?;
+    expect_eq(
+        "ITEMS/H column",
+        table[name].get("ITEMS/H").map(String::as_str),
+        Some("1440"),
+    )?;
+    s.delete_jobs(&[name.to_string()]).await
+}
