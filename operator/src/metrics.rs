@@ -9,7 +9,9 @@
 //! * `vramfit_gpu_inventory{node_class,product}` (gauge): allocatable GPUs per class.
 //! * `vramfit_bad_outputs_total{node_class,dtype}`: attempts whose output check found garbage.
 //! * `vramfit_items_total{node_class}` and `vramfit_work_seconds_total{node_class}`: what
-//!   finished jobs reported (items per hour: the ratio of their rates, times 3600).
+//!   finished jobs reported (items per hour: the ratio of their rates, times 3600), and
+//!   `vramfit_work_cost_cents_total{node_class}`: their seconds at the plan's hourly price
+//!   (cost per item: its rate over the items' rate).
 //!
 //! The gauges are computed from the stores when scraped, so they never go stale.
 use std::collections::BTreeMap;
@@ -86,6 +88,7 @@ pub struct Metrics {
     bad_outputs: Family<OutputLabels, Counter>,
     items: Family<ClassLabels, Counter>,
     work_seconds: Family<ClassLabels, Counter<f64, AtomicU64>>,
+    work_cost: Family<ClassLabels, Counter<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -107,6 +110,7 @@ impl Metrics {
         let bad_outputs = Family::<OutputLabels, Counter>::default();
         let items = Family::<ClassLabels, Counter>::default();
         let work_seconds = Family::<ClassLabels, Counter<f64, AtomicU64>>::default();
+        let work_cost = Family::<ClassLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "jobs",
             "InferenceJobs by phase and node class",
@@ -152,6 +156,11 @@ impl Metrics {
             "Seconds of work finished jobs reported, by class",
             work_seconds.clone(),
         );
+        registry.register(
+            "work_cost_cents",
+            "Cost in US cents of the work finished jobs reported, at their plans' hourly price",
+            work_cost.clone(),
+        );
         Self {
             registry,
             jobs,
@@ -163,6 +172,7 @@ impl Metrics {
             bad_outputs,
             items,
             work_seconds,
+            work_cost,
         }
     }
 
@@ -176,13 +186,25 @@ impl Metrics {
             .inc();
     }
 
-    /// Adds what a finished job reported.
-    pub fn count_result(&self, node_class: &str, items: u64, seconds: f64) {
+    /// Adds what a finished job reported, and its cost at `hourly_price_cents` (0: unknown,
+    /// no cost counted).
+    pub fn count_result(
+        &self,
+        node_class: &str,
+        items: u64,
+        seconds: f64,
+        hourly_price_cents: u32,
+    ) {
         let labels = ClassLabels {
             node_class: node_class.to_string(),
         };
         self.items.get_or_create(&labels).inc_by(items);
         self.work_seconds.get_or_create(&labels).inc_by(seconds);
+        if hourly_price_cents > 0 {
+            self.work_cost
+                .get_or_create(&labels)
+                .inc_by(f64::from(hourly_price_cents) * seconds / 3600.0);
+        }
     }
 
     /// Records a reconcile's duration.
@@ -267,7 +289,7 @@ mod tests {
         metrics.count_error("status_patch");
         metrics.count_fallback("tiles");
         metrics.count_bad_output("a10g-x4", "bfloat16");
-        metrics.count_result("a10g-x4", 120, 300.5);
+        metrics.count_result("a10g-x4", 120, 300.5, 120);
         metrics.observe_jobs([
             (Phase::Running, Some("a10g-x4")),
             (Phase::Unschedulable, None),
@@ -286,6 +308,7 @@ mod tests {
             "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1\n",
             "vramfit_items_total{node_class=\"a10g-x4\"} 120\n",
             "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n",
+            "vramfit_work_cost_cents_total{node_class=\"a10g-x4\"} 10.016666666666668\n",
             "vramfit_gpu_inventory{node_class=\"a10g-x4\",product=\"NVIDIA-A10G\"} 8\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");

@@ -128,8 +128,9 @@ pub struct Decision {
     /// `(class, dtype)` of attempts whose output check found garbage
     /// (`vramfit_bad_outputs_total`).
     pub bad_outputs: Vec<(String, String)>,
-    /// `(class, result)` of a job that just finished with the workload's figures.
-    pub results: Vec<(String, JobResult)>,
+    /// `(class, result, hourly price in cents)` of a job that just finished with the
+    /// workload's figures.
+    pub results: Vec<(String, JobResult, u32)>,
     /// When to look again.
     pub action: Action,
 }
@@ -163,7 +164,7 @@ struct Draft<'a> {
     events: Vec<JobEvent>,
     steps: Vec<&'static str>,
     bad_outputs: Vec<(String, String)>,
-    results: Vec<(String, JobResult)>,
+    results: Vec<(String, JobResult, u32)>,
 }
 
 /// Decides the job's next status, and the writes that go with it.
@@ -539,7 +540,7 @@ impl Draft<'_> {
                         .map_or(0, |p| p.hourly_price_cents);
                     let result = JobResult::of(&summary, price);
                     let class = self.status.node_class.clone().unwrap_or_default();
-                    self.results.push((class, result.clone()));
+                    self.results.push((class, result.clone(), price));
                     self.status.result = Some(result);
                 }
                 self.succeed();

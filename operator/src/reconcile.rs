@@ -246,9 +246,9 @@ pub async fn carry_out(
     for (class, dtype) in &decision.bad_outputs {
         ctx.metrics.count_bad_output(class, dtype);
     }
-    for (class, result) in &decision.results {
+    for (class, result, price) in &decision.results {
         ctx.metrics
-            .count_result(class, result.items, result.seconds);
+            .count_result(class, result.items, result.seconds, *price);
     }
     if !decision.events.is_empty() {
         ctx.recorder

@@ -133,6 +133,7 @@ async fn a_result_summary_lands_in_status_with_the_cost_per_item() {
     for line in [
         "vramfit_items_total{node_class=\"a10g-x4\"} 120",
         "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.0",
+        "vramfit_work_cost_cents_total{node_class=\"a10g-x4\"}",
     ] {
         assert!(metrics.contains(line), "missing {line} in {metrics}");
     }
