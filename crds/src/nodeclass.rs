@@ -61,6 +61,22 @@ pub struct GpuNodeClassSpec {
     /// Whether jobs may be placed here (default true).
     #[serde(default = "default_true")]
     pub allow_jobs: bool,
+    /// RuntimeClass of the pods placed here (e.g. `nvidia` where the NVIDIA container runtime
+    /// is not the node's default). Only an admin sets it; a job cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub runtime_class_name: Option<String>,
+    /// Taint keys a job's own tolerations may name on this class (`*`: a toleration without
+    /// a key, which tolerates every taint). Unset: any. A job with another toleration cannot
+    /// run here, and its status says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub allowed_toleration_keys: Option<Vec<String>>,
+    /// Priority classes a job may ask for on this class. Unset: any. A job with another
+    /// priority class cannot run here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub allowed_priority_classes: Option<Vec<String>>,
 }
 
 fn default_true() -> bool {

@@ -201,12 +201,7 @@ fn pod_spec(
         }
     }
 
-    let mut tolerations = vec![gpu_toleration()];
-    for toleration in &template.tolerations {
-        if !tolerations.contains(toleration) {
-            tolerations.push(toleration.clone());
-        }
-    }
+    let tolerations = crate::tolerations::pod_tolerations(gpu_toleration(), &template.tolerations);
 
     let container = Container {
         name: CONTAINER_NAME.to_string(),
@@ -235,6 +230,8 @@ fn pod_spec(
         automount_service_account_token: template.service_account_name.is_none().then_some(false),
         security_context: Some(pod_security_context(template)),
         priority_class_name: template.priority_class_name.clone(),
+        // The admin's, from the class's GpuNodeClass; a job has no field for it.
+        runtime_class_name: class.runtime_class_name.clone(),
         ..PodSpec::default()
     }
 }
@@ -560,6 +557,24 @@ mod tests {
         let spec = pod.spec.unwrap();
         assert_eq!(spec.service_account_name.as_deref(), Some("reader"));
         assert_eq!(spec.automount_service_account_token, None);
+    }
+
+    #[test]
+    fn the_runtime_class_is_the_admins_and_never_the_jobs() {
+        let mut class = fixtures::class("a10g", 4);
+        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        let (pod, _) = build(&job, &class, 1);
+        assert_eq!(pod.spec.unwrap().runtime_class_name, None);
+        class.apply_overrides(&vramfit_api::GpuNodeClassSpec {
+            runtime_class_name: Some("nvidia".into()),
+            allow_jobs: true,
+            ..Default::default()
+        });
+        let (pod, _) = build(&job, &class, 1);
+        assert_eq!(
+            pod.spec.unwrap().runtime_class_name.as_deref(),
+            Some("nvidia")
+        );
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod reconcile;
 pub mod relist;
 pub mod reservations;
 pub mod slim;
+pub mod tolerations;
 pub mod watch_retry;
 
 #[cfg(test)]

@@ -491,10 +491,12 @@ impl PodConstraints {
     /// The constraints of a job's pods.
     pub fn of_job(job: &vramfit_api::InferenceJob) -> Self {
         let template = job.spec.pod.clone().unwrap_or_default();
-        let mut tolerations = vec![crate::desired_pod::gpu_toleration()];
-        tolerations.extend(template.tolerations);
         Self {
-            tolerations,
+            // What the pod will carry, so that room is counted where it can really go.
+            tolerations: crate::tolerations::pod_tolerations(
+                crate::desired_pod::gpu_toleration(),
+                &template.tolerations,
+            ),
             node_selector: template.node_selector,
         }
     }

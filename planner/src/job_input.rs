@@ -50,6 +50,10 @@ pub struct JobInput {
     pub notes: Vec<String>,
     /// The container's command is a shell script, which never sees appended flags.
     pub shell_command: bool,
+    /// Taint keys the job's own tolerations name (`*` for a toleration without a key).
+    pub toleration_keys: Vec<String>,
+    /// The priority class the job asks for.
+    pub priority_class: Option<String>,
 }
 
 impl JobInput {
@@ -131,6 +135,21 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
         classes: spec.node_classes.clone().unwrap_or_default(),
         notes,
         shell_command: crate::user_args::is_shell(&spec.command),
+        toleration_keys: spec
+            .pod
+            .iter()
+            .flat_map(|pod| &pod.tolerations)
+            .map(|t| {
+                t.key
+                    .clone()
+                    .filter(|k| !k.is_empty())
+                    .unwrap_or("*".into())
+            })
+            .collect(),
+        priority_class: spec
+            .pod
+            .as_ref()
+            .and_then(|pod| pod.priority_class_name.clone()),
     })
 }
 

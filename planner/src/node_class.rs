@@ -45,6 +45,12 @@ pub struct NodeClass {
     pub resource: String,
     /// Nodes of the class mix GPU models; the class describes the weakest.
     pub mixed: bool,
+    /// RuntimeClass of its pods (an admin's GpuNodeClass).
+    pub runtime_class_name: Option<String>,
+    /// Taint keys a job's own tolerations may name here (`*`: no key); `None`: any.
+    pub allowed_toleration_keys: Option<Vec<String>>,
+    /// Priority classes a job may ask for here; `None`: any.
+    pub allowed_priority_classes: Option<Vec<String>>,
 }
 
 /// What a pod gets for each GPU it requests from a class.
@@ -101,6 +107,9 @@ impl NodeClass {
             unit: GpuUnit::Whole,
             resource: GPU_RESOURCE.to_string(),
             mixed: false,
+            runtime_class_name: None,
+            allowed_toleration_keys: None,
+            allowed_priority_classes: None,
             product,
         }
     }
@@ -157,6 +166,15 @@ impl NodeClass {
             self.hourly_price_cents_per_gpu = spec.hourly_price_cents_per_gpu;
         }
         self.allow_jobs = spec.allow_jobs;
+        if spec.runtime_class_name.is_some() {
+            self.runtime_class_name = spec.runtime_class_name.clone();
+        }
+        if spec.allowed_toleration_keys.is_some() {
+            self.allowed_toleration_keys = spec.allowed_toleration_keys.clone();
+        }
+        if spec.allowed_priority_classes.is_some() {
+            self.allowed_priority_classes = spec.allowed_priority_classes.clone();
+        }
     }
 
     /// Architecture of the class's GPUs.

@@ -37,6 +37,22 @@ pub fn admission(job: &JobInput, class: &NodeClass) -> Result<(), String> {
     if !job.classes.allowed.is_empty() && !job.classes.allowed.iter().any(|c| c == &class.name) {
         return Err("not in the job's nodeClasses.allowed".into());
     }
+    if let Some(allowed) = &class.allowed_toleration_keys
+        && let Some(key) = job.toleration_keys.iter().find(|k| !allowed.contains(k))
+    {
+        return Err(format!(
+            "the job tolerates taint key {key}, which GpuNodeClass allowedTolerationKeys does not list ({})",
+            allowed.join(", ")
+        ));
+    }
+    if let (Some(allowed), Some(priority)) = (&class.allowed_priority_classes, &job.priority_class)
+        && !allowed.contains(priority)
+    {
+        return Err(format!(
+            "priority class {priority} is not in GpuNodeClass allowedPriorityClasses ({})",
+            allowed.join(", ")
+        ));
+    }
     let cc = class.capability;
     if job.dtype == DtypeRequest::Bfloat16 && !cc.supports_bf16() {
         return Err(format!(

@@ -522,3 +522,34 @@ fn garbage_output_steps_to_float16_then_flash_attention_off_then_nothing() {
         None
     );
 }
+
+#[test]
+fn admin_allow_lists_keep_jobs_to_the_tolerations_and_priorities_a_class_accepts() {
+    let tolerating = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, pod: {tolerations: [{key: dedicated, operator: Exists}], priorityClassName: urgent}}",
+    );
+    let mut a10g = common::class("a10g-x1");
+    assert!(
+        plan_for_class(&tolerating, &a10g, &Fallback::default()).is_ok(),
+        "no lists: any"
+    );
+    a10g.allowed_toleration_keys = Some(vec!["gpu-pool".into()]);
+    let why = plan_for_class(&tolerating, &a10g, &Fallback::default()).unwrap_err();
+    assert!(why.contains("tolerates taint key dedicated"), "{why}");
+    a10g.allowed_toleration_keys = Some(vec!["dedicated".into()]);
+    a10g.allowed_priority_classes = Some(vec!["batch".into()]);
+    let why = plan_for_class(&tolerating, &a10g, &Fallback::default()).unwrap_err();
+    assert!(why.contains("priority class urgent"), "{why}");
+    a10g.allowed_priority_classes = Some(vec!["batch".into(), "urgent".into()]);
+    assert!(plan_for_class(&tolerating, &a10g, &Fallback::default()).is_ok());
+
+    let everything = job(
+        "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, pod: {tolerations: [{operator: Exists}]}}",
+    );
+    a10g.allowed_toleration_keys = Some(vec!["dedicated".into()]);
+    let why = plan_for_class(&everything, &a10g, &Fallback::default()).unwrap_err();
+    assert!(
+        why.contains("taint key *"),
+        "a toleration of every taint needs `*`: {why}"
+    );
+}
