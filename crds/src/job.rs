@@ -115,10 +115,20 @@ pub struct InferenceJobSpec {
     #[serde(default = "default_max_attempts")]
     #[schemars(range(min = 1, max = 10))]
     pub max_attempts: u32,
+    /// Seconds a pod bound to a node may take to start (pull its image, mount its volumes)
+    /// before vramfit ends the attempt and frees its GPUs; default 900. An image that cannot
+    /// be pulled or a container that cannot be created fails the job; a pod stuck otherwise
+    /// is tried again in a new pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30, max = 86400))]
+    pub start_deadline_seconds: Option<u32>,
     /// Pod settings passed through to the workload pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodTemplate>,
 }
+
+/// How long a bound pod may take to start when the job does not say.
+pub const DEFAULT_START_DEADLINE_SECONDS: u32 = 900;
 
 fn default_batch_size() -> u32 {
     1

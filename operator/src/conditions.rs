@@ -64,6 +64,9 @@ pub mod reasons {
     /// Ready=False: the output check found garbage and nothing is left to change (already
     /// float16 without flash attention) or no attempt is left.
     pub const BAD_OUTPUT: &str = "BadOutput";
+    /// Ready=False: the pod could not start (its image or container configuration) within
+    /// the start deadline.
+    pub const START_DEADLINE_EXCEEDED: &str = "StartDeadlineExceeded";
     /// OutOfMemory=False.
     pub const NO_OUT_OF_MEMORY: &str = "NoOutOfMemory";
     /// FlagsUnreachable=True: the command is a shell (`sh -c …`).

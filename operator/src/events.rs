@@ -33,6 +33,8 @@ pub mod reasons {
     pub const OUT_OF_MEMORY: &str = "OutOfMemory";
     /// An attempt was killed at its host memory limit (Warning).
     pub const HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
+    /// An attempt's pod did not start within the job's start deadline (Warning).
+    pub const START_DEADLINE_EXCEEDED: &str = "StartDeadlineExceeded";
     /// An attempt's output check found garbage (Warning).
     pub const BAD_OUTPUT: &str = "BadOutput";
     /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).

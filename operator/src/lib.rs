@@ -38,6 +38,7 @@ pub mod reconcile;
 pub mod relist;
 pub mod reservations;
 pub mod slim;
+pub mod start_deadline;
 pub mod tolerations;
 pub mod watch_retry;
 
@@ -49,6 +50,8 @@ mod partition_tests;
 mod reconcile_tests;
 #[cfg(test)]
 mod relist_tests;
+#[cfg(test)]
+mod start_deadline_tests;
 #[cfg(test)]
 mod verifier;
 #[cfg(test)]

@@ -30,7 +30,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vramfit_api::workload_report::JobResult;
-use vramfit_api::{Attempt, Fallback, InferenceJob, InferenceJobStatus, Phase, Plan};
+use vramfit_api::{
+    Attempt, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob, InferenceJobStatus, Phase,
+    Plan,
+};
 use vramfit_planner::fallback::{next_after_bad_output, next_step};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
@@ -45,6 +48,7 @@ use crate::events::{JobEvent, reasons as er};
 use crate::node_classes::{Capacity, Inventory};
 use crate::oom::{PodState, classify};
 use crate::placement::{Choice, choose, plan_summary};
+use crate::start_deadline;
 
 /// `attempts[].outcome`: the pod finished successfully.
 pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
@@ -54,6 +58,8 @@ pub const OUTCOME_OUT_OF_MEMORY: &str = "OutOfMemory";
 pub const OUTCOME_HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
 /// `attempts[].outcome`: the workload's output check found garbage.
 pub const OUTCOME_BAD_OUTPUT: &str = "BadOutput";
+/// `attempts[].outcome`: the pod did not start within the job's start deadline.
+pub const OUTCOME_START_TIMEOUT: &str = "StartTimeout";
 /// `attempts[].outcome`: the pod failed otherwise.
 pub const OUTCOME_FAILED: &str = "Failed";
 /// `attempts[].outcome`: the pod was deleted for a new one after a spec change.
@@ -149,6 +155,8 @@ enum Start {
     AfterOutOfMemory,
     /// The output check found garbage: float16, then flash attention off.
     AfterBadOutput,
+    /// The pod did not start in time (not for an unfixable reason): the same plan again.
+    AfterStuckStart,
     /// Kubernetes ended the pod: the same plan again, within the attempt limit.
     AfterDisruption,
     Replacing,
@@ -165,6 +173,8 @@ struct Draft<'a> {
     steps: Vec<&'static str>,
     bad_outputs: Vec<(String, String)>,
     results: Vec<(String, JobResult, u32)>,
+    /// How soon the current pod's start deadline falls, while it waits.
+    wake_in: Option<Duration>,
 }
 
 /// Decides the job's next status, and the writes that go with it.
@@ -195,6 +205,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         steps: Vec::new(),
         bad_outputs: Vec::new(),
         results: Vec::new(),
+        wake_in: None,
     };
     draft.status.observed_generation = draft.generation;
     draft.validate(&old);
@@ -209,7 +220,9 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
     } else if phase == Phase::Unschedulable {
         Action::requeue(requeues.unschedulable)
     } else {
-        Action::requeue(requeues.resync)
+        // A waiting pod is looked at again just after its start deadline.
+        let deadline = draft.wake_in.map(|left| left + Duration::from_secs(1));
+        Action::requeue(deadline.map_or(requeues.resync, |d| d.min(requeues.resync)))
     };
     Ok(Decision {
         status: draft.status,
@@ -317,6 +330,8 @@ impl Draft<'_> {
             }
             Some(OUTCOME_REPLACED) => self.start(Start::Replacing),
             Some(OUTCOME_DISRUPTED) => self.start(Start::AfterDisruption),
+            Some(OUTCOME_BAD_OUTPUT) => self.start(Start::AfterBadOutput),
+            Some(OUTCOME_START_TIMEOUT) => self.start(Start::AfterStuckStart),
             Some(OUTCOME_SUCCEEDED) => {
                 self.succeed();
                 Ok(())
@@ -362,9 +377,54 @@ impl Draft<'_> {
                 {
                     return Ok(());
                 }
+                let deadline = self
+                    .obs
+                    .job
+                    .spec
+                    .start_deadline_seconds
+                    .unwrap_or(DEFAULT_START_DEADLINE_SECONDS);
+                match start_deadline::check(&pod, self.now(), Duration::from_secs(deadline.into()))
+                {
+                    Ok(left) => self.wake_in = left,
+                    Err(overdue) => return self.start_overdue(&name, attempt, deadline, overdue),
+                }
                 self.follow(&name, state)
             }
         }
+    }
+
+    /// A bound pod that did not start within the deadline: deleted (its GPUs are free), the
+    /// attempt ends, and a new pod follows unless the image or the container's configuration
+    /// is what it waits on.
+    fn start_overdue(
+        &mut self,
+        name: &str,
+        attempt: u32,
+        deadline: u32,
+        overdue: start_deadline::Overdue,
+    ) -> Result<(), Error> {
+        let message = format!(
+            "pod {name} did not start within {deadline} s on node {}: {}",
+            overdue.node, overdue.waiting_on
+        );
+        self.delete_pod = Some(name.to_string());
+        self.end_attempt(OUTCOME_START_TIMEOUT, message.clone());
+        self.events.push(
+            JobEvent::warning(
+                er::START_DEADLINE_EXCEEDED,
+                format!("attempt {attempt}: {message}"),
+            )
+            .about(name),
+        );
+        if overdue.unfixable {
+            self.fail(
+                cr::START_DEADLINE_EXCEEDED,
+                format!("{message}; a new pod would wait on the same (fix the image or the pod's configuration and create the job again)"),
+                false,
+            );
+            return Ok(());
+        }
+        self.start(Start::AfterStuckStart)
     }
 
     /// A pod with the attempt's name exists and is not this job's: wait for it to go (its
@@ -674,12 +734,17 @@ impl Draft<'_> {
                 let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
                 (current_fallback.clone(), Some(format!("new pod: {why}")))
             }
-            Start::AfterDisruption => {
+            Start::AfterDisruption | Start::AfterStuckStart => {
                 let why = self.last_failure_message();
                 let max = self.obs.job.spec.max_attempts;
                 if previous >= max {
+                    let ended = if how == Start::AfterStuckStart {
+                        "did not start in time"
+                    } else {
+                        "was ended by Kubernetes"
+                    };
                     let message = format!(
-                        "attempt {previous} was ended by Kubernetes and all {max} attempts are used: {why}"
+                        "attempt {previous} {ended} and all {max} attempts are used: {why}"
                     );
                     self.fail(cr::ATTEMPTS_EXHAUSTED, message, false);
                     return Ok(());

@@ -785,3 +785,42 @@ fn a_shell_command_sets_flags_unreachable_and_a_plain_one_does_not() {
         plain.status.conditions
     );
 }
+
+const GARBAGE: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;
+
+#[test]
+fn garbage_output_without_room_waits_and_then_starts_in_float16() {
+    let mut world = World::with_nodes(vec![fixtures::gpu_node("a-1", "a10g", 1, 1)]);
+    let job = fixtures::job("chat", fixtures::internvl_spec());
+    let first = world.decide(&job);
+    let job = written(&job, &first);
+    world.observe(&first, |p| {
+        fixtures::as_failed(p, "a-1", "Error", 3, GARBAGE)
+    });
+    // Another workload takes the GPU: the float16 attempt has no room yet.
+    world.gpu_pods.push(Arc::new(fixtures::gpu_pod(
+        "other",
+        "train",
+        Some("a-1"),
+        1,
+    )));
+    let d = world.decide(&job);
+    assert_eq!(d.status.phase, Some(Phase::Unschedulable));
+    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("BadOutput"));
+    assert_eq!(
+        d.bad_outputs,
+        [("a10g-x1".to_string(), "bfloat16".to_string())]
+    );
+    let job = written(&job, &d);
+
+    // The recorded outcome is resumed as garbage output, not as an ordinary failure.
+    world.gpu_pods.clear();
+    let d = world.decide(&job);
+    let pod = d.apply_pod.as_ref().expect("attempt 2 starts");
+    assert_eq!(env(pod, "TORCH_DTYPE").as_deref(), Some("float16"));
+    assert_eq!(
+        d.status.attempts[1].step.as_deref(),
+        Some("float16 instead of bfloat16")
+    );
+    assert!(d.bad_outputs.is_empty(), "counted once, when it happened");
+}
