@@ -156,7 +156,7 @@ enum Start {
     /// The output check found garbage: float16, then flash attention off.
     AfterBadOutput,
     /// The pod did not start in time (not for an unfixable reason): the same plan again.
-    AfterStuckStart,
+    AfterStuckPod,
     /// Kubernetes ended the pod: the same plan again, within the attempt limit.
     AfterDisruption,
     Replacing,
@@ -331,7 +331,7 @@ impl Draft<'_> {
             Some(OUTCOME_REPLACED) => self.start(Start::Replacing),
             Some(OUTCOME_DISRUPTED) => self.start(Start::AfterDisruption),
             Some(OUTCOME_BAD_OUTPUT) => self.start(Start::AfterBadOutput),
-            Some(OUTCOME_START_TIMEOUT) => self.start(Start::AfterStuckStart),
+            Some(OUTCOME_START_TIMEOUT) => self.start(Start::AfterStuckPod),
             Some(OUTCOME_SUCCEEDED) => {
                 self.succeed();
                 Ok(())
@@ -424,7 +424,7 @@ impl Draft<'_> {
             );
             return Ok(());
         }
-        self.start(Start::AfterStuckStart)
+        self.start(Start::AfterStuckPod)
     }
 
     /// A pod with the attempt's name exists and is not this job's: wait for it to go (its
@@ -734,11 +734,11 @@ impl Draft<'_> {
                 let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
                 (current_fallback.clone(), Some(format!("new pod: {why}")))
             }
-            Start::AfterDisruption | Start::AfterStuckStart => {
+            Start::AfterDisruption | Start::AfterStuckPod => {
                 let why = self.last_failure_message();
                 let max = self.obs.job.spec.max_attempts;
                 if previous >= max {
-                    let ended = if how == Start::AfterStuckStart {
+                    let ended = if how == Start::AfterStuckPod {
                         "did not start in time"
                     } else {
                         "was ended by Kubernetes"

@@ -71,6 +71,7 @@ fn spec() -> impl Strategy<Value = InferenceJobSpec> {
                 overrides: None,
                 node_classes: None,
                 max_attempts: 3,
+                start_deadline_seconds: None,
                 pod: None,
             },
         )
