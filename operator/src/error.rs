@@ -15,6 +15,12 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A new attempt's pod name is taken by a pod this job does not control.
+    #[error("pod {pod} exists but this job does not own it")]
+    PodNameTaken {
+        /// The pod.
+        pod: String,
+    },
     /// A replaced pod could not be deleted.
     #[error("deleting pod {pod}: {source}")]
     PodDelete {
@@ -78,6 +84,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::PodApply { .. } => "pod_apply",
+            Error::PodNameTaken { .. } => "pod_name_taken",
             Error::PodDelete { .. } => "pod_delete",
             Error::StatusPatch { .. } => "status_patch",
             Error::MissingObjectKey(_) => "missing_object_key",

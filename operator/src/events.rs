@@ -50,6 +50,8 @@ pub mod reasons {
     /// The API server refused the attempt's pod (quota, pod security, an invalid volume…)
     /// (Warning).
     pub const POD_REJECTED: &str = "PodRejected";
+    /// A pod of the attempt's name exists and is not this job's (Warning).
+    pub const POD_NAME_TAKEN: &str = "PodNameTaken";
 }
 
 /// An event to publish on a job.

@@ -125,6 +125,9 @@ pub struct Decision {
     pub delete_pod: Option<String>,
     /// A pod to apply.
     pub apply_pod: Option<Pod>,
+    /// The pod is a new one (an attempt's first pod, or one that was gone): it is created,
+    /// so that a pod of the same name that is not this job's is reported, not taken over.
+    pub create_pod: bool,
     /// The plan of the applied pod (for the reservation ledger).
     pub applied_plan: Option<Plan>,
     /// Events to publish once the writes succeeded.
@@ -168,6 +171,7 @@ struct Draft<'a> {
     generation: Option<i64>,
     delete_pod: Option<String>,
     apply_pod: Option<Pod>,
+    create_pod: bool,
     applied_plan: Option<Plan>,
     events: Vec<JobEvent>,
     steps: Vec<&'static str>,
@@ -186,6 +190,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
             status: old,
             delete_pod: None,
             apply_pod: None,
+            create_pod: false,
             applied_plan: None,
             events: Vec::new(),
             steps: Vec::new(),
@@ -200,6 +205,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         status: old.clone(),
         delete_pod: None,
         apply_pod: None,
+        create_pod: false,
         applied_plan: None,
         events: Vec::new(),
         steps: Vec::new(),
@@ -228,6 +234,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         status: draft.status,
         delete_pod: draft.delete_pod,
         apply_pod: draft.apply_pod,
+        create_pod: draft.create_pod,
         applied_plan: draft.applied_plan,
         events: draft.events,
         steps: draft.steps,
@@ -467,6 +474,7 @@ impl Draft<'_> {
         };
         let pod = desired_pod(self.obs.job, input, &plan, class, attempt)?;
         self.apply_pod = Some(pod);
+        self.create_pod = true;
         self.applied_plan = Some(plan);
         self.status.phase = Some(Phase::Scheduled);
         self.status.node_name = None;
@@ -850,6 +858,7 @@ impl Draft<'_> {
                     }) => {
                         self.apply_pod =
                             Some(desired_pod(self.obs.job, input, &plan, &class, number)?);
+                        self.create_pod = true;
                         self.applied_plan = Some(plan.clone());
                         (plan, class.name, passed_over)
                     }

@@ -55,8 +55,8 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: READ,
         scope: Scope::Cluster,
     },
-    // Workload pods: server-side apply (create, patch), delete on a spec change; every pod is
-    // watched for the GPUs it takes.
+    // Workload pods: created for each attempt, server-side applied when only their metadata
+    // changes, deleted on a spec change; every pod is watched for the GPUs it takes.
     Permission {
         api_group: "",
         resource: "pods",

@@ -22,7 +22,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
@@ -211,21 +211,41 @@ pub async fn carry_out(
 
     if let Some(pod) = &decision.apply_pod {
         let pod_name = pod.name_any();
-        let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-        if let Err(source) = pods.patch(&pod_name, &params, &Patch::Apply(pod)).await {
-            // Not applied: its GPUs are free again.
+        let written = if decision.create_pod {
+            create_pod(&pods, pod, job).await
+        } else {
+            let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+            pods.patch(&pod_name, &params, &Patch::Apply(pod))
+                .await
+                .map(drop)
+                .map_err(|source| Error::PodApply {
+                    pod: pod_name.clone(),
+                    source,
+                })
+        };
+        if let Err(error) = written {
+            // Not written: its GPUs are free again.
             ctx.reservations.forget(&namespace, &pod_name);
-            let error = Error::PodApply {
-                pod: pod_name.clone(),
-                source,
-            };
             if let Some(why) = error.pod_rejection() {
-                report_rejection(job, ctx, &pod_name, &why).await;
+                report_rejection(
+                    job,
+                    ctx,
+                    &pod_name,
+                    cr::POD_REJECTED,
+                    &format!("the API server refused pod {pod_name}: {why}"),
+                )
+                .await;
             }
-            // Retried with backoff by `error_policy`: quota may free up, a policy may change.
+            if let Error::PodNameTaken { .. } = error {
+                report_rejection(job, ctx, &pod_name, cr::POD_NAME_TAKEN, &format!(
+                    "pod {pod_name} exists but this job does not own it (an earlier job of the same name, or not vramfit's); waiting for it to be deleted"
+                )).await;
+            }
+            // Retried with backoff by `error_policy`: quota may free up, a policy may change,
+            // the pod of the same name may go.
             return Err(error);
         }
-        info!(pod = %pod_name, "applied the pod");
+        info!(pod = %pod_name, "wrote the pod");
     }
 
     if decision.status_changed(job) {
@@ -258,14 +278,48 @@ pub async fn carry_out(
     Ok(())
 }
 
-/// Tells the user, in the job's status and an Event, why the API server refused its pod; the
-/// status is otherwise left as it was (no attempt is recorded for a pod that never existed).
-async fn report_rejection(job: &InferenceJob, ctx: &Context, pod: &str, why: &str) {
+/// Creates a new pod. A pod of that name already there is fine when this job controls it (it
+/// was created before a restart the stores have not caught up with); anyone else's is
+/// [`Error::PodNameTaken`], never taken over.
+async fn create_pod(pods: &Api<Pod>, pod: &Pod, job: &InferenceJob) -> Result<(), Error> {
+    let name = pod.name_any();
+    let params = PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let pod_error = |source| Error::PodApply {
+        pod: name.clone(),
+        source,
+    };
+    match pods.create(&params, pod).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            match pods.get_opt(&name).await.map_err(pod_error)? {
+                Some(existing) if controlled_by(&existing, job) => Ok(()),
+                // Gone again since: the next reconcile creates it.
+                None => Ok(()),
+                Some(_) => Err(Error::PodNameTaken { pod: name }),
+            }
+        }
+        Err(source) => Err(pod_error(source)),
+    }
+}
+
+/// Tells the user, in the job's status (condition Scheduled=False with `reason`) and an Event,
+/// why its pod could not be written; the status is otherwise left as it was (no attempt is
+/// recorded for a pod that never existed).
+async fn report_rejection(
+    job: &InferenceJob,
+    ctx: &Context,
+    pod: &str,
+    reason: &'static str,
+    message: &str,
+) {
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
         return;
     };
-    let message = format!("the API server refused pod {pod}: {why}");
-    warn!(job = %format!("{namespace}/{name}"), %message, "pod rejected");
+    let message = message.to_string();
+    warn!(job = %format!("{namespace}/{name}"), %message, "pod not written");
     let mut status = job.status.clone().unwrap_or_default();
     status.phase.get_or_insert(Phase::Pending);
     let now = Time(Timestamp::now());
@@ -274,7 +328,7 @@ async fn report_rejection(job: &InferenceJob, ctx: &Context, pod: &str, why: &st
         &mut status.conditions,
         SCHEDULED,
         false,
-        cr::POD_REJECTED,
+        reason,
         message.clone(),
         generation,
         &now,
@@ -284,7 +338,12 @@ async fn report_rejection(job: &InferenceJob, ctx: &Context, pod: &str, why: &st
     {
         warn!(%error, "could not report the rejected pod in status");
     }
-    let event = JobEvent::warning(er::POD_REJECTED, message).about(pod);
+    let event_reason = if reason == cr::POD_NAME_TAKEN {
+        er::POD_NAME_TAKEN
+    } else {
+        er::POD_REJECTED
+    };
+    let event = JobEvent::warning(event_reason, message).about(pod);
     ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
 }
 

@@ -81,7 +81,7 @@ pub(crate) async fn first_reconcile(
 ) -> (Value, Value) {
     let mut bodies = (Value::Null, Value::Null);
     let action = run(ctx, job, api, async |api| {
-        bodies.0 = api.pod_apply("chat-1").await;
+        bodies.0 = api.pod_create("chat-1").await;
         bodies.1 = api.status_apply(job).await;
         api.events("chat", &["PodCreated"]).await;
     })
@@ -180,7 +180,7 @@ async fn restart_is_idempotent() {
     let (ctx, mut api, mut writers) = test_context();
     a10g_cluster(&mut writers);
     run(&ctx, &written, &mut api, async |api| {
-        let again = api.pod_apply("chat-1").await;
+        let again = api.pod_create("chat-1").await;
         assert_eq!(again, pod, "the same pod, applied again");
         api.status_apply(&written).await;
     })
@@ -222,7 +222,7 @@ async fn cuda_oom_starts_the_next_attempt_one_step_down() {
     ));
     let job = with_status(&job, &status);
     run(&ctx, &job, &mut api, async |api| {
-        let next = api.pod_apply("chat-2").await;
+        let next = api.pod_create("chat-2").await;
         assert_eq!(next["metadata"]["labels"]["vramfit.io/attempt"], "2");
         assert_eq!(
             next["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
@@ -312,7 +312,7 @@ async fn a_node_label_change_replans_an_unschedulable_job() {
     writers.apply_node(labelled);
     let job = with_status(&job, &status);
     run(&ctx, &job, &mut api, async |api| {
-        let pod = api.pod_apply("chat-1").await;
+        let pod = api.pod_create("chat-1").await;
         assert_eq!(
             pod["metadata"]["labels"]["vramfit.io/node-class"],
             "a10g-x1"
@@ -428,7 +428,7 @@ async fn a_spec_change_replaces_a_pod_whose_spec_changes() {
     job.spec.image = "vllm/vllm-openai:v0.9.0".into();
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("chat-1").await;
-        let next = api.pod_apply("chat-2").await;
+        let next = api.pod_create("chat-2").await;
         assert_eq!(
             next["spec"]["containers"][0]["image"],
             "vllm/vllm-openai:v0.9.0"
@@ -523,7 +523,7 @@ async fn a_refused_pod_is_reported_in_status_and_retried_with_backoff() {
         Arc::new(DeserializeGuard(Ok(job.clone()))),
         ctx.clone(),
     ));
-    api.pod_apply_rejected("chat-1", 403, quota).await;
+    api.pod_create_rejected("chat-1", 403, quota).await;
     let status = api.status_apply(&job).await;
     api.events("chat", &["PodRejected"]).await;
     api.no_more_requests().await;
@@ -572,4 +572,93 @@ async fn a_cache_behind_the_last_status_write_is_not_decided_on() {
     let current = with_status(&job, &status);
     let action = run(&ctx, &current, &mut api, async |_| {}).await;
     assert_eq!(action, Action::requeue(Requeues::default().resync));
+}
+
+/// A pod of the attempt's name that this job does not control and the stores do not show
+/// (no vramfit label): the pod is created, not applied, so it is reported (`PodNameTaken`)
+/// instead of being taken over or looping on the server's refusal to change its spec.
+#[tokio::test]
+async fn a_foreign_pod_with_the_attempts_name_is_reported_not_taken_over() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let task = tokio::spawn(reconcile(
+        Arc::new(DeserializeGuard(Ok(job.clone()))),
+        ctx.clone(),
+    ));
+    api.pod_create_rejected("chat-1", 409, "pods \"chat-1\" already exists")
+        .await;
+    api.pod_get(
+        "chat-1",
+        &json!({ "apiVersion": "v1", "kind": "Pod",
+                 "metadata": { "name": "chat-1", "namespace": NAMESPACE, "uid": "someone-else" } }),
+    )
+    .await;
+    let status = api.status_apply(&job).await;
+    api.events("chat", &["PodNameTaken"]).await;
+    api.no_more_requests().await;
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("reconcile finishes")
+        .expect("no panic");
+    assert!(
+        matches!(result, Err(crate::error::Error::PodNameTaken { .. })),
+        "{result:?}"
+    );
+    let scheduled = condition(&status, "Scheduled");
+    assert_eq!(scheduled["reason"], "PodNameTaken");
+    assert!(ctx.reservations.is_empty(), "its GPUs are free again");
+}
+
+/// A pod this job created before a restart, which the stores do not show yet: the creation's
+/// conflict is answered by reading it, and the job goes on with it.
+#[tokio::test]
+async fn its_own_pod_created_before_a_restart_is_taken_as_created() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_create_rejected("chat-1", 409, "pods \"chat-1\" already exists")
+            .await;
+        api.pod_get(
+            "chat-1",
+            &json!({ "apiVersion": "v1", "kind": "Pod",
+                     "metadata": { "name": "chat-1", "namespace": NAMESPACE, "uid": "x",
+                       "ownerReferences": [{ "apiVersion": "vramfit.io/v1alpha1",
+                         "kind": "InferenceJob", "name": "chat", "uid": fixtures::uid("chat"),
+                         "controller": true }] } }),
+        )
+        .await;
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["podName"], "chat-1");
+        assert_eq!(body["status"]["phase"], "Scheduled");
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+}
+
+/// A spec change that changes only the pod's metadata (its labels) applies the running pod
+/// (server-side apply) instead of replacing it.
+#[tokio::test]
+async fn a_metadata_only_change_applies_the_running_pod() {
+    let (ctx, mut api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    writers.apply_pod(fixtures::as_running(created_pod(&pod), "a-1"));
+    let mut job = with_status(&job, &status);
+    job.metadata.generation = Some(2);
+    job.spec.pod = Some(vramfit_api::PodTemplate {
+        labels: [("team".to_string(), "vision".to_string())].into(),
+        ..Default::default()
+    });
+    run(&ctx, &job, &mut api, async |api| {
+        let applied = api.pod_apply("chat-1").await;
+        assert_eq!(applied["metadata"]["labels"]["team"], "vision");
+        let body = api.status_apply(&job).await;
+        assert_eq!(body["status"]["attemptCount"], 1, "the same attempt");
+        assert_eq!(body["status"]["observedGeneration"], 2);
+        api.event("chat", "Running").await;
+    })
+    .await;
 }

@@ -55,7 +55,7 @@ async fn a_pod_stuck_otherwise_is_tried_again_in_a_new_pod() {
     let job = with_status(&job, &status);
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("chat-1").await;
-        let next = api.pod_apply("chat-2").await;
+        let next = api.pod_create("chat-2").await;
         assert_eq!(next["metadata"]["labels"]["vramfit.io/attempt"], "2");
         let body = api.status_apply(&job).await;
         let s = &body["status"];

@@ -103,21 +103,59 @@ impl ApiServerVerifier {
         body
     }
 
-    /// Expects the server-side apply of pod `name`; refuses it with `code` and `message`, as
-    /// the API server does for an exceeded quota or a pod-security violation.
-    pub async fn pod_apply_rejected(&mut self, name: &str, code: u16, message: &str) {
+    /// Expects the creation of pod `name` (a new attempt's); answers with the pod, created.
+    /// Returns the posted body.
+    pub async fn pod_create(&mut self, name: &str) -> Value {
+        let (request, send) = self.create_request().await;
+        let body = Self::body(request).await;
+        assert_eq!(body["apiVersion"], "v1");
+        assert_eq!(body["kind"], "Pod");
+        assert_eq!(body["metadata"]["name"], name);
+        let mut created = body.clone();
+        created["metadata"]["uid"] = json!(crate::fixtures::uid(name));
+        created["status"] = json!({ "phase": "Pending" });
+        respond(send, 201, &created);
+        body
+    }
+
+    async fn create_request(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
         let (request, send) = self.next().await;
-        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(request.method(), Method::POST, "{}", request.uri());
         assert_eq!(
             request.uri().to_string(),
-            format!("/api/v1/namespaces/{NAMESPACE}/pods/{name}{APPLY_QUERY}")
+            format!("/api/v1/namespaces/{NAMESPACE}/pods?&fieldManager=vramfit-operator")
         );
+        (request, send)
+    }
+
+    /// Expects the creation of pod `name`; refuses it with `code` and `message`, as the API
+    /// server does for an exceeded quota, a pod-security violation, or a name taken (409).
+    pub async fn pod_create_rejected(&mut self, name: &str, code: u16, message: &str) {
+        let (request, send) = self.create_request().await;
+        let body = Self::body(request).await;
+        assert_eq!(body["metadata"]["name"], name);
+        let reason = if code == 409 {
+            "AlreadyExists"
+        } else {
+            "Forbidden"
+        };
         respond(
             send,
             code,
             &json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                     "message": message, "reason": "Forbidden", "code": code }),
+                     "message": message, "reason": reason, "code": code }),
         );
+    }
+
+    /// Expects a read of pod `name`; answers with `pod`.
+    pub async fn pod_get(&mut self, name: &str, pod: &Value) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::GET);
+        assert_eq!(
+            request.uri().path(),
+            format!("/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+        );
+        respond(send, 200, pod);
     }
 
     /// Expects the deletion of pod `name`.

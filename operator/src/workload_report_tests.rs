@@ -35,7 +35,7 @@ async fn garbage_in_bfloat16_starts_the_next_attempt_in_float16() {
     ));
     let job = with_status(&job, &status);
     run(&ctx, &job, &mut api, async |api| {
-        let next = api.pod_apply("chat-2").await;
+        let next = api.pod_create("chat-2").await;
         assert_eq!(env(&next, "TORCH_DTYPE"), "float16");
         assert_eq!(env(&next, "USE_FLASH_ATTN"), "true", "one change at a time");
         let body = api.status_apply(&job).await;
