@@ -27,6 +27,7 @@ pub mod events;
 pub mod fixtures;
 pub mod http;
 pub mod leader;
+pub mod lease_fence;
 pub mod metrics;
 pub mod next_status;
 pub mod node_classes;
