@@ -745,6 +745,7 @@ async def main() -> int:
     await check_rejected(report, "an unknown key (operator.replicaCount)", {"operator": {"replicaCount": 2}},
                          "replicaCount")
     await check_rejected(report, "agent.logFormat: yaml", {"agent": {"logFormat": "yaml"}}, "logFormat")
+    await check_rejected(report, "agent.repairInterval: 0s", {"agent": {"repairInterval": "0s"}}, "repairInterval")
     await check_rejected(report, "the agent without its label guard (agentLabelGuard.enabled: false)",
                          {"agentLabelGuard": {"enabled": False}}, "acceptUnguardedAgent", by_schema=False)
     await check_rejected(report, "the agent label guard without Deny (validationActions: [Warn, Audit])",

@@ -103,7 +103,9 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
         )
         .await?;
         match outcome {
-            SyncOutcome::Written => info!(node = %writer.node_name(), "labels written"),
+            SyncOutcome::Written | SyncOutcome::Repaired => {
+                info!(node = %writer.node_name(), "labels written")
+            }
             SyncOutcome::AlreadyCurrent => {
                 info!(node = %writer.node_name(), "labels already current")
             }
@@ -134,6 +136,7 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
         prober,
         writer,
         interval: Duration::from_secs(args.interval_seconds),
+        repair_interval: args.repair_interval.0,
         backoff: Backoff::default(),
         metrics,
         readiness,

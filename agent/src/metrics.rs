@@ -36,6 +36,7 @@ pub struct Metrics {
     probe_errors: Family<ReasonLabels, Counter>,
     label_writes: Counter,
     label_write_errors: Counter,
+    label_repairs: Counter,
 }
 
 impl Default for Metrics {
@@ -54,6 +55,7 @@ impl Metrics {
         let probe_errors = Family::<ReasonLabels, Counter>::default();
         let label_writes = Counter::default();
         let label_write_errors = Counter::default();
+        let label_repairs = Counter::default();
         registry.register(
             "gpus",
             "GPUs found on the node by the last probe",
@@ -84,6 +86,11 @@ impl Metrics {
             "Failed reads or applies of the node's labels",
             label_write_errors.clone(),
         );
+        registry.register(
+            "label_repairs",
+            "Times the node's vramfit labels had been changed by someone else and were put back",
+            label_repairs.clone(),
+        );
         Self {
             registry,
             gpus,
@@ -92,6 +99,7 @@ impl Metrics {
             probe_errors,
             label_writes,
             label_write_errors,
+            label_repairs,
         }
     }
 
@@ -140,6 +148,11 @@ impl Metrics {
         self.label_write_errors.inc();
     }
 
+    /// Counts labels put back after someone else changed them.
+    pub fn count_label_repair(&self) {
+        self.label_repairs.inc();
+    }
+
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut text = String::new();
@@ -176,6 +189,7 @@ mod tests {
         ));
         metrics.observe_probe(&Probe::absent(AbsentReason::NvmlError, "lost"));
         metrics.count_label_write();
+        metrics.count_label_repair();
         let text = metrics.encode().unwrap();
         assert!(text.contains("vramfit_agent_gpus 0\n"), "{text}");
         assert!(
@@ -188,6 +202,10 @@ mod tests {
         );
         assert!(
             text.contains("vramfit_agent_label_writes_total 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vramfit_agent_label_repairs_total 1\n"),
             "{text}"
         );
         assert!(

@@ -1,10 +1,13 @@
 //! The refresh loop: probe → render → sync, every interval, with backoff after failures.
 //!
 //! Only the sync touches the API, and only when the rendered labels differ from what the
-//! node carries; a node whose GPUs do not change costs the API server nothing.
+//! node carries; a node whose GPUs do not change costs the API server nothing. Every
+//! repair interval, a refresh is a repair instead: it reads the node again (one GET) and
+//! puts back labels someone else changed, removed or added.
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
@@ -97,6 +100,9 @@ pub struct RefreshLoop {
     pub writer: NodeWriter,
     /// Time between refreshes when all is well.
     pub interval: Duration,
+    /// Time between repairs: refreshes that read the node again instead of trusting what
+    /// the writer last wrote (rounded up to a whole number of refreshes).
+    pub repair_interval: Duration,
     /// Time between retries after a failure.
     pub backoff: Backoff,
     /// Shared with `/metrics`.
@@ -108,11 +114,31 @@ pub struct RefreshLoop {
 impl RefreshLoop {
     /// One probe and, if the labels differ from the node's, one write.
     pub async fn refresh(&mut self) -> Result<SyncOutcome, RefreshError> {
+        self.refresh_or_repair(false).await
+    }
+
+    /// One probe, one GET of the node, and one write only if its `vramfit.io/` labels differ
+    /// from the rendered ones (someone else changed them, or the GPUs changed).
+    pub async fn repair(&mut self) -> Result<SyncOutcome, RefreshError> {
+        self.refresh_or_repair(true).await
+    }
+
+    async fn refresh_or_repair(&mut self, repair: bool) -> Result<SyncOutcome, RefreshError> {
         let labels = self.prober.labels().await?;
-        match self.writer.sync(&labels).await {
+        let result = if repair {
+            self.writer.repair(&labels).await
+        } else {
+            self.writer.sync(&labels).await
+        };
+        match result {
             Ok(outcome) => {
-                if outcome == SyncOutcome::Written {
-                    self.metrics.count_label_write();
+                match outcome {
+                    SyncOutcome::AlreadyCurrent => {}
+                    SyncOutcome::Written => self.metrics.count_label_write(),
+                    SyncOutcome::Repaired => {
+                        self.metrics.count_label_write();
+                        self.metrics.count_label_repair();
+                    }
                 }
                 self.readiness.set_labels_current(true);
                 Ok(outcome)
@@ -128,11 +154,23 @@ impl RefreshLoop {
     /// Refreshes every interval until `shutdown`; failures are logged and retried with
     /// backoff, never fatal.
     pub async fn run(mut self, mut shutdown: Shutdown) {
-        info!(node = %self.writer.node_name(), interval_s = self.interval.as_secs(), "refresh loop started");
+        info!(
+            node = %self.writer.node_name(),
+            interval_s = self.interval.as_secs(),
+            repair_interval_s = self.repair_interval.as_secs(),
+            "refresh loop started"
+        );
+        // The first refresh reads the node anyway.
+        let mut next_repair = Instant::now() + self.repair_interval;
         loop {
+            // A repair that fails is tried again by the retries until one succeeds.
+            let repair = Instant::now() >= next_repair;
             let delay = tokio::select! {
-                result = self.refresh() => match result {
+                result = self.refresh_or_repair(repair) => match result {
                     Ok(_) => {
+                        if repair {
+                            next_repair = Instant::now() + self.repair_interval;
+                        }
                         self.backoff.reset();
                         self.interval
                     }

@@ -120,6 +120,45 @@ impl ApiServer {
         labels
     }
 
+    /// Expects the server-side apply of exactly `desired` and answers with a node carrying
+    /// `after` (what the server keeps: a key another manager owns survives the apply).
+    async fn expect_apply_of(&mut self, desired: &NodeLabels, after: &BTreeMap<String, String>) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH);
+        assert_eq!(request.uri().to_string(), APPLY_PATH);
+        let body: Value =
+            serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap()).unwrap();
+        assert_eq!(body, node_json(desired), "apply body");
+        Self::reply(send, StatusCode::OK, &node_json(after));
+    }
+
+    /// Expects a JSON merge patch that removes exactly `keys` from the labels, and answers
+    /// with a node carrying `after`.
+    async fn expect_removal(&mut self, keys: &[&str], after: &BTreeMap<String, String>) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH);
+        assert_eq!(
+            request.uri().to_string(),
+            "/api/v1/nodes/gpu-node-1?&fieldManager=vramfit-agent"
+        );
+        assert_eq!(
+            request.headers()["content-type"],
+            "application/merge-patch+json"
+        );
+        let body: Value =
+            serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap()).unwrap();
+        let nulls: serde_json::Map<String, Value> = keys
+            .iter()
+            .map(|key| (key.to_string(), Value::Null))
+            .collect();
+        assert_eq!(
+            body,
+            json!({ "metadata": { "labels": nulls } }),
+            "removal body"
+        );
+        Self::reply(send, StatusCode::OK, &node_json(after));
+    }
+
     /// Answers the next request with an API error; returns its method.
     async fn fail(&mut self, status: StatusCode) -> Method {
         let (request, send) = self.next().await;
@@ -398,6 +437,8 @@ async fn the_refresh_loop_retries_stays_quiet_at_steady_state_and_follows_change
         ),
         writer: NodeWriter::new(client, NODE),
         interval: Duration::from_secs(60),
+        // Longer than the test's last step: the repairs have their own test.
+        repair_interval: Duration::from_secs(86_400),
         backoff: Backoff::default(),
         metrics: Arc::clone(&metrics),
         readiness: Arc::clone(&readiness),
@@ -471,4 +512,185 @@ async fn the_refresh_loop_retries_stays_quiet_at_steady_state_and_follows_change
         "{unavailable_probes} probes in the quiet hour"
     );
     assert!(text.contains("vramfit_agent_gpus 4\n"), "{text}");
+}
+
+/// `foreign_labels()` plus `own`.
+fn node_with(own: &NodeLabels) -> BTreeMap<String, String> {
+    let mut labels = foreign_labels();
+    labels.extend(own.clone());
+    labels
+}
+
+#[tokio::test]
+async fn a_repair_puts_back_labels_someone_else_changed_or_removed() {
+    let (client, mut server) = ApiServer::new();
+    let desired = labels_of("v100-32gb-x1.yaml");
+    let mut tampered = desired.clone();
+    // Someone claims bf16 on a V100 and drops the count.
+    tampered.insert(keys::GPU_BF16.to_string(), "true".to_string());
+    tampered.remove(keys::GPU_COUNT);
+    let expected = desired.clone();
+    let api = tokio::spawn(async move {
+        server.expect_get(&node_with(&expected)).await;
+        server.expect_get(&node_with(&tampered)).await;
+        server
+            .expect_apply_of(&expected, &node_with(&expected))
+            .await;
+        server.expect_no_more_requests().await;
+    });
+    let mut writer = NodeWriter::new(client, NODE);
+    assert_eq!(
+        writer.sync(&desired).await.unwrap(),
+        SyncOutcome::AlreadyCurrent
+    );
+    assert_eq!(
+        writer.repair(&desired).await.unwrap(),
+        SyncOutcome::Repaired
+    );
+    // Repaired: the next syncs send nothing.
+    assert_eq!(
+        writer.sync(&desired).await.unwrap(),
+        SyncOutcome::AlreadyCurrent
+    );
+    drop(writer);
+    api.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_repair_of_an_unchanged_node_is_one_get_and_no_write() {
+    let (client, mut server) = ApiServer::new();
+    let desired = labels_of("a10g-x4.yaml");
+    let on_node = node_with(&desired);
+    let api = tokio::spawn(async move {
+        // The first sync's GET, then one GET per repair: never a PATCH.
+        for _ in 0..3 {
+            server.expect_get(&on_node).await;
+        }
+        server.expect_no_more_requests().await;
+    });
+    let mut writer = NodeWriter::new(client, NODE);
+    assert_eq!(
+        writer.sync(&desired).await.unwrap(),
+        SyncOutcome::AlreadyCurrent
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            writer.repair(&desired).await.unwrap(),
+            SyncOutcome::AlreadyCurrent
+        );
+    }
+    drop(writer);
+    api.await.unwrap();
+}
+
+#[tokio::test]
+async fn vramfit_labels_someone_else_added_are_removed_after_the_apply() {
+    let (client, mut server) = ApiServer::new();
+    let desired = labels_of("a10g-x1.yaml");
+    let fake_slices = keys::mig_count_key("3g.40gb");
+    let mut with_fake = node_with(&desired);
+    with_fake.insert(fake_slices.clone(), "7".to_string());
+    let expected = desired.clone();
+    let api = tokio::spawn(async move {
+        server.expect_get(&node_with(&expected)).await;
+        server.expect_get(&with_fake).await;
+        // kubectl owns the key: the apply leaves it, the merge patch removes it.
+        server.expect_apply_of(&expected, &with_fake).await;
+        server
+            .expect_removal(&[fake_slices.as_str()], &node_with(&expected))
+            .await;
+        // The next repair finds the node as the agent wants it: no write.
+        server.expect_get(&node_with(&expected)).await;
+        server.expect_no_more_requests().await;
+    });
+    let mut writer = NodeWriter::new(client, NODE);
+    assert_eq!(
+        writer.sync(&desired).await.unwrap(),
+        SyncOutcome::AlreadyCurrent
+    );
+    assert_eq!(
+        writer.repair(&desired).await.unwrap(),
+        SyncOutcome::Repaired
+    );
+    assert_eq!(
+        writer.repair(&desired).await.unwrap(),
+        SyncOutcome::AlreadyCurrent
+    );
+    drop(writer);
+    api.await.unwrap();
+}
+
+/// `step`, which must be done within `period` of (paused) test time: a request the agent
+/// never sends fails the test instead of hanging it.
+async fn within<T>(period: Duration, step: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(period, step)
+        .await
+        .unwrap_or_else(|_| panic!("no request within {period:?}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_refresh_loop_repairs_on_its_slow_period_and_only_writes_what_differs() {
+    let (client, mut server) = ApiServer::new();
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Arc::new(Readiness::new());
+    let probe = FixtureProbe::open(fixture("a10g-x1.yaml")).unwrap();
+    let desired = labels_of("a10g-x1.yaml");
+    let refresh = RefreshLoop {
+        prober: Prober::new(
+            Box::new(probe),
+            Arc::clone(&metrics),
+            Arc::clone(&readiness),
+        ),
+        writer: NodeWriter::new(client, NODE),
+        interval: Duration::from_secs(60),
+        repair_interval: Duration::from_secs(600),
+        backoff: Backoff::default(),
+        metrics: Arc::clone(&metrics),
+        readiness: Arc::clone(&readiness),
+    };
+    let (trigger, shutdown) = Shutdown::new();
+    let start = Instant::now();
+    let agent = tokio::spawn(refresh.run(shutdown));
+
+    // Start: the node already carries the labels.
+    server.expect_get(&node_with(&desired)).await;
+    // Nine refreshes trust the writer's view; the tenth minute's is a repair: one GET.
+    server.expect_silence_for(Duration::from_secs(590)).await;
+    within(
+        Duration::from_secs(20),
+        server.expect_get(&node_with(&desired)),
+    )
+    .await;
+    assert_eq!(start.elapsed(), Duration::from_secs(600));
+    server.expect_silence_for(Duration::from_secs(590)).await;
+
+    // Someone says the node has no GPU; the next repair puts the labels back.
+    let mut tampered = desired.clone();
+    tampered.insert(keys::GPU_PRESENT.to_string(), "false".to_string());
+    within(
+        Duration::from_secs(20),
+        server.expect_get(&node_with(&tampered)),
+    )
+    .await;
+    assert_eq!(start.elapsed(), Duration::from_secs(1200));
+    server.expect_apply_of(&desired, &node_with(&desired)).await;
+    server.expect_silence_for(Duration::from_secs(590)).await;
+    within(
+        Duration::from_secs(20),
+        server.expect_get(&node_with(&desired)),
+    )
+    .await;
+
+    trigger.trigger();
+    agent.await.unwrap();
+    server.expect_no_more_requests().await;
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains("vramfit_agent_label_writes_total 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vramfit_agent_label_repairs_total 1\n"),
+        "{text}"
+    );
 }
