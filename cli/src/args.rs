@@ -1,5 +1,6 @@
 //! Command-line arguments.
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -21,6 +22,9 @@ pub enum Command {
     Presets,
     /// Print the CRDs (or write them into a folder).
     Crds(CrdsArgs),
+    /// Run one job on several classes, baseline and optimized, and compare speed and cost
+    /// per item (against the cluster in KUBECONFIG; `--dry-run` needs none).
+    Compare(CompareArgs),
 }
 
 #[derive(Args, Debug)]
@@ -56,6 +60,69 @@ pub struct CrdsArgs {
     /// Write one file per CRD into this folder instead of printing.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// InferenceJob manifest to compare on (YAML or JSON); `-` reads standard input.
+    pub file: Option<PathBuf>,
+    /// Node classes to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "CLASS,...")]
+    pub classes: Vec<String>,
+    /// Comparison id (labels and job names); the job's metadata.name when unset.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Namespace of the jobs; the manifest's, else the kubeconfig context's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Runs per class and phase; the report gives the median and the spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
+    /// Price of one GPU of a class in dollars per hour (repeatable); the plan's price otherwise.
+    #[arg(long = "price", value_name = "CLASS=DOLLARS")]
+    pub prices: Vec<String>,
+    /// GpuNodeClass manifests that override or add to the built-in classes.
+    #[arg(long = "node-classes", value_name = "FILE")]
+    pub node_classes: Option<PathBuf>,
+    /// Print the jobs the comparison would create; no cluster is needed.
+    #[arg(long, conflicts_with = "delete")]
+    pub dry_run: bool,
+    /// Delete the comparison's jobs (by its label) and stop.
+    #[arg(long)]
+    pub delete: bool,
+    /// Output format (with --dry-run: yaml prints the InferenceJob manifests).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// Also write report.json, report.md and chart.svg into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// How long to follow the jobs before reporting what finished (e.g. 90m, 2h, 300s).
+    #[arg(long, default_value = "2h", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// How often to look at the jobs.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, hide = true)]
+    pub poll: Duration,
+}
+
+/// `90`, `90s`, `15m`, `2h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 300s, 15m or 2h"))?;
+    let seconds = match unit {
+        "s" => Some(value),
+        "m" => value.checked_mul(60),
+        "h" => value.checked_mul(3600),
+        _ => None,
+    }
+    .filter(|s| *s > 0)
+    .ok_or_else(|| format!("{text:?} is not a duration like 300s, 15m or 2h"))?;
+    Ok(Duration::from_secs(seconds))
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,4 +27,8 @@ pub enum CliError {
     },
     #[error("cannot serialize output: {0}")]
     Serialize(String),
+    #[error("{0}")]
+    Usage(String),
+    #[error("Kubernetes API: {0}")]
+    Kube(String),
 }

@@ -1,22 +1,18 @@
 //! `vramfit`: plan InferenceJobs for GPU node classes without a cluster.
 #![forbid(unsafe_code)]
 
-mod args;
-mod error;
-mod manifest;
-mod render;
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command};
-use crate::error::CliError;
+use vramfit_cli::args::{Cli, Command};
+use vramfit_cli::error::CliError;
+use vramfit_cli::{compare, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("vramfit: error: {e}");
             ExitCode::from(2)
@@ -24,13 +20,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), CliError> {
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let out = match cli.command {
         Command::Plan(args) => render::plan_command(&args)?,
         Command::Classes(args) => render::classes_command(&args)?,
         Command::Presets => render::presets_command(),
         Command::Crds(args) => render::crds_command(&args)?,
+        // The only command that may talk to a cluster: it prints as it goes.
+        Command::Compare(args) => return compare::compare_command(&args),
     };
     print!("{out}");
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -402,7 +402,7 @@ pub fn crds_command(args: &CrdsArgs) -> Result<String, CliError> {
 }
 
 /// Left-aligned columns separated by two spaces.
-fn columns(rows: &[Vec<String>]) -> String {
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     let width = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..width)
         .map(|i| {

@@ -9,13 +9,16 @@ use serde_json::Value;
 use vramfit_install_tests::{deploy_objects, repo_root};
 
 /// The metric families the operator and the agent export (their contract).
-const OPERATOR_METRICS: [&str; 6] = [
+const OPERATOR_METRICS: [&str; 9] = [
     "vramfit_jobs",
     "vramfit_unschedulable_jobs",
     "vramfit_reconcile_duration_seconds",
     "vramfit_reconcile_errors_total",
     "vramfit_fallbacks_total",
     "vramfit_gpu_inventory",
+    "vramfit_items_total",
+    "vramfit_work_seconds_total",
+    "vramfit_work_cost_cents_total",
 ];
 const AGENT_METRICS: [&str; 5] = [
     "vramfit_agent_gpus",

@@ -1,0 +1,9 @@
+//! The vramfit command line as a library: the binary's commands, and the class comparison
+//! ([`compare`]) callable with a kube client (the e2e suite drives it this way).
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod compare;
+pub mod error;
+pub mod manifest;
+pub mod render;
