@@ -30,8 +30,10 @@ fn condition<'a>(job: &'a InferenceJob, type_: &str) -> Option<&'a vramfit_api::
         .find(|c| c.type_ == type_)
 }
 
-/// What `job` (pinned to `class`; `None`: not found) says of its run.
-pub fn observe(job: Option<&InferenceJob>, class: &str) -> Observation {
+/// What `job` (pinned to `class`; `None`: not found) says of its run; `known`: whether the
+/// CLI knows the class (built in or --node-classes), which tells a class without nodes from
+/// a misspelt one.
+pub fn observe(job: Option<&InferenceJob>, class: &str, known: bool) -> Observation {
     let Some(job) = job else {
         return Observation::Final(RunState::Problem(
             "the job is gone (deleted while the comparison followed it)".into(),
@@ -54,8 +56,11 @@ pub fn observe(job: Option<&InferenceJob>, class: &str) -> Observation {
             // The operator lists every class it knows with why it passed it over; a class
             // missing from the list is one no node forms and no GpuNodeClass defines.
             match status.rejected_classes.iter().find(|r| r.node_class == class) {
+                None if known => problem(format!(
+                    "class {class} has no nodes: no node of the cluster forms it and no GpuNodeClass defines it"
+                )),
                 None => problem(format!(
-                    "class {class} is unknown to the cluster: no node forms it and no GpuNodeClass defines it"
+                    "unknown class {class}: not built in, not in --node-classes, and no node or GpuNodeClass of the cluster forms it"
                 )),
                 Some(r) if r.reason == "no nodes" => {
                     problem(format!("class {class} has no nodes"))
@@ -203,10 +208,12 @@ fn describe(state: &RunState) -> String {
 
 /// Polls the jobs of comparison `id` named in `runs` until every run is over, `timeout`
 /// passes, or `stop` completes (Ctrl-C). Runs not over are `Unfinished` in the outcomes.
+/// `known`: the classes the CLI knows (see [`observe`]).
 pub async fn follow(
     api: &Api<InferenceJob>,
     id: &str,
     runs: &[(RunKey, String)],
+    known: &[String],
     options: FollowOptions,
     stop: impl Future<Output = ()>,
 ) -> Result<(Vec<RunOutcome>, FollowEnd), CliError> {
@@ -235,7 +242,8 @@ pub async fn follow(
                     if done.contains_key(name) {
                         continue;
                     }
-                    match observe(by_name.get(name).copied(), &key.class) {
+                    let is_known = known.contains(&key.class);
+                    match observe(by_name.get(name).copied(), &key.class, is_known) {
                         Observation::Final(state) => {
                             waiting.remove(name);
                             done.insert(name.clone(), state);
@@ -343,22 +351,30 @@ mod tests {
             ("t4-x1", "not in the job's nodeClasses.allowed"),
         ]);
         assert_eq!(
-            problem(observe(Some(&no_nodes), "a10g-x1")),
+            problem(observe(Some(&no_nodes), "a10g-x1", true)),
             "class a10g-x1 has no nodes"
         );
         let unknown = unschedulable(&[("t4-x1", "not in the job's nodeClasses.allowed")]);
-        assert!(problem(observe(Some(&unknown), "b200-x8")).contains("unknown to the cluster"));
+        assert!(
+            problem(observe(Some(&unknown), "b200-x8", false)).starts_with("unknown class b200-x8")
+        );
+        // A built-in class no node forms: the operator does not list it either.
+        assert!(
+            problem(observe(Some(&unknown), "a10g-x1", true))
+                .starts_with("class a10g-x1 has no nodes")
+        );
         let busy = unschedulable(&[(
             "a10g-x1",
             "no free GPUs: no usable node has 1 GPU free (2 usable node(s))",
         )]);
         assert!(matches!(
-            observe(Some(&busy), "a10g-x1"),
+            observe(Some(&busy), "a10g-x1", true),
             Observation::Waiting(_)
         ));
         let too_small = unschedulable(&[("t4-x1", "needs 20 GiB per GPU, 12 usable")]);
         assert!(
-            problem(observe(Some(&too_small), "t4-x1")).starts_with("class t4-x1 cannot run it")
+            problem(observe(Some(&too_small), "t4-x1", true))
+                .starts_with("class t4-x1 cannot run it")
         );
     }
 
@@ -375,14 +391,16 @@ mod tests {
             }),
             ..Default::default()
         };
-        let Observation::Final(RunState::Finished(f)) = observe(Some(&job(status.clone())), "a")
+        let Observation::Final(RunState::Finished(f)) =
+            observe(Some(&job(status.clone())), "a", true)
         else {
             panic!("finished");
         };
         assert_eq!((f.items, f.seconds, f.stepped_down), (120, 300.0, None));
         status.result = None;
         assert!(
-            problem(observe(Some(&job(status)), "a")).starts_with("succeeded without a result")
+            problem(observe(Some(&job(status)), "a", true))
+                .starts_with("succeeded without a result")
         );
     }
 
@@ -392,8 +410,11 @@ mod tests {
             phase: Some(Phase::Failed),
             ..Default::default()
         });
-        assert_eq!(problem(observe(Some(&failed), "a")), "failed: no message");
-        assert!(problem(observe(None, "a")).contains("gone"));
+        assert_eq!(
+            problem(observe(Some(&failed), "a", true)),
+            "failed: no message"
+        );
+        assert!(problem(observe(None, "a", true)).contains("gone"));
         let running = job(InferenceJobStatus {
             phase: Some(Phase::Running),
             node_name: Some("n1".into()),
@@ -401,7 +422,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            observe(Some(&running), "a"),
+            observe(Some(&running), "a", true),
             Observation::Waiting("Running on n1 (attempt 1)".into())
         );
     }

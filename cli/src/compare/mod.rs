@@ -158,8 +158,22 @@ pub async fn run(
     if options.progress {
         announce(comparison, &started);
     }
-    let (outcomes, end) =
-        follow::follow(&api, &comparison.id, &comparison.runs(), options, stop).await?;
+    let known: Vec<String> = comparison
+        .derivation
+        .classes
+        .iter()
+        .filter(|c| c.optimized != Offline::UnknownClass)
+        .map(|c| c.class.clone())
+        .collect();
+    let (outcomes, end) = follow::follow(
+        &api,
+        &comparison.id,
+        &comparison.runs(),
+        &known,
+        options,
+        stop,
+    )
+    .await?;
     Ok(Finished {
         started,
         end,
