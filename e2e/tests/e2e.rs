@@ -259,6 +259,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("api-server-outage", |s| {
             Box::pin(faults::api_server_outage(s))
         }),
+        ("leader-fences-itself-in-an-outage", |s| {
+            Box::pin(faults::leader_fences_itself_in_an_outage(s))
+        }),
         ("workload-reports-garbage-then-result", |s| {
             Box::pin(workload_reports::garbage_then_result(s))
         }),

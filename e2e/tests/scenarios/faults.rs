@@ -165,3 +165,83 @@ pub async fn api_server_outage(s: &mut Suite) -> Result<()> {
     s.delete_jobs(&[running.to_string(), after.to_string()])
         .await
 }
+
+/// A leader cut off from the API server stops before its Lease can expire: with the API
+/// server down, the leader-elected operator exits (non-zero, to restart as a standby) within
+/// the Lease's validity, saying why, instead of going on as a leader nobody can see.
+pub async fn leader_fences_itself_in_an_outage(s: &mut Suite) -> Result<()> {
+    let (Ok(stop), Ok(start)) = (std::env::var(STOP_COMMAND), std::env::var(START_COMMAND)) else {
+        return Err(Skipped(format!(
+            "set {STOP_COMMAND} and {START_COMMAND} to commands that stop and start the API server (e2e/README.md)"
+        ))
+        .into());
+    };
+    s.stop_operators();
+    let lease_name = format!("{}fence-{}", vramfit_e2e::PREFIX, s.run);
+    let ns = s.ns.clone();
+    let flags = [
+        "--leader-election",
+        "--lease-name",
+        lease_name.as_str(),
+        "--lease-namespace",
+        ns.as_str(),
+    ];
+    s.start_operator("fenced-leader", &flags, true).await?;
+    run_command(STOP_COMMAND, &stop).await?;
+    // A plain loop: the probe needs the operator mutably. 20 s of Lease validity, and the
+    // fence stops the leader 3 s before that: 30 s is plenty.
+    let mut exited = None;
+    let watching = std::time::Instant::now();
+    while exited.is_none() && watching.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Some(Err(exit)) = s.operators.last_mut().map(|op| op.check_alive()) {
+            exited = Some(format!("{exit:#}"));
+        }
+    }
+    run_command(START_COMMAND, &start).await?;
+    eventually(
+        "the API server to answer again",
+        Duration::from_secs(120),
+        || async {
+            s.client.apiserver_version().await?;
+            Ok(())
+        },
+    )
+    .await?;
+    let exit = exited.context("the leader still ran 30 s after the API server went down")?;
+    ensure!(
+        exit.contains("no renewal of the lease seen in time"),
+        "the leader exited, but not by its fence: {exit}"
+    );
+    // When it stopped, by its own log (the stop command may have run on for seconds after).
+    let log = s
+        .operators
+        .last()
+        .map(|op| std::fs::read_to_string(&op.log).unwrap_or_default())
+        .unwrap_or_default();
+    let exited_at: std::time::SystemTime = log
+        .lines()
+        .find(|l| l.contains("no renewal of the lease seen in time"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(std::time::SystemTime::from)
+        .context("no timestamped fence line in the leader's log")?;
+    // The property: it stopped before its last renewal could expire, which is when a
+    // standby may take over.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(s.client.clone(), &s.ns);
+    let lease = leases.get(&lease_name).await?;
+    let spec = lease.spec.unwrap_or_default();
+    let renewed = spec
+        .renew_time
+        .map(|t| std::time::SystemTime::from(t.0))
+        .context("the Lease has no renewTime")?;
+    let expiry = renewed
+        + Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).try_into().unwrap_or(0));
+    let margin = expiry
+        .duration_since(exited_at)
+        .map_err(|late| anyhow::anyhow!("the leader stopped {:?} after its lease expired", late.duration()))?;
+    println!("     the leader stopped {margin:.1?} before its last renewal could expire");
+    s.stop_operators();
+    s.ensure_single_operator().await
+}
