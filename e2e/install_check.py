@@ -477,25 +477,78 @@ GUARD_CASES: list[tuple[str, list[str], str | None]] = [
 
 
 def check_agent_label_guard_enforced(namespace: str, objects: list[dict[str, Any]]) -> None:
-    agent = f"system:serviceaccount:{namespace}:{service_account(objects, 'DaemonSet')}"
-    node = fresh_name()
-    with cleaning_up(lambda: delete(f"node/{node}")):
-        # No GPU label: neither the agent DaemonSet nor the operator lands on it.
-        kubectl_ok("create", "-f", "-", stdin=json.dumps({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node, "team": "a"}}}))
-        wait_until_guard_active(node, agent)
+    """With the agent's real ServiceAccount tokens (no impersonation: the node name is in the
+    token): one bound to a Pod on Node A may change A's vramfit.io/ labels and nothing else,
+    and no label of Node B; a token bound to no Pod may change no Node."""
+    sa = service_account(objects, "DaemonSet")
+    agent = f"system:serviceaccount:{namespace}:{sa}"
+    own, other, pod = fresh_name(), fresh_name(), fresh_name()
+    with cleaning_up(lambda: delete(f"node/{own}", f"node/{other}")
+                     + delete(f"pod/{pod}", namespace=namespace)), \
+            tempfile.TemporaryDirectory(prefix="vramfit-install-agent-") as tmp:
+        for node in (own, other):
+            # No GPU label: neither the agent DaemonSet nor the operator lands on it.
+            kubectl_ok("create", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node, "team": "a"}}}))
+        wait_until_guard_active(own, agent)
+        bound_pod(namespace, pod, sa, own)
+        as_own_agent = token_kubeconfig(Path(tmp) / "own", kubectl_ok(
+            "create", "token", sa, "-n", namespace, "--bound-object-kind", "Pod",
+            "--bound-object-name", pod, "--duration", "10m").strip())
+        as_unbound_agent = token_kubeconfig(Path(tmp) / "unbound", kubectl_ok(
+            "create", "token", sa, "-n", namespace, "--duration", "10m").strip())
         problems = policy_type_warnings(objects_of(objects, "ValidatingAdmissionPolicy")[0]["metadata"]["name"])
-        for what, args, message in GUARD_CASES:
-            r = kubectl(*[a.replace("{node}", node) for a in args], f"--as={agent}")
-            if message is None and r.rc != 0:
-                problems.append(f"{what}: allowed, seen denied: {r.err.strip()}")
-            elif message is not None and r.rc == 0:
-                problems.append(f"{what}: denied, seen allowed")
-            elif message is not None and message not in r.err:
-                problems.append(f"{what}: denied with {message!r}, seen: {r.err.strip()}")
+        cases = GUARD_CASES + [
+            ("set a vramfit.io/ label on another agent's node",
+             ["label", "node", other, "vramfit.io/gpu.test=1"],
+             f"its token belongs to node {own}, it tried to change node {other}"),
+        ]
+        for what, args, message in cases:
+            r = kubectl("--kubeconfig", as_own_agent, *[a.replace("{node}", own) for a in args])
+            problems += guard_problems(what, r, message)
+        r = kubectl("--kubeconfig", as_unbound_agent, "label", "node", own, "vramfit.io/gpu.test=1")
+        problems += guard_problems("a token bound to no pod sets a vramfit.io/ label", r,
+                                   "names no single node")
         if problems:
             raise CheckFailed("; ".join(problems))
+
+
+def guard_problems(what: str, r: Run, message: str | None) -> list[str]:
+    if message is None and r.rc != 0:
+        return [f"{what}: allowed, seen denied: {r.err.strip()}"]
+    if message is not None and r.rc == 0:
+        return [f"{what}: denied, seen allowed"]
+    if message is not None and message not in r.err:
+        return [f"{what}: denied with {message!r}, seen: {r.err.strip()}"]
+    return []
+
+
+def bound_pod(namespace: str, name: str, service_account_name: str, node: str) -> None:
+    """A pod of the agent's ServiceAccount bound to `node`: its tokens carry the node's name.
+    The node has no kubelet, so it never runs."""
+    kubectl_ok("create", "-n", namespace, "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": node, "serviceAccountName": service_account_name,
+                 "automountServiceAccountToken": False,
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                     "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                 "securityContext": {"allowPrivilegeEscalation": False,
+                                                     "capabilities": {"drop": ["ALL"]}}}]}}))
+
+
+def token_kubeconfig(path: Path, token: str) -> str:
+    """A kubeconfig for the current cluster that authenticates with `token` only (a client
+    certificate beside it would authenticate first)."""
+    current = json.loads(kubectl_ok("config", "view", "--raw", "--minify", "-o", "json"))
+    cluster = current["clusters"][0]["cluster"]
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "agent",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "agent", "user": {"token": token}}],
+        "contexts": [{"name": "agent", "context": {"cluster": "c", "user": "agent"}}]}))
+    return str(path)
 
 
 def policy_type_warnings(name: str) -> list[str]:
