@@ -30,6 +30,8 @@ use vramfit_e2e::crds::{self, is_not_found};
 use vramfit_e2e::namespaces;
 use vramfit_e2e::*;
 
+#[path = "scenarios/compare.rs"]
+mod compare;
 #[path = "scenarios/faults.rs"]
 mod faults;
 #[path = "scenarios/partitions.rs"]
@@ -265,6 +267,7 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("workload-reports-garbage-then-result", |s| {
             Box::pin(workload_reports::garbage_then_result(s))
         }),
+        ("compare-classes", |s| Box::pin(compare::compare_classes(s))),
         ("mixed-and-mig-nodes", |s| {
             Box::pin(partitions::mixed_and_mig_nodes(s))
         }),
