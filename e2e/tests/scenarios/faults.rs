@@ -237,10 +237,18 @@ pub async fn leader_fences_itself_in_an_outage(s: &mut Suite) -> Result<()> {
         .map(|t| std::time::SystemTime::from(t.0))
         .context("the Lease has no renewTime")?;
     let expiry = renewed
-        + Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).try_into().unwrap_or(0));
-    let margin = expiry
-        .duration_since(exited_at)
-        .map_err(|late| anyhow::anyhow!("the leader stopped {:?} after its lease expired", late.duration()))?;
+        + Duration::from_secs(
+            spec.lease_duration_seconds
+                .unwrap_or(0)
+                .try_into()
+                .unwrap_or(0),
+        );
+    let margin = expiry.duration_since(exited_at).map_err(|late| {
+        anyhow::anyhow!(
+            "the leader stopped {:?} after its lease expired",
+            late.duration()
+        )
+    })?;
     println!("     the leader stopped {margin:.1?} before its last renewal could expire");
     s.stop_operators();
     s.ensure_single_operator().await
