@@ -169,10 +169,11 @@ fn capability_value(cc: ComputeCapability) -> String {
     to_label_value(&cc.to_string())
 }
 
-/// The `vramfit.io/` labels among a node's labels: what this agent owns.
+/// The agent's labels among a node's labels ([`keys::is_agent_label`]): what it compares,
+/// repairs and removes. Other `vramfit.io/` keys are left alone.
 pub fn own_labels(all: &BTreeMap<String, String>) -> NodeLabels {
     all.iter()
-        .filter(|(key, _)| key.starts_with(keys::PREFIX))
+        .filter(|(key, _)| keys::is_agent_label(key))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect()
 }
@@ -369,6 +370,8 @@ mod tests {
     fn own_labels_are_the_vramfit_ones() {
         let all: BTreeMap<String, String> = [
             ("vramfit.io/gpu.present", "true"),
+            ("vramfit.io/mig-1g.5gb.count", "7"),
+            ("vramfit.io/e2e-run", "abc"),
             ("nvidia.com/gpu.product", "Tesla-T4"),
             ("kubernetes.io/hostname", "n1"),
         ]
@@ -376,7 +379,10 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let own = own_labels(&all);
-        assert_eq!(own.len(), 1);
-        assert_eq!(to_lines(&own), "vramfit.io/gpu.present=true\n");
+        assert_eq!(
+            to_lines(&own),
+            "vramfit.io/gpu.present=true\nvramfit.io/mig-1g.5gb.count=7\n",
+            "another vramfit.io/ key (an admin's, a test suite's) is not the agent's"
+        );
     }
 }

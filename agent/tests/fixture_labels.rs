@@ -210,6 +210,8 @@ fn every_shipped_fixture_is_tested_and_renders_valid_labels() {
             for (key, value) in labels_of(&name) {
                 assert!(key.starts_with(keys::PREFIX), "{name}: {key}");
                 assert!(is_valid_label_key(&key), "{name}: {key:?}");
+                // What the agent writes it also repairs and removes: its own label families.
+                assert!(vramfit_api::labels::is_agent_label(&key), "{name}: {key:?}");
                 assert!(is_valid_label_value(&value), "{name}: {key}={value:?}");
             }
             shipped.push(name);

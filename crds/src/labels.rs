@@ -5,8 +5,17 @@ use std::fmt;
 
 use crate::partitions::{GpuSharing, MigFacts, gpu_sharing, mig_facts};
 
-/// Prefix of every label the agent owns.
+/// Prefix of every label the agent writes.
 pub const PREFIX: &str = "vramfit.io/";
+/// Prefix of the agent's GPU labels (`vramfit.io/gpu.*`).
+pub const GPU_PREFIX: &str = "vramfit.io/gpu.";
+
+/// Whether `key` is one of the agent's label families (`vramfit.io/gpu.*`,
+/// `vramfit.io/mig-*`): those it writes, repairs and removes. Other `vramfit.io/` keys on a
+/// Node (an admin's, a test suite's) are not the agent's.
+pub fn is_agent_label(key: &str) -> bool {
+    key.starts_with(GPU_PREFIX) || key.starts_with(MIG_PREFIX)
+}
 
 /// `true` when the node has at least one usable NVIDIA GPU.
 pub const GPU_PRESENT: &str = "vramfit.io/gpu.present";
