@@ -306,8 +306,20 @@ pub fn read_yaml_documents(path: &Path) -> Result<Vec<Value>> {
     Ok(docs)
 }
 
-/// The `key In [values]` requirements of a pod's required node affinity (first term).
-pub fn affinity_requirements(pod: &Pod) -> Vec<(String, Vec<String>)> {
+/// One requirement of a pod's required node affinity: `key In [values]` or `key NotIn [values]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requirement {
+    /// The label.
+    pub key: String,
+    /// `true` for `In`, `false` for `NotIn`.
+    pub within: bool,
+    /// The values.
+    pub values: Vec<String>,
+}
+
+/// The `In` and `NotIn` requirements of a pod's required node affinity (first term); any
+/// other operator fails the check that uses them, as vramfit writes none.
+pub fn affinity_requirements(pod: &Pod) -> Vec<Requirement> {
     pod.spec
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
@@ -321,21 +333,27 @@ pub fn affinity_requirements(pod: &Pod) -> Vec<(String, Vec<String>)> {
         .map(|exprs| {
             exprs
                 .iter()
-                .filter(|e| e.operator == "In")
-                .map(|e| (e.key.clone(), e.values.clone().unwrap_or_default()))
+                .map(|e| Requirement {
+                    key: e.key.clone(),
+                    within: e.operator == "In",
+                    values: e.values.clone().unwrap_or_default(),
+                })
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// Whether a node with `labels` satisfies every requirement.
-pub fn satisfies(
-    requirements: &[(String, Vec<String>)],
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    requirements
-        .iter()
-        .all(|(key, values)| labels.get(key).is_some_and(|v| values.contains(v)))
+/// Whether a node with `labels` satisfies every requirement, as the scheduler reads them
+/// (`NotIn` holds for a node without the label).
+pub fn satisfies(requirements: &[Requirement], labels: &BTreeMap<String, String>) -> bool {
+    requirements.iter().all(|r| {
+        let value = labels.get(&r.key);
+        if r.within {
+            value.is_some_and(|v| r.values.contains(v))
+        } else {
+            value.is_none_or(|v| !r.values.contains(v))
+        }
+    })
 }
 
 /// Checks that `kubectl get` output has a header with every column in `columns` and a row
@@ -922,11 +940,18 @@ mod tests {
                     node_affinity: Some(NodeAffinity {
                         required_during_scheduling_ignored_during_execution: Some(NodeSelector {
                             node_selector_terms: vec![NodeSelectorTerm {
-                                match_expressions: Some(vec![NodeSelectorRequirement {
-                                    key: "vramfit.io/gpu.product".into(),
-                                    operator: "In".into(),
-                                    values: Some(vec!["NVIDIA-A10G".into()]),
-                                }]),
+                                match_expressions: Some(vec![
+                                    NodeSelectorRequirement {
+                                        key: "vramfit.io/gpu.product".into(),
+                                        operator: "In".into(),
+                                        values: Some(vec!["NVIDIA-A10G".into()]),
+                                    },
+                                    NodeSelectorRequirement {
+                                        key: "vramfit.io/gpu.mixed".into(),
+                                        operator: "NotIn".into(),
+                                        values: Some(vec!["true".into()]),
+                                    },
+                                ]),
                                 match_fields: None,
                             }],
                         }),
@@ -939,7 +964,7 @@ mod tests {
             ..Pod::default()
         };
         let reqs = affinity_requirements(&pod);
-        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs.len(), 2);
         let a10g = BTreeMap::from([(
             "vramfit.io/gpu.product".to_string(),
             "NVIDIA-A10G".to_string(),
@@ -948,8 +973,11 @@ mod tests {
             "vramfit.io/gpu.product".to_string(),
             "NVIDIA-H100".to_string(),
         )]);
-        assert!(satisfies(&reqs, &a10g));
+        assert!(satisfies(&reqs, &a10g), "NotIn holds without the label");
         assert!(!satisfies(&reqs, &h100));
+        let mut mixed = a10g.clone();
+        mixed.insert("vramfit.io/gpu.mixed".into(), "true".into());
+        assert!(!satisfies(&reqs, &mixed));
         assert!(affinity_requirements(&Pod::default()).is_empty());
     }
 
