@@ -70,11 +70,15 @@ pub struct InferenceJobSpec {
     /// Container image of the workload.
     #[schemars(length(min = 1, max = 1024))]
     pub image: String,
-    /// Container entrypoint; the image's when empty.
+    /// Container entrypoint; the image's when empty. At most 64 words of 4 KiB (a shell
+    /// script longer than that belongs in the image or a ConfigMap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 4096)))]
     pub command: Vec<String>,
-    /// Container arguments. For vllm and llamacpp, vramfit appends its planned flags after these.
+    /// Container arguments. For vllm and llamacpp, vramfit appends its planned flags after
+    /// these. At most 256 of 4 KiB.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(max = 4096)))]
     pub args: Vec<String>,
     /// Context length in tokens (prompt + output, image tokens included). Defaults to 4096,
     /// capped at the model's context limit.
@@ -357,38 +361,43 @@ pub struct PodTemplate {
     /// `PYTORCH_CUDA_ALLOC_CONF`, …) and names that select GPUs (`NVIDIA_*`,
     /// `CUDA_VISIBLE_DEVICES`) are reserved: a job that sets one is InvalidSpec.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    #[schemars(schema_with = "schema::env_list")]
     pub env: Vec<EnvVar>,
     /// Container resources. `nvidia.com/gpu` is always set by vramfit from the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::preserve_unknown_object")]
     pub resources: Option<ResourceRequirements>,
-    /// Pod volumes.
+    /// Pod volumes (at most 64).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    #[schemars(schema_with = "schema::volume_list")]
     pub volumes: Vec<Volume>,
-    /// Container volume mounts.
+    /// Container volume mounts (at most 64).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    #[schemars(schema_with = "schema::volume_list")]
     pub volume_mounts: Vec<VolumeMount>,
-    /// Extra tolerations (the `nvidia.com/gpu` taint is always tolerated).
+    /// Extra tolerations (the `nvidia.com/gpu` taint is always tolerated; at most 32).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "schema::preserve_unknown_list")]
+    #[schemars(schema_with = "schema::toleration_list")]
     pub tolerations: Vec<Toleration>,
     /// Extra node selector, combined with the class's node affinity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "schema::bounded_string_map")]
     pub node_selector: BTreeMap<String, String>,
     /// Service account of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
     pub service_account_name: Option<String>,
     /// Extra pod labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "schema::bounded_string_map")]
     pub labels: BTreeMap<String, String>,
     /// Extra pod annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "schema::bounded_string_map")]
     pub annotations: BTreeMap<String, String>,
     /// Priority class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
     pub priority_class_name: Option<String>,
     /// Who the workload runs as (`runAsUser`, `runAsGroup`, `runAsNonRoot`, `fsGroup`).
     /// vramfit always adds seccomp `RuntimeDefault`, `allowPrivilegeEscalation: false` and

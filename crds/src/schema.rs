@@ -44,12 +44,50 @@ pub fn name_set(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// Free-form Kubernetes objects we pass through to the pod untouched
-/// (volumes, tolerations, env entries): validated by the API server when the pod is created.
-pub fn preserve_unknown_list(_: &mut SchemaGenerator) -> Schema {
+/// Free-form Kubernetes objects passed through to the pod untouched: validated by the API
+/// server when the pod is created, and bounded in number here so that one job cannot make
+/// the operator's cache of jobs grow without limit.
+fn bounded_passthrough_list(max_items: u32) -> Schema {
     json_schema!({
         "type": "array",
+        "maxItems": max_items,
         "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+    })
+}
+
+/// `env`: at most 128 variables; a name of at most 256 and a value of at most 32 KiB
+/// characters (`valueFrom` passes through as written).
+pub fn env_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 128,
+        "items": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {
+                "name": { "type": "string", "maxLength": 256 },
+                "value": { "type": "string", "maxLength": 32768 }
+            }
+        }
+    })
+}
+
+/// `volumes` and `volumeMounts`: at most 64.
+pub fn volume_list(_: &mut SchemaGenerator) -> Schema {
+    bounded_passthrough_list(64)
+}
+
+/// `tolerations`: at most 32.
+pub fn toleration_list(_: &mut SchemaGenerator) -> Schema {
+    bounded_passthrough_list(32)
+}
+
+/// A string map (labels, annotations, a node selector): at most 64 entries of at most 4 KiB.
+pub fn bounded_string_map(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "maxProperties": 64,
+        "additionalProperties": { "type": "string", "maxLength": 4096 }
     })
 }
 

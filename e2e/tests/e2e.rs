@@ -1712,6 +1712,28 @@ async fn invalid_manifests(s: &mut Suite) -> Result<()> {
             }),
             vec!["gpuLayers must be `auto` or a non-negative integer"],
         ),
+        // The spec's bounds (no job makes the operator's cache grow without limit).
+        (
+            case("too-many-env", &|v| {
+                let env: Vec<Value> = (0..129)
+                    .map(|i| json!({"name": format!("V{i}"), "value": "x"}))
+                    .collect();
+                v["spec"]["pod"] = json!({ "env": env });
+            }),
+            vec!["spec.pod.env", "must have at most 128 items"],
+        ),
+        (
+            case("huge-env-value", &|v| {
+                v["spec"]["pod"] = json!({"env": [{"name": "BLOB", "value": "x".repeat(40_000)}]});
+            }),
+            vec!["spec.pod.env[0].value", "may not be more than 32768"],
+        ),
+        (
+            case("huge-arg", &|v| {
+                v["spec"]["args"] = json!(["y".repeat(5_000)])
+            }),
+            vec!["spec.args[0]", "may not be more than 4096"],
+        ),
     ];
     let mut problems = vec![];
     for (manifest, expected) in cases {
