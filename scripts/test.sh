@@ -18,3 +18,5 @@ echo "== helm checks"
 bash scripts/helm-check.sh
 echo "== workload (python) tests"
 bash scripts/workload-test.sh
+echo "== cargo deny (licences, sources, bans)"
+bash scripts/deny.sh
