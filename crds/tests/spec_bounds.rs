@@ -55,5 +55,8 @@ fn every_list_map_and_string_of_the_job_spec_is_bounded() {
     assert!(spec.is_object(), "no spec schema");
     let mut found = Vec::new();
     unbounded(spec, "spec", &mut found);
-    assert!(found.is_empty(), "unbounded in the InferenceJob spec: {found:?}");
+    assert!(
+        found.is_empty(),
+        "unbounded in the InferenceJob spec: {found:?}"
+    );
 }
