@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every check the project has, as CI runs it: formatting, lints, all Rust tests (unit,
 # property, golden, CLI, mock-API controller and agent tests, install manifests; the e2e
-# suite reports itself skipped without KUBECONFIG), and the Helm chart checks through
-# Helm's own engine (scripts/helm-check.sh installs what it needs into .venv/helm).
+# suite reports itself skipped without KUBECONFIG), the Helm chart checks through Helm's own
+# engine (scripts/helm-check.sh installs what it needs into .venv/helm), the workload
+# package's pytest (.venv/workload) and cargo deny (built into .tools/cargo-deny).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # One build per run: incremental caches would only cost disk (see [profile.dev] in Cargo.toml).
