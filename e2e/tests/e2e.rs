@@ -651,6 +651,33 @@ impl Suite {
         Ok(())
     }
 
+    /// `kubectl get ij -n <test namespace> <extra…>` (KUBECTL names the binary); prints its
+    /// output indented and returns it.
+    async fn kubectl_get_jobs(&self, extra: &[&str]) -> Result<String> {
+        let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+        let mut args: Vec<String> = ["get", "ij", "-n", &self.ns].map(String::from).to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let shown = args.join(" ");
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(&kubectl).args(args).output()
+        })
+        .await?
+        .context("running kubectl (set KUBECTL to its path if it is not on PATH)")?;
+        ensure!(
+            output.status.success(),
+            "kubectl {shown} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        print!(
+            "{}",
+            text.lines()
+                .map(|l| format!("     {l}\n"))
+                .collect::<String>()
+        );
+        Ok(text)
+    }
+
     async fn job(&self, name: &str) -> Result<InferenceJob> {
         self.jobs()
             .get(name)
@@ -1300,27 +1327,7 @@ async fn examples_are_planned(s: &mut Suite) -> Result<()> {
 
 /// `kubectl get ij` shows the printer columns, with the phase from status.
 async fn kubectl_columns(s: &mut Suite) -> Result<()> {
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let ns = s.ns.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(&kubectl)
-            .args(["get", "ij", "-n", &ns])
-            .output()
-    })
-    .await?
-    .context("running kubectl (set KUBECTL to its path if it is not on PATH)")?;
-    ensure!(
-        output.status.success(),
-        "kubectl get ij failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    print!(
-        "{}",
-        text.lines()
-            .map(|l| format!("     {l}\n"))
-            .collect::<String>()
-    );
+    let text = s.kubectl_get_jobs(&[]).await?;
     let rows: Vec<&str> = s.example_jobs.iter().map(String::as_str).collect();
     let table = parse_table(
         &text,

@@ -226,20 +226,31 @@ pub async fn carry_out(
         if let Err(error) = written {
             // Not written: its GPUs are free again.
             ctx.reservations.forget(&namespace, &pod_name);
-            if let Some(why) = error.pod_rejection() {
+            let rejection = match &error {
+                Error::PodNameTaken { .. } => Some((
+                    cr::POD_NAME_TAKEN,
+                    er::POD_NAME_TAKEN,
+                    format!(
+                        "pod {pod_name} exists but this job does not own it (an earlier job of the same name, or not vramfit's); waiting for it to be deleted"
+                    ),
+                )),
+                _ => error.pod_rejection().map(|why| {
+                    (
+                        cr::POD_REJECTED,
+                        er::POD_REJECTED,
+                        format!("the API server refused pod {pod_name}: {why}"),
+                    )
+                }),
+            };
+            if let Some((condition_reason, event_reason, message)) = rejection {
                 report_rejection(
                     job,
                     ctx,
                     &pod_name,
-                    cr::POD_REJECTED,
-                    &format!("the API server refused pod {pod_name}: {why}"),
+                    (condition_reason, event_reason),
+                    message,
                 )
                 .await;
-            }
-            if let Error::PodNameTaken { .. } = error {
-                report_rejection(job, ctx, &pod_name, cr::POD_NAME_TAKEN, &format!(
-                    "pod {pod_name} exists but this job does not own it (an earlier job of the same name, or not vramfit's); waiting for it to be deleted"
-                )).await;
             }
             // Retried with backoff by `error_policy`: quota may free up, a policy may change,
             // the pod of the same name may go.
@@ -305,20 +316,19 @@ async fn create_pod(pods: &Api<Pod>, pod: &Pod, job: &InferenceJob) -> Result<()
     }
 }
 
-/// Tells the user, in the job's status (condition Scheduled=False with `reason`) and an Event,
-/// why its pod could not be written; the status is otherwise left as it was (no attempt is
-/// recorded for a pod that never existed).
+/// Tells the user, in the job's status (condition Scheduled=False) and a Warning event with
+/// `reasons` (condition's, event's), why its pod could not be written; the status is
+/// otherwise left as it was (no attempt is recorded for a pod that never existed).
 async fn report_rejection(
     job: &InferenceJob,
     ctx: &Context,
     pod: &str,
-    reason: &'static str,
-    message: &str,
+    (reason, event_reason): (&'static str, &'static str),
+    message: String,
 ) {
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
         return;
     };
-    let message = message.to_string();
     warn!(job = %format!("{namespace}/{name}"), %message, "pod not written");
     let mut status = job.status.clone().unwrap_or_default();
     status.phase.get_or_insert(Phase::Pending);
@@ -338,11 +348,6 @@ async fn report_rejection(
     {
         warn!(%error, "could not report the rejected pod in status");
     }
-    let event_reason = if reason == cr::POD_NAME_TAKEN {
-        er::POD_NAME_TAKEN
-    } else {
-        er::POD_REJECTED
-    };
     let event = JobEvent::warning(event_reason, message).about(pod);
     ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
 }

@@ -92,21 +92,23 @@ impl ApiServerVerifier {
                 .and_then(|v| v.to_str().ok()),
             Some("application/apply-patch+yaml")
         );
-        let body = Self::body(request).await;
-        assert_eq!(body["apiVersion"], "v1");
-        assert_eq!(body["kind"], "Pod");
-        assert_eq!(body["metadata"]["name"], name);
-        let mut created = body.clone();
-        created["metadata"]["uid"] = json!(crate::fixtures::uid(name));
-        created["status"] = json!({ "phase": "Pending" });
-        respond(send, 200, &created);
-        body
+        Self::answer_pod(request, send, name, 200).await
     }
 
     /// Expects the creation of pod `name` (a new attempt's); answers with the pod, created.
     /// Returns the posted body.
     pub async fn pod_create(&mut self, name: &str) -> Value {
         let (request, send) = self.create_request().await;
+        Self::answer_pod(request, send, name, 201).await
+    }
+
+    /// Checks a pod body for `name` and answers `code` with it, created; returns the body.
+    async fn answer_pod(
+        request: Request<Body>,
+        send: SendResponse<Response<Body>>,
+        name: &str,
+        code: u16,
+    ) -> Value {
         let body = Self::body(request).await;
         assert_eq!(body["apiVersion"], "v1");
         assert_eq!(body["kind"], "Pod");
@@ -114,7 +116,7 @@ impl ApiServerVerifier {
         let mut created = body.clone();
         created["metadata"]["uid"] = json!(crate::fixtures::uid(name));
         created["status"] = json!({ "phase": "Pending" });
-        respond(send, 201, &created);
+        respond(send, code, &created);
         body
     }
 

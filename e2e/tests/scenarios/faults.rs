@@ -85,15 +85,35 @@ async fn run_command(variable: &str, command: &str) -> Result<()> {
     Ok(())
 }
 
+/// The commands that stop and start the API server, or why the scenario is skipped.
+fn outage_commands() -> Result<(String, String)> {
+    match (std::env::var(STOP_COMMAND), std::env::var(START_COMMAND)) {
+        (Ok(stop), Ok(start)) => Ok((stop, start)),
+        _ => Err(Skipped(format!(
+            "set {STOP_COMMAND} and {START_COMMAND} to commands that stop and start the API server (e2e/README.md)"
+        ))
+        .into()),
+    }
+}
+
+/// Starts the API server again and waits until it answers.
+async fn start_api_server(s: &Suite, start: &str) -> Result<()> {
+    run_command(START_COMMAND, start).await?;
+    eventually(
+        "the API server to answer again",
+        Duration::from_secs(120),
+        || async {
+            s.client.apiserver_version().await?;
+            Ok(())
+        },
+    )
+    .await
+}
+
 /// The API server stops for 30 s with a job running, then comes back (data kept): the same
 /// operator process finishes that job and places a new one, and no job gets a second pod.
 pub async fn api_server_outage(s: &mut Suite) -> Result<()> {
-    let (Ok(stop), Ok(start)) = (std::env::var(STOP_COMMAND), std::env::var(START_COMMAND)) else {
-        return Err(Skipped(format!(
-            "set {STOP_COMMAND} and {START_COMMAND} to commands that stop and start the API server (e2e/README.md)"
-        ))
-        .into());
-    };
+    let (stop, start) = outage_commands()?;
     let outage = std::env::var(OUTAGE_SECONDS)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -124,16 +144,7 @@ pub async fn api_server_outage(s: &mut Suite) -> Result<()> {
             .check_alive()
             .context("the operator should ride out the outage")?;
     }
-    run_command(START_COMMAND, &start).await?;
-    eventually(
-        "the API server to answer again",
-        Duration::from_secs(120),
-        || async {
-            s.client.apiserver_version().await?;
-            Ok(())
-        },
-    )
-    .await?;
+    start_api_server(s, &start).await?;
     println!("     the API server was down for {outage} s");
 
     // The kubelet reports the pod finished; a new job arrives. The same process handles both.
@@ -170,12 +181,7 @@ pub async fn api_server_outage(s: &mut Suite) -> Result<()> {
 /// server down, the leader-elected operator exits (non-zero, to restart as a standby) within
 /// the Lease's validity, saying why, instead of going on as a leader nobody can see.
 pub async fn leader_fences_itself_in_an_outage(s: &mut Suite) -> Result<()> {
-    let (Ok(stop), Ok(start)) = (std::env::var(STOP_COMMAND), std::env::var(START_COMMAND)) else {
-        return Err(Skipped(format!(
-            "set {STOP_COMMAND} and {START_COMMAND} to commands that stop and start the API server (e2e/README.md)"
-        ))
-        .into());
-    };
+    let (stop, start) = outage_commands()?;
     s.stop_operators();
     let lease_name = format!("{}fence-{}", vramfit_e2e::PREFIX, s.run);
     let ns = s.ns.clone();
@@ -198,16 +204,7 @@ pub async fn leader_fences_itself_in_an_outage(s: &mut Suite) -> Result<()> {
             exited = Some(format!("{exit:#}"));
         }
     }
-    run_command(START_COMMAND, &start).await?;
-    eventually(
-        "the API server to answer again",
-        Duration::from_secs(120),
-        || async {
-            s.client.apiserver_version().await?;
-            Ok(())
-        },
-    )
-    .await?;
+    start_api_server(s, &start).await?;
     let exit = exited.context("the leader still ran 30 s after the API server went down")?;
     ensure!(
         exit.contains("no renewal of the lease seen in time"),

@@ -2,7 +2,7 @@
 //! by the simulated kubelet as a real one copies `/dev/termination-log`: garbage output in
 //! bfloat16 starts the next attempt in float16; a result summary lands in `status.result`
 //! and in `kubectl get ij -o wide`.
-use anyhow::{Context as _, Result, ensure};
+use anyhow::{Context as _, Result};
 use vramfit_api::{Dtype, Phase};
 use vramfit_e2e::{expect_eq, parse_table};
 
@@ -48,26 +48,7 @@ pub async fn garbage_then_result(s: &mut Suite) -> Result<()> {
     expect_eq("result items", result.items, 120)?;
     expect_eq("result items per hour", result.items_per_hour, 1440.0)?;
 
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let ns = s.ns.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(&kubectl)
-            .args(["get", "ij", name, "-n", &ns, "-o", "wide"])
-            .output()
-    })
-    .await??;
-    ensure!(
-        output.status.success(),
-        "kubectl get ij -o wide: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    print!(
-        "{}",
-        text.lines()
-            .map(|l| format!("     {l}\n"))
-            .collect::<String>()
-    );
+    let text = s.kubectl_get_jobs(&[name, "-o", "wide"]).await?;
     let table = parse_table(&text, &["NAME", "PHASE", "ITEMS/H"], &[name])?;
     expect_eq(
         "ITEMS/H column",
