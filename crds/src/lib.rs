@@ -6,6 +6,7 @@
 //! * [`labels`]: the node-label keys the agent writes and the operator reads, and the
 //!   mapping from NVIDIA GPU Feature Discovery's labels; [`partitions`]: MIG slices and
 //!   shared GPUs read from them.
+//! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
@@ -17,6 +18,7 @@ pub mod labels;
 pub mod nodeclass;
 pub mod partitions;
 pub mod plan;
+pub mod pod_keys;
 pub mod pod_security;
 mod schema;
 pub mod workload_report;

@@ -22,12 +22,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::client::Body;
 use kube::core::DeserializeGuard;
+use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 use vramfit_api::{InferenceJob, InferenceJobSpec, Phase, Preference};
-use vramfit_operator::context::{Settings, StoreWriters, Stores};
-use vramfit_operator::desired_pod::NODE_CLASS_LABEL;
+use vramfit_operator::context::Settings;
 use vramfit_operator::fixtures;
 use vramfit_operator::metrics::Metrics;
-use vramfit_operator::node_classes::pod_gpu_request;
+use vramfit_operator::stores::gpu_resources::pod_gpu_request;
+use vramfit_operator::stores::{StoreWriters, Stores};
 use vramfit_operator::{Context, reconcile};
 
 fn env_usize(name: &str, default: usize) -> usize {

@@ -14,13 +14,13 @@ use vramfit_api::{GpuNodeClass, InferenceJob};
 
 use crate::cli::Args;
 use crate::controller::{self, ControllerConfig};
-use crate::error::Error;
+use crate::error::StartupError;
 use crate::http::{self, Health};
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 
 /// Runs the operator until SIGTERM/SIGINT (`Ok`) or a fatal error (a lost lease included).
-pub async fn run(args: Args) -> Result<(), Error> {
+pub async fn run(args: Args) -> Result<(), StartupError> {
     let (stop_tx, stop) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -39,7 +39,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
     let result = match Client::try_default().await {
         Ok(client) => lead(client, &args, metrics, health, stop).await,
-        Err(source) => Err(Error::Kube {
+        Err(source) => Err(StartupError::Kube {
             context: "connecting to the API server",
             source,
         }),
@@ -55,7 +55,7 @@ async fn lead(
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), Error> {
+) -> Result<(), StartupError> {
     if !wait_for_crds(&client, &mut stop).await {
         return Ok(());
     }
@@ -106,7 +106,7 @@ async fn lead(
         }
     }
     if lost {
-        return Err(Error::Lease(format!(
+        return Err(StartupError::Lease(format!(
             "lost the lease {}/{}; exiting so that this replica restarts as a standby",
             lease.namespace, lease.name
         )));

@@ -1,182 +1,34 @@
 //! What every reconcile shares: the client, the event recorder, the metrics, the stores, the
 //! reservation ledger and the settings.
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::core::DeserializeGuard;
-use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
-use vramfit_api::GpuNodeClass;
 
+use crate::capacity::{Inventory, Reservations, build_inventory};
 use crate::events::EventRecorder;
 use crate::metrics::Metrics;
-use crate::next_status::Requeues;
-use crate::node_classes::{GpuUsage, Inventory, build_inventory};
-use crate::reservations::Reservations;
-use crate::slim::SlimPod;
+use crate::stores::Stores;
 
-/// The caches reconcile reads instead of the API.
-#[derive(Clone)]
-pub struct Stores {
-    /// Every node.
-    pub nodes: Store<Node>,
-    /// vramfit's pods (label `vramfit.io/job`), in every phase: the attempts' pods, slim.
-    pub job_pods: Store<SlimPod>,
-    /// GPUs taken by every non-terminal pod of the cluster (field selector on
-    /// `status.phase`), summed per node as the watch goes.
-    pub gpu_usage: Arc<RwLock<GpuUsage>>,
-    /// Every GpuNodeClass (a malformed one is kept as such and reported, not fatal).
-    pub node_classes: Store<DeserializeGuard<GpuNodeClass>>,
-    /// Bumped whenever a node or GpuNodeClass changes in a way that matters to classes.
-    pub inventory_version: Arc<AtomicU64>,
+/// Timings of the decisions.
+#[derive(Clone, Debug)]
+pub struct Requeues {
+    /// How soon an Unschedulable job is looked at again without any change.
+    pub unschedulable: Duration,
+    /// How soon a live job is looked at again without any change (a safety net for missed
+    /// watch events).
+    pub resync: Duration,
 }
 
-impl Stores {
-    /// Empty stores and their writers, for tests, benchmarks and the reflectors.
-    pub fn writable() -> (Self, StoreWriters) {
-        let nodes = Writer::<Node>::default();
-        let job_pods = Writer::<SlimPod>::default();
-        let gpu_usage = Arc::new(RwLock::new(GpuUsage::default()));
-        let node_classes = Writer::<DeserializeGuard<GpuNodeClass>>::default();
-        let inventory_version = Arc::new(AtomicU64::new(0));
-        let stores = Self {
-            nodes: nodes.as_reader(),
-            job_pods: job_pods.as_reader(),
-            gpu_usage: gpu_usage.clone(),
-            node_classes: node_classes.as_reader(),
-            inventory_version: inventory_version.clone(),
-        };
-        let writers = StoreWriters {
-            nodes,
-            job_pods,
-            gpu_usage,
-            node_classes,
-            inventory_version,
-        };
-        (stores, writers)
-    }
-
-    /// Waits until every store has its first full list.
-    pub async fn wait_until_ready(
-        &self,
-    ) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
-        self.nodes.wait_until_ready().await?;
-        self.job_pods.wait_until_ready().await?;
-        self.node_classes.wait_until_ready().await?;
-        while !self.usage().is_listed() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+impl Default for Requeues {
+    fn default() -> Self {
+        Self {
+            unschedulable: Duration::from_secs(300),
+            resync: Duration::from_secs(3600),
         }
-        Ok(())
     }
-
-    /// The GPU usage, for reading.
-    pub fn usage(&self) -> RwLockReadGuard<'_, GpuUsage> {
-        self.gpu_usage
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A pod of the job pods store (as a `Pod` holding what the store keeps).
-    pub fn job_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.job_pods
-            .get(&ObjectRef::new(name).within(namespace))
-            .map(|pod| Arc::new(pod.to_pod()))
-    }
-}
-
-/// The writing side of [`Stores`] (the reflectors own it; tests and benchmarks write directly).
-pub struct StoreWriters {
-    /// Nodes.
-    pub nodes: Writer<Node>,
-    /// vramfit's pods.
-    pub job_pods: Writer<SlimPod>,
-    /// GPU usage of non-terminal pods.
-    pub gpu_usage: Arc<RwLock<GpuUsage>>,
-    /// GpuNodeClasses.
-    pub node_classes: Writer<DeserializeGuard<GpuNodeClass>>,
-    /// Shared with [`Stores::inventory_version`].
-    pub inventory_version: Arc<AtomicU64>,
-}
-
-impl StoreWriters {
-    /// Adds or replaces a node.
-    pub fn apply_node(&mut self, node: Node) {
-        self.nodes.apply_watcher_event(&watcher::Event::Apply(node));
-        self.inventory_version.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Adds or replaces a GpuNodeClass.
-    pub fn apply_node_class(&mut self, class: DeserializeGuard<GpuNodeClass>) {
-        self.node_classes
-            .apply_watcher_event(&watcher::Event::Apply(class));
-        self.inventory_version.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Adds or replaces a pod where the watches would put it: the job pods store (trimmed as
-    /// the reflector trims it) when it carries `vramfit.io/job`, the GPU usage while it is not
-    /// terminal.
-    pub fn apply_pod(&mut self, pod: Pod) {
-        let terminal = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        );
-        let ours = pod
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(crate::desired_pod::JOB_LABEL));
-        if ours {
-            self.job_pods
-                .apply_watcher_event(&watcher::Event::Apply(SlimPod::of(&pod)));
-        }
-        let event = if terminal {
-            watcher::Event::Delete(pod)
-        } else {
-            watcher::Event::Apply(pod)
-        };
-        self.usage_mut().apply_event(&event);
-    }
-
-    /// The GPU usage, for writing.
-    pub fn usage_mut(&self) -> RwLockWriteGuard<'_, GpuUsage> {
-        self.gpu_usage
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Removes a pod from both pod stores.
-    pub fn delete_pod(&mut self, pod: Pod) {
-        self.job_pods
-            .apply_watcher_event(&watcher::Event::Delete(SlimPod::of(&pod)));
-        self.usage_mut().apply_event(&watcher::Event::Delete(pod));
-    }
-
-    /// Marks every store as listed, keeping what it holds (as a reflector's first full list
-    /// would).
-    pub fn mark_ready(&mut self) {
-        relist(&mut self.nodes);
-        relist(&mut self.job_pods);
-        self.usage_mut().mark_listed();
-        relist(&mut self.node_classes);
-    }
-}
-
-fn relist<K>(writer: &mut Writer<K>)
-where
-    K: kube::runtime::reflector::Lookup + Clone + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    let objects = writer.as_reader().state();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply((*object).clone()));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
 }
 
 /// Tunables (defaults suit production; tests and benchmarks shorten or lengthen them).

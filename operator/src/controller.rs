@@ -19,42 +19,34 @@
 //! change: the reconcile would read the old state and nothing would trigger another.)
 //!
 //! Every watch lists in pages of [`LIST_PAGE`] and retries with kube's default backoff, except
-//! that `410 Expired` lists again at once ([`crate::watch_retry`]); its errors are logged and it
+//! that `410 Expired` lists again at once ([`crate::stores::watch_retry`]); its errors are logged and it
 //! resumes.
 //! A relist (after `410 Expired`, e.g. once the API server is back) triggers
-//! reconciles only when the store holds the whole new list: see [`crate::relist`].
-use std::collections::HashMap;
+//! reconciles only when the store holds the whole new list: see [`crate::stores::relist`].
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::channel::mpsc::UnboundedSender;
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod};
+use kube::Client;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
-use vramfit_api::labels::is_gpu_resource;
-use vramfit_api::{GpuNodeClass, InferenceJob};
+use vramfit_api::InferenceJob;
 
-use crate::context::{Context, Settings, StoreWriters, Stores};
-use crate::desired_pod::{JOB_LABEL, fnv1a64};
+use crate::context::{Context, Settings};
 use crate::http::Health;
 use crate::metrics::Metrics;
-use crate::node_classes::{GpuResources, is_schedulable, pod_gpu_request};
 use crate::reconcile::{error_policy, reconcile};
-use crate::relist::{ChangedPodOwners, applied_after_relist};
-use crate::slim::{SlimJob, SlimPod, full_job_event};
-use crate::watch_retry::{relist_expired_at_once, with_backoff};
-
-/// Field selector of the GPU accounting pod store.
-pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+use crate::stores::reflectors::{drive_reflectors, list_config, trim_job};
+use crate::stores::relist::applied_after_relist;
+use crate::stores::slim::{SlimJob, full_job_event};
+use crate::stores::watch_retry::relist_expired_at_once;
+use crate::stores::{JobRef, Stores};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -252,263 +244,10 @@ pub fn wake_stream(
     })
 }
 
-/// A job whose pod changed, to reconcile.
-pub type JobRef = ObjectRef<DeserializeGuard<InferenceJob>>;
-
-/// Runs the four reflectors that fill the stores; returns only if all of them end. Each job
-/// pod's change is sent on `pod_changes` (as its job) once the store holds it (after a relist:
-/// once the whole new list is in, see [`crate::relist`]).
-pub async fn drive_reflectors(
-    client: Client,
-    writers: StoreWriters,
-    wake: Arc<Notify>,
-    pod_changes: UnboundedSender<JobRef>,
-) {
-    let StoreWriters {
-        nodes,
-        job_pods,
-        gpu_usage,
-        node_classes,
-        inventory_version,
-    } = writers;
-
-    let node_wake = wake.clone();
-    let node_version = inventory_version.clone();
-    let mut fingerprints: HashMap<String, u64> = HashMap::new();
-    let nodes = with_backoff(
-        "nodes",
-        watcher(Api::<Node>::all(client.clone()), list_config()),
-    )
-    .modify(trim_node)
-    .reflect(nodes)
-    .for_each(move |event| {
-        match event {
-            Ok(watcher::Event::Apply(node)) => {
-                let fingerprint = node_fingerprint(&node);
-                if fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint) {
-                    node_version.fetch_add(1, Ordering::AcqRel);
-                    node_wake.notify_one();
-                }
-            }
-            Ok(watcher::Event::InitApply(node)) => {
-                fingerprints.insert(node.name_any(), node_fingerprint(&node));
-            }
-            Ok(watcher::Event::Delete(node)) => {
-                fingerprints.remove(&node.name_any());
-                node_version.fetch_add(1, Ordering::AcqRel);
-            }
-            Ok(watcher::Event::InitDone) => {
-                node_version.fetch_add(1, Ordering::AcqRel);
-                node_wake.notify_one();
-            }
-            Ok(watcher::Event::Init) => {}
-            Err(error) => warn!(%error, "node watch failed; retrying"),
-        }
-        futures::future::ready(())
-    });
-
-    let class_wake = wake.clone();
-    let class_version = inventory_version;
-    let classes = with_backoff(
-        "gpunodeclasses",
-        watcher(
-            Api::<DeserializeGuard<GpuNodeClass>>::all(client.clone()),
-            list_config(),
-        ),
-    )
-    .reflect(node_classes)
-    .for_each(move |event| {
-        match event {
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-            Ok(watcher::Event::Apply(class)) => {
-                if let Err(invalid) = &class.0 {
-                    warn!(class = %class.name_any(), error = %invalid.error, "GpuNodeClass cannot be read; ignored");
-                }
-                class_version.fetch_add(1, Ordering::AcqRel);
-                class_wake.notify_one();
-            }
-            Ok(_) => {
-                class_version.fetch_add(1, Ordering::AcqRel);
-                class_wake.notify_one();
-            }
-            Err(error) => warn!(%error, "GpuNodeClass watch failed; retrying"),
-        }
-        futures::future::ready(())
-    });
-
-    let pod_wake = wake;
-    let gpu_pods = with_backoff(
-        "pods (GPU accounting)",
-        watcher(
-            Api::<SlimPod>::all(client.clone()),
-            list_config().fields(NON_TERMINAL_PODS),
-        ),
-    )
-    .for_each(move |event| {
-        match event.map(|event| full_pods(&event)) {
-            Ok(event) => {
-                // GPUs freed on a node: waiting jobs may fit now.
-                let freed = match &event {
-                    watcher::Event::Delete(pod) => {
-                        pod.spec
-                            .as_ref()
-                            .and_then(|s| s.node_name.as_ref())
-                            .is_some()
-                            && pod_gpu_request(pod) > 0
-                    }
-                    watcher::Event::InitDone => true,
-                    _ => false,
-                };
-                gpu_usage
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .apply_event(&event);
-                if freed {
-                    pod_wake.notify_one();
-                }
-            }
-            Err(error) => warn!(%error, "pod watch (GPU accounting) failed; retrying"),
-        }
-        futures::future::ready(())
-    });
-
-    let job_pod_store = job_pods.as_reader();
-    let mut changed_owners = ChangedPodOwners::default();
-    let job_pods = with_backoff(
-        "pods (job pods)",
-        watcher(Api::<SlimPod>::all(client), list_config().labels(JOB_LABEL)),
-    )
-    .reflect(job_pods)
-    .for_each(move |event| {
-        match event {
-            Ok(event) => {
-                for job in changed_owners.observe(&event, &job_pod_store) {
-                    // Fails only once the controller has stopped: nothing left to trigger.
-                    let _ = pod_changes.unbounded_send(job);
-                }
-            }
-            Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
-        }
-        futures::future::ready(())
-    });
-
-    futures::join!(nodes, classes, gpu_pods, job_pods);
-}
-
-/// Objects per page of a watch's (re)list.
-pub const LIST_PAGE: u32 = 250;
-
-/// How every watch lists: in pages, from the current state. (`any_semantic`, i.e.
-/// `resourceVersion=0`, lets the API server answer from its cache, but then it ignores the page
-/// size: 5,000 jobs or pods came as one response of tens of MiB, held and parsed at once, the
-/// operator's peak memory.)
-pub fn list_config() -> watcher::Config {
-    watcher::Config::default().page_size(LIST_PAGE)
-}
-
-/// Keeps what reconcile reads from a job: the managed fields (the field sets of every writer,
-/// often larger than the job itself) and kubectl's last-applied copy of the object are dropped.
-pub fn trim_job(job: &mut DeserializeGuard<InferenceJob>) {
-    let metadata = match &mut job.0 {
-        Ok(job) => &mut job.metadata,
-        Err(invalid) => &mut invalid.metadata,
-    };
-    metadata.managed_fields = None;
-    if let Some(annotations) = metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
-}
-
-/// kubectl's client-side apply copy of the whole object.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// The InferenceJob that controls `pod` (a `Pod` or a [`SlimPod`]), if any.
-pub fn owning_job(pod: &impl ResourceExt) -> Option<JobRef> {
-    let namespace = pod.namespace()?;
-    pod.owner_references()
-        .iter()
-        .find(|owner| {
-            owner.controller == Some(true)
-                && owner.kind == InferenceJob::kind(&())
-                && owner.api_version == InferenceJob::api_version(&())
-        })
-        .map(|owner| JobRef::new(&owner.name).within(&namespace))
-}
-
-/// What of a node matters to classes and room: labels, allocatable GPUs, cordon, taints,
-/// readiness.
-pub fn node_fingerprint(node: &Node) -> u64 {
-    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
-    let text = format!(
-        "{:?}|{:?}|{}|{:?}",
-        node.labels(),
-        GpuResources::allocatable(node),
-        is_schedulable(node),
-        taints.map(|t| t
-            .iter()
-            .map(|t| (&t.key, &t.value, &t.effect))
-            .collect::<Vec<_>>())
-    );
-    fnv1a64(text.as_bytes())
-}
-
-/// A watch event of slim pods as one of `Pod`s (what the GPU accounting reads).
-fn full_pods(event: &watcher::Event<SlimPod>) -> watcher::Event<Pod> {
-    match event {
-        watcher::Event::Apply(pod) => watcher::Event::Apply(pod.to_pod()),
-        watcher::Event::Delete(pod) => watcher::Event::Delete(pod.to_pod()),
-        watcher::Event::InitApply(pod) => watcher::Event::InitApply(pod.to_pod()),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    }
-}
-
-/// Keeps only what classes and placement read from a node: its identity and labels, cordon
-/// and taints, allocatable GPUs, and whether it is Ready. A real node also carries its images,
-/// addresses, system info, every condition with its messages and every allocatable resource:
-/// several KiB per node, at 1,000 nodes several MiB of cache nobody reads.
-pub fn trim_node(node: &mut Node) {
-    let metadata = &mut node.metadata;
-    metadata.managed_fields = None;
-    metadata.annotations = None;
-    metadata.owner_references = None;
-    metadata.finalizers = None;
-    if let Some(spec) = node.spec.as_mut() {
-        *spec = NodeSpec {
-            unschedulable: spec.unschedulable,
-            taints: spec.taints.take(),
-            ..NodeSpec::default()
-        };
-    }
-    if let Some(status) = node.status.as_mut() {
-        let allocatable = status.allocatable.take().map(|mut resources| {
-            resources.retain(|name, _| is_gpu_resource(name));
-            resources
-        });
-        let ready = status.conditions.take().map(|conditions| {
-            conditions
-                .into_iter()
-                .filter(|c| c.type_ == "Ready")
-                .map(|c| NodeCondition {
-                    type_: c.type_,
-                    status: c.status,
-                    ..NodeCondition::default()
-                })
-                .collect()
-        });
-        *status = NodeStatus {
-            allocatable,
-            conditions: ready,
-            ..NodeStatus::default()
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixtures;
-    use crate::node_classes::allocatable_gpus;
 
     #[test]
     fn wake_ups_re_plan_only_jobs_that_wait_for_room() {
@@ -531,154 +270,6 @@ mod tests {
         ];
         let names: Vec<String> = waiting_jobs(&jobs).into_iter().map(|r| r.name).collect();
         assert_eq!(names, ["new", "waiting", "invalid"]);
-    }
-
-    #[test]
-    fn a_pod_change_triggers_only_the_job_that_controls_the_pod() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-        let owned_by = |kind: &str, controller: Option<bool>| {
-            let mut pod = fixtures::pending_pod("chat-1", None);
-            pod.metadata.namespace = Some("team-a".to_string());
-            pod.metadata.owner_references = Some(vec![OwnerReference {
-                api_version: "vramfit.io/v1alpha1".to_string(),
-                kind: kind.to_string(),
-                name: "chat".to_string(),
-                uid: "u".to_string(),
-                controller,
-                block_owner_deletion: Some(true),
-            }]);
-            owning_job(&pod)
-        };
-        assert_eq!(
-            owned_by("InferenceJob", Some(true)),
-            Some(JobRef::new("chat").within("team-a"))
-        );
-        assert_eq!(owned_by("InferenceJob", None), None, "not the controller");
-        assert_eq!(owned_by("Job", Some(true)), None, "another kind");
-        assert_eq!(owning_job(&fixtures::pending_pod("loose", None)), None);
-    }
-
-    #[test]
-    fn node_fingerprints_follow_what_matters() {
-        let node = fixtures::gpu_node("a-1", "a10g", 4, 4);
-        let mut heartbeat = node.clone();
-        heartbeat.metadata.resource_version = Some("999".into());
-        assert_eq!(node_fingerprint(&node), node_fingerprint(&heartbeat));
-        let mut relabelled = node.clone();
-        relabelled
-            .metadata
-            .labels
-            .get_or_insert_default()
-            .insert("x".into(), "y".into());
-        assert_ne!(node_fingerprint(&node), node_fingerprint(&relabelled));
-        let fewer = fixtures::gpu_node("a-1", "a10g", 4, 3);
-        assert_ne!(node_fingerprint(&node), node_fingerprint(&fewer));
-    }
-
-    #[test]
-    fn trimmed_nodes_answer_placement_as_before() {
-        use k8s_openapi::api::core::v1::{ContainerImage, NodeSystemInfo, Taint};
-        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-        let mut node = fixtures::gpu_node("a-1", "a10g", 4, 3);
-        let spec = node.spec.get_or_insert_default();
-        spec.pod_cidr = Some("10.0.0.0/24".into());
-        spec.taints = Some(vec![Taint {
-            key: "gpu".into(),
-            effect: "NoSchedule".into(),
-            ..Taint::default()
-        }]);
-        let status = node.status.get_or_insert_default();
-        status.images = Some(vec![ContainerImage {
-            names: Some(vec!["vllm/vllm-openai:v0.10.1".into()]),
-            size_bytes: Some(1 << 33),
-        }]);
-        status.node_info = Some(NodeSystemInfo::default());
-        let allocatable = status.allocatable.get_or_insert_default();
-        allocatable.insert("cpu".into(), Quantity("32".into()));
-        allocatable.insert("nvidia.com/mig-3g.40gb".into(), Quantity("2".into()));
-        status
-            .conditions
-            .get_or_insert_default()
-            .push(NodeCondition {
-                type_: "MemoryPressure".into(),
-                status: "False".into(),
-                message: Some("kubelet has sufficient memory available".into()),
-                ..NodeCondition::default()
-            });
-
-        let mut trimmed = node.clone();
-        trim_node(&mut trimmed);
-        assert_eq!(allocatable_gpus(&trimmed), allocatable_gpus(&node));
-        assert_eq!(allocatable_gpus(&trimmed), 3);
-        assert_eq!(
-            GpuResources::allocatable(&trimmed).get("nvidia.com/mig-3g.40gb"),
-            2,
-            "MIG slices are GPUs too"
-        );
-        assert_eq!(is_schedulable(&trimmed), is_schedulable(&node));
-        assert!(is_schedulable(&trimmed));
-        assert_eq!(node_fingerprint(&trimmed), node_fingerprint(&node));
-        assert_eq!(trimmed.metadata.labels, node.metadata.labels);
-        let status = trimmed.status.unwrap_or_default();
-        assert_eq!((status.images, status.node_info), (None, None));
-        assert_eq!(
-            status.allocatable.map(|a| a.len()),
-            Some(2),
-            "nvidia.com/gpu and the slices"
-        );
-        assert_eq!(status.conditions.map(|c| c.len()), Some(1));
-        assert_eq!(trimmed.spec.and_then(|s| s.pod_cidr), None);
-    }
-
-    #[test]
-    fn trimmed_jobs_keep_spec_status_and_identity() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-        let mut job = fixtures::job("chat", fixtures::vllm_mistral_spec());
-        job.status = Some(vramfit_api::InferenceJobStatus {
-            phase: Some(vramfit_api::Phase::Scheduled),
-            ..Default::default()
-        });
-        job.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
-            manager: Some("vramfit-operator".into()),
-            subresource: Some("status".into()),
-            ..Default::default()
-        }]);
-        job.metadata.annotations = Some(
-            [
-                (LAST_APPLIED.to_string(), "{...}".to_string()),
-                ("team".to_string(), "a".to_string()),
-            ]
-            .into(),
-        );
-        let mut guard = DeserializeGuard(Ok(job.clone()));
-        trim_job(&mut guard);
-        let trimmed = guard.0.unwrap();
-        assert_eq!(trimmed.metadata.managed_fields, None);
-        assert_eq!(
-            trimmed.metadata.annotations,
-            Some([("team".to_string(), "a".to_string())].into())
-        );
-        assert_eq!(trimmed.spec, job.spec);
-        assert_eq!(trimmed.status, job.status);
-        assert_eq!(
-            (
-                &trimmed.metadata.uid,
-                &trimmed.metadata.resource_version,
-                &trimmed.metadata.generation
-            ),
-            (
-                &job.metadata.uid,
-                &job.metadata.resource_version,
-                &job.metadata.generation
-            )
-        );
-    }
-
-    #[test]
-    fn watches_list_in_pages() {
-        let config = list_config();
-        assert_eq!(config.page_size, Some(LIST_PAGE));
-        assert_eq!(config.list_semantic, watcher::ListSemantic::MostRecent);
     }
 
     /// Regression (seen on a real API server): `/readyz` never turned 200 because a second

@@ -1,62 +1,71 @@
-//! The operator's errors. Each has a stable label for `vramfit_reconcile_errors_total{kind}`
-//! and decides its retry: every reconcile error is retried with a per-job exponential backoff
-//! (an invalid spec is not an error: it is reported in status and waits for a change).
+//! The operator's errors. A reconcile error is one step's error ([`ObserveError`],
+//! [`BuildError`], [`ApplyError`], [`StatusError`]) wrapped in [`Error`], which gives it a
+//! stable label for `vramfit_reconcile_errors_total{kind}`; every reconcile error is retried
+//! with a per-job exponential backoff (an invalid spec is not an error: it is reported in status
+//! and waits for a change). Errors that end the process are [`StartupError`]s.
 use thiserror::Error;
 
-/// What can go wrong in a reconcile or at start-up.
+pub use crate::reconcile::apply::ApplyError;
+pub use crate::reconcile::build::BuildError;
+pub use crate::reconcile::observe::ObserveError;
+pub use crate::reconcile::update_status::StatusError;
+
+/// What can make one reconcile fail.
 #[derive(Debug, Error)]
 pub enum Error {
-    /// The pod of an attempt could not be applied.
-    #[error("applying pod {pod}: {source}")]
-    PodApply {
-        /// The pod.
-        pod: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A new attempt's pod name is taken by a pod this job does not control.
-    #[error("pod {pod} exists but this job does not own it")]
-    PodNameTaken {
-        /// The pod.
-        pod: String,
-    },
-    /// A replaced pod could not be deleted.
-    #[error("deleting pod {pod}: {source}")]
-    PodDelete {
-        /// The pod.
-        pod: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The job's status could not be written.
-    #[error("writing the status of {job}: {source}")]
-    StatusPatch {
-        /// `namespace/name` of the job.
-        job: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// An object from the API lacks a field every object has.
-    #[error("the object has no {0}")]
-    MissingObjectKey(&'static str),
-    /// A node class that cannot place pods.
-    #[error("{0}")]
-    InvalidClass(String),
-    /// Serialization of an object vramfit built.
-    #[error("serializing: {0}")]
-    Serialize(#[source] serde_json::Error),
-    /// A CRD is not installed or not established.
-    #[error("CRD {name} is not ready: {reason}")]
-    CrdNotReady {
-        /// The CRD.
-        name: String,
-        /// Why.
-        reason: String,
-    },
-    /// Another API call failed (start-up, leader election).
+    /// Reading the job and the caches.
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    /// Building the attempt's pod.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Writing pods.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// Writing the job's status.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+}
+
+impl Error {
+    /// A stable, low-cardinality label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Observe(ObserveError::MissingObjectKey(_))
+            | Error::Build(BuildError::MissingObjectKey(_)) => "missing_object_key",
+            Error::Build(BuildError::InvalidClass(_)) => "invalid_class",
+            Error::Build(BuildError::Serialize(_)) => "serialize",
+            Error::Apply(ApplyError::PodApply { .. }) => "pod_apply",
+            Error::Apply(ApplyError::PodNameTaken { .. }) => "pod_name_taken",
+            Error::Apply(ApplyError::PodDelete { .. }) => "pod_delete",
+            Error::Status(StatusError::StatusPatch { .. }) => "status_patch",
+        }
+    }
+
+    /// Whether the API answered that the request conflicts or the server is overloaded (a
+    /// retry soon is expected to succeed).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Apply(error) => error.is_transient(),
+            Error::Status(StatusError::StatusPatch { source, .. }) => is_transient(source),
+            Error::Observe(_) | Error::Build(_) => false,
+        }
+    }
+}
+
+/// Whether an API error is worth a quick retry: a conflict, throttling, a server error, or no
+/// answer at all.
+pub fn is_transient(source: &kube::Error) -> bool {
+    match source {
+        kube::Error::Api(status) => matches!(status.code, 409 | 429 | 500..=599),
+        _ => true,
+    }
+}
+
+/// What ends the process: start-up, leader election, the admin server.
+#[derive(Debug, Error)]
+pub enum StartupError {
+    /// An API call failed.
     #[error("{context}: {source}")]
     Kube {
         /// What was being done.
@@ -79,55 +88,6 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// A stable, low-cardinality label for metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::PodApply { .. } => "pod_apply",
-            Error::PodNameTaken { .. } => "pod_name_taken",
-            Error::PodDelete { .. } => "pod_delete",
-            Error::StatusPatch { .. } => "status_patch",
-            Error::MissingObjectKey(_) => "missing_object_key",
-            Error::InvalidClass(_) => "invalid_class",
-            Error::Serialize(_) => "serialize",
-            Error::CrdNotReady { .. } => "crd_not_ready",
-            Error::Kube { .. } => "kube",
-            Error::Lease(_) => "lease",
-            Error::Http { .. } => "http",
-        }
-    }
-
-    /// The API server's message when it refused a pod for good (403 quota or pod security,
-    /// 422 invalid, 400 bad request…): the user has to change something.
-    pub fn pod_rejection(&self) -> Option<String> {
-        match self {
-            Error::PodApply {
-                source: kube::Error::Api(status),
-                ..
-            } if (400..500).contains(&status.code) && !self.is_transient() => {
-                Some(format!("{} ({})", status.message, status.code))
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether the API answered that the request conflicts or the server is overloaded (a
-    /// retry soon is expected to succeed).
-    pub fn is_transient(&self) -> bool {
-        let source = match self {
-            Error::PodApply { source, .. }
-            | Error::PodDelete { source, .. }
-            | Error::StatusPatch { source, .. }
-            | Error::Kube { source, .. } => source,
-            _ => return false,
-        };
-        match source {
-            kube::Error::Api(status) => matches!(status.code, 409 | 429 | 500..=599),
-            _ => true,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,13 +95,18 @@ mod tests {
     #[test]
     fn labels_are_stable() {
         assert_eq!(
-            Error::MissingObjectKey("metadata.uid").metric_label(),
+            Error::from(ObserveError::MissingObjectKey("metadata.uid")).metric_label(),
             "missing_object_key"
         );
+        let invalid = Error::from(BuildError::InvalidClass("x".into()));
+        assert_eq!(invalid.metric_label(), "invalid_class");
+        assert!(!invalid.is_transient());
+        let taken = Error::from(ApplyError::PodNameTaken { pod: "p".into() });
+        assert_eq!(taken.metric_label(), "pod_name_taken");
         assert_eq!(
-            Error::InvalidClass("x".into()).metric_label(),
-            "invalid_class"
+            taken.to_string(),
+            "pod p exists but this job does not own it",
+            "wrapping keeps the step's message"
         );
-        assert!(!Error::InvalidClass("x".into()).is_transient());
     }
 }

@@ -27,7 +27,7 @@ pub const NAMESPACE: &str = "ml";
 pub fn uid(name: &str) -> String {
     format!(
         "00000000-0000-4000-8000-{:012x}",
-        crate::desired_pod::fnv1a64(name.as_bytes()) & 0xffff_ffff_ffff
+        vramfit_api::pod_keys::fnv1a64(name.as_bytes()) & 0xffff_ffff_ffff
     )
 }
 
@@ -352,7 +352,7 @@ pub fn as_pending(pod: Pod, node: Option<&str>) -> Pod {
 pub fn with_waiting_container(mut pod: Pod, reason: &str) -> Pod {
     let status = pod.status.get_or_insert_default();
     status.container_statuses = Some(vec![ContainerStatus {
-        name: crate::desired_pod::CONTAINER_NAME.to_string(),
+        name: vramfit_api::pod_keys::CONTAINER_NAME.to_string(),
         state: Some(ContainerState {
             waiting: Some(k8s_openapi::api::core::v1::ContainerStateWaiting {
                 reason: Some(reason.to_string()),
@@ -390,7 +390,7 @@ pub fn as_failed(pod: Pod, node: &str, reason: &str, exit_code: i32, message: &s
     let mut pod = with_phase(pod, "Failed", Some(node));
     if let Some(status) = pod.status.as_mut() {
         status.container_statuses = Some(vec![ContainerStatus {
-            name: crate::desired_pod::CONTAINER_NAME.to_string(),
+            name: vramfit_api::pod_keys::CONTAINER_NAME.to_string(),
             state: Some(ContainerState {
                 terminated: Some(ContainerStateTerminated {
                     exit_code,

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::watch;
 
-use crate::error::Error;
+use crate::error::StartupError;
 use crate::metrics::Metrics;
 
 /// What `/readyz` and `/metrics` report.
@@ -109,10 +109,10 @@ pub async fn bind(
     addr: SocketAddr,
     router: Router,
     mut stop: watch::Receiver<bool>,
-) -> Result<impl std::future::Future<Output = ()>, Error> {
+) -> Result<impl std::future::Future<Output = ()>, StartupError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| Error::Http {
+        .map_err(|source| StartupError::Http {
             addr: addr.to_string(),
             source,
         })?;

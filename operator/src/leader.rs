@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::error::Error;
+use crate::error::StartupError;
 use crate::lease_fence;
 
 /// Lease validity after a renewal, in seconds: a standby takes over at most this long after
@@ -45,7 +45,7 @@ pub async fn acquire(
     client: Client,
     config: &LeaseConfig,
     stop: &mut watch::Receiver<bool>,
-) -> Result<Option<Leadership>, Error> {
+) -> Result<Option<Leadership>, StartupError> {
     let manager = LeaseManagerBuilder::new(client.clone(), config.name.clone())
         .with_namespace(config.namespace.clone())
         .with_identity(config.identity.clone())
@@ -53,7 +53,7 @@ pub async fn acquire(
         .with_grace(LEASE_GRACE_SECONDS)
         .build()
         .await
-        .map_err(|e| Error::Lease(e.to_string()))?;
+        .map_err(|e| StartupError::Lease(e.to_string()))?;
     let (mut state, task) = manager.watch().await;
     info!(lease = %config.name, namespace = %config.namespace, identity = %config.identity, "waiting for the lease");
     loop {
@@ -64,7 +64,7 @@ pub async fn acquire(
         }
         tokio::select! {
             changed = state.changed() => if changed.is_err() {
-                return Err(Error::Lease("the lease manager stopped".into()));
+                return Err(StartupError::Lease("the lease manager stopped".into()));
             },
             _ = stop.wait_for(|stopped| *stopped) => {
                 drop(state);

@@ -17,11 +17,10 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod capacity;
 pub mod cli;
-pub mod conditions;
 pub mod context;
 pub mod controller;
-pub mod desired_pod;
 pub mod error;
 pub mod events;
 pub mod fixtures;
@@ -29,38 +28,20 @@ pub mod http;
 pub mod leader;
 pub mod lease_fence;
 pub mod metrics;
-pub mod next_status;
-pub mod node_classes;
-pub mod oom;
 pub mod permissions;
-pub mod placement;
-pub mod pod_security;
 pub mod reconcile;
-pub mod relist;
-pub mod reservations;
-pub mod slim;
-pub mod start_deadline;
+pub mod stores;
 pub mod tolerations;
-pub mod watch_retry;
 
-#[cfg(test)]
-mod inventory_fuzz;
-#[cfg(test)]
-mod partition_tests;
-#[cfg(test)]
-mod reconcile_tests;
 #[cfg(test)]
 mod relist_tests;
 #[cfg(test)]
-mod start_deadline_tests;
-#[cfg(test)]
 mod verifier;
-#[cfg(test)]
-mod workload_report_tests;
 
-pub use context::{Context, Settings, Stores};
+pub use context::{Context, Settings};
 pub use error::Error;
 pub use reconcile::{error_policy, reconcile};
+pub use stores::Stores;
 
 /// The field manager of every write (server-side apply of pods and job status).
 pub const FIELD_MANAGER: &str = "vramfit-operator";

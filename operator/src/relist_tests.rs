@@ -16,7 +16,7 @@ use crate::controller::{ControllerConfig, run};
 use crate::fixtures;
 use crate::http::Health;
 use crate::metrics::Metrics;
-use crate::reconcile_tests::{
+use crate::reconcile::tests::{
     a10g_cluster, created_pod, first_reconcile, run as reconcile_once, with_status,
 };
 use crate::verifier::{respond, test_context};

@@ -3,6 +3,7 @@
 //! time. A pod that tolerates those forever keeps its GPUs reserved on a node that is gone,
 //! and the job never learns that its attempt ended.
 use k8s_openapi::api::core::v1::Toleration;
+use vramfit_api::labels::GPU_RESOURCE;
 
 /// The taints the node lifecycle controller puts on a node that stopped answering.
 const NODE_LIFECYCLE_KEYS: [&str; 2] = [
@@ -13,6 +14,16 @@ const NODE_LIFECYCLE_KEYS: [&str; 2] = [
 /// The longest a pod stays on such a node: what Kubernetes' `DefaultTolerationSeconds`
 /// admission gives every pod that says nothing.
 pub const MAX_NO_EXECUTE_SECONDS: i64 = 300;
+
+/// Tolerates the taint GPU nodes commonly carry.
+pub fn gpu_toleration() -> Toleration {
+    Toleration {
+        key: Some(GPU_RESOURCE.to_string()),
+        operator: Some("Exists".to_string()),
+        effect: Some("NoSchedule".to_string()),
+        ..Toleration::default()
+    }
+}
 
 /// `gpu` first, then the job's own tolerations (duplicates dropped), bounded.
 pub fn pod_tolerations(gpu: Toleration, job: &[Toleration]) -> Vec<Toleration> {

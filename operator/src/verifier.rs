@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
 use vramfit_api::InferenceJob;
 
-use crate::context::{Context, Settings, StoreWriters, Stores};
+use crate::context::{Context, Settings};
 use crate::fixtures::NAMESPACE;
 use crate::metrics::Metrics;
+use crate::stores::{StoreWriters, Stores};
 
 /// Query string of every server-side apply.
 pub const APPLY_QUERY: &str = "?&force=true&fieldManager=vramfit-operator";

@@ -9,8 +9,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use vramfit_api::labels::{self, GPU_RESOURCE, MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE};
 
+use crate::capacity::{Capacity, PodConstraints, build_inventory};
 use crate::fixtures;
-use crate::node_classes::{Capacity, GpuUsage, PodConstraints, build_inventory};
+use crate::stores::gpu_usage::GpuUsage;
 
 /// Numbers as labels carry them, huge and negative ones included, and some non-numbers.
 fn number() -> impl Strategy<Value = String> {

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::fixtures;
-use crate::reconcile_tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
+use crate::reconcile::tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
 use crate::verifier::test_context;
 
 /// `pod`, bound to `a-1` an hour ago and still waiting for `reason`.

@@ -11,7 +11,7 @@ use vramfit_api::labels::{
 use vramfit_api::{InferenceJobSpec, NodeClassSelection};
 
 use crate::fixtures;
-use crate::reconcile_tests::first_reconcile;
+use crate::reconcile::tests::first_reconcile;
 use crate::verifier::test_context;
 
 /// The agent's labels for `kind` ×`count` with `extra` on top, and `allocatable` resources.

@@ -10,11 +10,25 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use vramfit_api::{InferenceJob, InferenceJobStatus};
 
-use crate::context::{Context, StoreWriters};
+use crate::context::{Context, Requeues};
 use crate::fixtures::{self, NAMESPACE};
-use crate::next_status::Requeues;
+use crate::reconcile::build::BuildError;
+use crate::reconcile::decide::Decision;
+use crate::reconcile::observe::snapshot;
 use crate::reconcile::reconcile;
+use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context};
+
+/// Observes and decides on `job` at `now`, writing nothing.
+pub(crate) fn decide(
+    job: &InferenceJob,
+    ctx: &Context,
+    now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Result<Decision, BuildError> {
+    snapshot(job, ctx)
+        .expect("a namespaced job")
+        .decide(now, &ctx.settings.requeues)
+}
 
 /// Runs one reconcile while `script` answers its requests; returns its action.
 pub(crate) async fn run<F>(
@@ -445,7 +459,7 @@ async fn a_spec_change_replaces_a_pod_whose_spec_changes() {
 /// is still in flight does not take the same last free GPU.
 #[tokio::test]
 async fn a_reserved_pod_takes_its_gpus_before_the_apply_returns() {
-    use crate::reconcile::{decide, reserve};
+    use crate::reconcile::apply::reserve;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
     use vramfit_api::Phase;
@@ -478,7 +492,6 @@ async fn a_reserved_pod_takes_its_gpus_before_the_apply_returns() {
 /// garbage collector has not removed it yet): it must neither adopt nor follow that pod.
 #[tokio::test]
 async fn a_pod_of_an_earlier_job_with_the_same_name_is_not_adopted() {
-    use crate::reconcile::decide;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
     use vramfit_api::Phase;
@@ -602,7 +615,12 @@ async fn a_foreign_pod_with_the_attempts_name_is_reported_not_taken_over() {
         .expect("reconcile finishes")
         .expect("no panic");
     assert!(
-        matches!(result, Err(crate::error::Error::PodNameTaken { .. })),
+        matches!(
+            result,
+            Err(crate::error::Error::Apply(
+                crate::error::ApplyError::PodNameTaken { .. }
+            ))
+        ),
         "{result:?}"
     );
     let scheduled = condition(&status, "Scheduled");

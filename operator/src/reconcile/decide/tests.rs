@@ -9,10 +9,11 @@ use vramfit_api::{InferenceJob, Phase, Plan};
 use vramfit_planner::resolve_job;
 
 use super::*;
-use crate::conditions;
-use crate::desired_pod::{ATTEMPT_LABEL, CONTAINER_NAME};
+use crate::capacity::{PodConstraints, build_inventory};
 use crate::fixtures;
-use crate::node_classes::{PodConstraints, build_inventory, gpu_usage};
+use crate::reconcile::decide::conditions;
+use crate::stores::gpu_usage::gpu_usage;
+use vramfit_api::pod_keys::{ATTEMPT_LABEL, CONTAINER_NAME};
 
 fn at(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).unwrap())

@@ -394,7 +394,7 @@ mod tests {
         assert_eq!(spec.node_name.as_deref(), Some("gpu-1"));
         assert_eq!(spec.containers[0].env, None, "not parsed");
         assert_eq!(spec.tolerations, None, "not parsed");
-        assert_eq!(crate::node_classes::pod_gpu_request(&pod), 2);
+        assert_eq!(crate::stores::gpu_resources::pod_gpu_request(&pod), 2);
         assert_eq!(
             pod.metadata.labels,
             Some([("vramfit.io/job".into(), "chat".into())].into())
@@ -441,26 +441,29 @@ mod tests {
         let class = fixtures::class("a10g", 4);
         let input = vramfit_planner::resolve_job(&job.spec).unwrap();
         let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default()).unwrap();
-        let pod = crate::desired_pod::desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let pod = crate::reconcile::build::desired_pod(&job, &input, &plan, &class, 1).unwrap();
         let failed =
             fixtures::as_failed(fixtures::created(pod.clone()), "a-1", "OOMKilled", 137, "");
         // Through JSON, as the watch delivers it.
         let slim: SlimPod = serde_json::from_value(serde_json::to_value(&failed).unwrap()).unwrap();
         let seen = slim.to_pod();
-        assert_eq!(crate::oom::classify(&seen), crate::oom::classify(&failed));
-        assert_eq!(crate::desired_pod::recorded_plan(&seen), Some(plan));
         assert_eq!(
-            crate::desired_pod::recorded_spec_hash(&seen),
-            crate::desired_pod::recorded_spec_hash(&pod)
+            crate::reconcile::pod_outcome::classify(&seen),
+            crate::reconcile::pod_outcome::classify(&failed)
         );
-        assert!(crate::desired_pod::metadata_matches(&seen, &pod));
+        assert_eq!(crate::reconcile::build::recorded_plan(&seen), Some(plan));
         assert_eq!(
-            crate::node_classes::pod_gpu_request(&seen),
-            crate::node_classes::pod_gpu_request(&pod)
+            crate::reconcile::build::recorded_spec_hash(&seen),
+            crate::reconcile::build::recorded_spec_hash(&pod)
+        );
+        assert!(crate::reconcile::build::metadata_matches(&seen, &pod));
+        assert_eq!(
+            crate::stores::gpu_resources::pod_gpu_request(&seen),
+            crate::stores::gpu_resources::pod_gpu_request(&pod)
         );
         assert_eq!(
-            crate::controller::owning_job(&seen),
-            crate::controller::owning_job(&pod)
+            crate::stores::owning_job(&seen),
+            crate::stores::owning_job(&pod)
         );
     }
 }

@@ -365,6 +365,8 @@ pub fn trim_message(text: &str) -> String {
     cut
 }
 
+pub mod start_deadline;
+
 #[cfg(test)]
 mod tests {
     use super::*;

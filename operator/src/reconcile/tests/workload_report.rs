@@ -4,7 +4,7 @@
 use vramfit_api::Phase;
 
 use crate::fixtures;
-use crate::reconcile_tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
+use crate::reconcile::tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
 use crate::verifier::test_context;
 
 const GARBAGE_BF16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use vramfit_api::Plan;
 
-use crate::node_classes::pod_key;
+use crate::stores::gpu_usage::pod_key;
 
 /// A pod applied by this process.
 #[derive(Clone, Debug)]

@@ -37,18 +37,18 @@ use vramfit_api::{
 use vramfit_planner::fallback::{next_after_bad_output, next_step};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
-use crate::conditions::{
-    self, FLAGS_UNREACHABLE, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
+use self::conditions::{
+    FLAGS_UNREACHABLE, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
 };
-use crate::desired_pod::{
-    desired_pod, metadata_matches, pod_name, recorded_plan, recorded_spec_hash,
-};
-use crate::error::Error;
+use vramfit_api::pod_keys::pod_name;
+
+use super::build::{BuildError, desired_pod, metadata_matches, recorded_plan, recorded_spec_hash};
+use crate::capacity::{Capacity, Inventory};
+use crate::context::Requeues;
 use crate::events::{JobEvent, reasons as er};
-use crate::node_classes::{Capacity, Inventory};
-use crate::oom::{PodState, classify};
-use crate::placement::{Choice, choose, plan_summary};
-use crate::start_deadline;
+use crate::reconcile::pod_outcome::start_deadline;
+use crate::reconcile::pod_outcome::{PodState, classify};
+use placement::{Choice, choose, plan_summary};
 
 /// `attempts[].outcome`: the pod finished successfully.
 pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
@@ -79,25 +79,6 @@ pub enum PodSeen {
     Foreign,
     /// No such pod.
     Absent,
-}
-
-/// Timings of the decisions.
-#[derive(Clone, Debug)]
-pub struct Requeues {
-    /// How soon an Unschedulable job is looked at again without any change.
-    pub unschedulable: Duration,
-    /// How soon a live job is looked at again without any change (a safety net for missed
-    /// watch events).
-    pub resync: Duration,
-}
-
-impl Default for Requeues {
-    fn default() -> Self {
-        Self {
-            unschedulable: Duration::from_secs(300),
-            resync: Duration::from_secs(3600),
-        }
-    }
 }
 
 /// What the reconcile observed.
@@ -182,7 +163,7 @@ struct Draft<'a> {
 }
 
 /// Decides the job's next status, and the writes that go with it.
-pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, Error> {
+pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, BuildError> {
     let old = obs.job.status.clone().unwrap_or_default();
     if old.phase.is_some_and(Phase::is_terminal) {
         // Finished for good: nothing is planned, applied or written any more.
@@ -315,7 +296,7 @@ impl Draft<'_> {
     }
 
     /// Observes the current attempt and starts the next one when it is due.
-    fn advance(&mut self, old: &InferenceJobStatus) -> Result<(), Error> {
+    fn advance(&mut self, old: &InferenceJobStatus) -> Result<(), BuildError> {
         // A hand-edited status may count more attempts than it lists.
         let count = (self.status.attempt_count as usize).min(self.status.attempts.len());
         self.status.attempt_count = count as u32;
@@ -354,7 +335,7 @@ impl Draft<'_> {
         }
     }
 
-    fn observe_current(&mut self, old: &InferenceJobStatus) -> Result<(), Error> {
+    fn observe_current(&mut self, old: &InferenceJobStatus) -> Result<(), BuildError> {
         let attempt = self.status.attempt_count;
         let name = self
             .status
@@ -409,7 +390,7 @@ impl Draft<'_> {
         attempt: u32,
         deadline: u32,
         overdue: start_deadline::Overdue,
-    ) -> Result<(), Error> {
+    ) -> Result<(), BuildError> {
         let message = format!(
             "pod {name} did not start within {deadline} s on node {}: {}",
             overdue.node, overdue.waiting_on
@@ -456,7 +437,7 @@ impl Draft<'_> {
     }
 
     /// The pod of the current attempt is gone: apply it again, same name, same plan.
-    fn recreate(&mut self, name: &str, attempt: u32) -> Result<(), Error> {
+    fn recreate(&mut self, name: &str, attempt: u32) -> Result<(), BuildError> {
         let (Ok(input), Some(plan)) = (self.obs.input, self.status.plan.clone()) else {
             self.status.phase = Some(Phase::Pending);
             return Ok(());
@@ -486,7 +467,12 @@ impl Draft<'_> {
     }
 
     /// After a spec change: a new pod only if the pod's spec would change.
-    fn replace_if_needed(&mut self, pod: &Pod, name: &str, attempt: u32) -> Result<bool, Error> {
+    fn replace_if_needed(
+        &mut self,
+        pod: &Pod,
+        name: &str,
+        attempt: u32,
+    ) -> Result<bool, BuildError> {
         let (Ok(input), Some(plan)) = (self.obs.input, self.status.plan.clone()) else {
             return Ok(false);
         };
@@ -535,7 +521,7 @@ impl Draft<'_> {
     }
 
     /// The job follows its pod.
-    fn follow(&mut self, name: &str, state: PodState) -> Result<(), Error> {
+    fn follow(&mut self, name: &str, state: PodState) -> Result<(), BuildError> {
         let state = match state {
             // The binding alone is not worth a status write (and the events it would wake): the
             // node is recorded with the next thing the pod reports (a reason it waits, running,
@@ -721,7 +707,7 @@ impl Draft<'_> {
     }
 
     /// Starts attempt `attemptCount + 1`, or records why it cannot start now.
-    fn start(&mut self, how: Start) -> Result<(), Error> {
+    fn start(&mut self, how: Start) -> Result<(), BuildError> {
         let Ok(input) = self.obs.input else {
             self.status.phase = Some(Phase::Pending);
             self.set(
@@ -1070,6 +1056,9 @@ pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static s
         "other"
     }
 }
+
+pub mod conditions;
+pub mod placement;
 
 #[cfg(test)]
 mod tests;

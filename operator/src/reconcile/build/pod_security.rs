@@ -104,7 +104,7 @@ mod tests {
         let class = fixtures::class("a10g", 4);
         let input = resolve_job(&job.spec).expect("a valid job");
         let plan = plan_for_class(&input, &class, &Fallback::default()).expect("a plan");
-        crate::desired_pod::desired_pod(job, &input, &plan, &class, 1).expect("a pod")
+        crate::reconcile::build::desired_pod(job, &input, &plan, &class, 1).expect("a pod")
     }
 
     fn with_identity(mut job: InferenceJob, identity: PodSecurity) -> InferenceJob {

@@ -66,7 +66,7 @@ pub fn check(pod: &Pod, now: &Time, deadline: Duration) -> Result<Option<Duratio
     };
     Err(Overdue {
         node: node.to_string(),
-        waiting_on: crate::oom::trim_message(&waiting_on),
+        waiting_on: crate::reconcile::pod_outcome::trim_message(&waiting_on),
         unfixable: UNFIXABLE.contains(&reason.as_str()),
     })
 }

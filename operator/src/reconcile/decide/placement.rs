@@ -4,7 +4,7 @@
 use vramfit_api::{ClassRejection, Fallback, Plan};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class, ranking};
 
-use crate::node_classes::{Capacity, Inventory};
+use crate::capacity::{Capacity, Inventory};
 
 /// The class chosen for an attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,8 +117,9 @@ pub fn plan_summary(plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity::{PodConstraints, build_inventory};
     use crate::fixtures;
-    use crate::node_classes::{GpuUsage, PodConstraints, build_inventory, gpu_usage};
+    use crate::stores::gpu_usage::{GpuUsage, gpu_usage};
     use std::sync::Arc;
     use vramfit_planner::resolve_job;
 

@@ -5,75 +5,37 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, Pod, PodSpec, Toleration,
+    NodeSelectorTerm, Pod, PodSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
-use vramfit_api::labels::{GPU_RESOURCE, is_gpu_resource};
+use vramfit_api::labels::is_gpu_resource;
 use vramfit_api::{InferenceJob, Plan};
 use vramfit_planner::workload::{host_memory_mib, plan_env, runtime_args};
 use vramfit_planner::{JobInput, NodeClass};
 
-use crate::error::Error;
-use crate::pod_security::{container_security_context, pod_security_context};
+use thiserror::Error;
+use vramfit_api::pod_keys::{
+    APP_NAME, ATTEMPT_LABEL, CONTAINER_NAME, JOB_LABEL, NODE_CLASS_LABEL, PLAN_ANNOTATION,
+    SPEC_HASH_ANNOTATION, fnv1a64, label_value, pod_name,
+};
 
-/// The workload container's name.
-pub const CONTAINER_NAME: &str = "inference";
-/// Label on every pod: the job it runs (the job's name, hashed down to 63 characters if longer).
-pub const JOB_LABEL: &str = "vramfit.io/job";
-/// Label on every pod: its attempt number (1 for the first pod).
-pub const ATTEMPT_LABEL: &str = "vramfit.io/attempt";
-/// Label on every pod: the node class it was planned for.
-pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
-/// Annotation on every pod: its plan as JSON, so a restarted operator can adopt a pod it
-/// created before its status write landed.
-pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
-/// Annotation on every pod: a hash of its spec; a spec change that keeps it needs no new pod.
-pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
-/// `app.kubernetes.io/name` of every workload pod.
-pub const APP_NAME: &str = "vramfit-job";
+use crate::tolerations::{gpu_toleration, pod_tolerations};
+use pod_security::{container_security_context, pod_security_context};
 
-/// Longest pod name vramfit creates (a DNS label, so the name can double as a hostname).
-const MAX_NAME: usize = 63;
-
-/// The name of a job's pod for `attempt`: `<job>-<attempt>`, or, for long job names, a
-/// truncated name with a hash of the full one so that distinct jobs never share a pod name.
-pub fn pod_name(job_name: &str, attempt: u32) -> String {
-    let suffix = format!("-{attempt}");
-    let plain = format!("{job_name}{suffix}");
-    if plain.len() <= MAX_NAME {
-        return plain;
-    }
-    let hash = format!("-{:08x}", fnv1a64(job_name.as_bytes()) as u32);
-    let room = MAX_NAME - suffix.len() - hash.len();
-    let prefix = truncate_name(job_name, room);
-    format!("{prefix}{hash}{suffix}")
-}
-
-/// `name` as a label value: itself when it is one, else truncated with a hash.
-pub fn label_value(name: &str) -> String {
-    if vramfit_api::labels::is_valid_label_value(name) {
-        return name.to_string();
-    }
-    let hash = format!("-{:08x}", fnv1a64(name.as_bytes()) as u32);
-    let prefix = truncate_name(name, MAX_NAME - hash.len());
-    let value = format!("{prefix}{hash}");
-    if vramfit_api::labels::is_valid_label_value(&value) {
-        value
-    } else {
-        vramfit_api::labels::to_label_value(&value)
-    }
-}
-
-fn truncate_name(name: &str, max: usize) -> String {
-    let cut: String = name.chars().take(max).collect();
-    let trimmed = cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
-    if trimmed.is_empty() {
-        "job".to_string()
-    } else {
-        trimmed.to_string()
-    }
+/// Why the pod of an attempt could not be built.
+#[derive(Debug, Error)]
+pub enum BuildError {
+    /// The job lacks a field every object has.
+    #[error("the object has no {0}")]
+    MissingObjectKey(&'static str),
+    /// A node class that cannot place pods.
+    #[error("{0}")]
+    InvalidClass(String),
+    /// Serialization of the plan or the pod spec.
+    #[error("serializing: {0}")]
+    Serialize(#[source] serde_json::Error),
 }
 
 /// The pod of attempt `attempt` of `job`, running `plan` on `class`.
@@ -83,15 +45,15 @@ pub fn desired_pod(
     plan: &Plan,
     class: &NodeClass,
     attempt: u32,
-) -> Result<Pod, Error> {
+) -> Result<Pod, BuildError> {
     let job_name = job
         .metadata
         .name
         .clone()
-        .ok_or(Error::MissingObjectKey("metadata.name"))?;
+        .ok_or(BuildError::MissingObjectKey("metadata.name"))?;
     let namespace = job
         .namespace()
-        .ok_or(Error::MissingObjectKey("metadata.namespace"))?;
+        .ok_or(BuildError::MissingObjectKey("metadata.namespace"))?;
     let owner = OwnerReference {
         api_version: InferenceJob::api_version(&()).to_string(),
         kind: InferenceJob::kind(&()).to_string(),
@@ -100,12 +62,12 @@ pub fn desired_pod(
             .metadata
             .uid
             .clone()
-            .ok_or(Error::MissingObjectKey("metadata.uid"))?,
+            .ok_or(BuildError::MissingObjectKey("metadata.uid"))?,
         controller: Some(true),
         block_owner_deletion: Some(true),
     };
     if class.node_selector.is_empty() {
-        return Err(Error::InvalidClass(format!(
+        return Err(BuildError::InvalidClass(format!(
             "node class {} has no node selector; refusing to place a pod anywhere",
             class.name
         )));
@@ -134,7 +96,7 @@ pub fn desired_pod(
     let mut annotations = template.annotations.clone();
     annotations.insert(
         PLAN_ANNOTATION.to_string(),
-        serde_json::to_string(plan).map_err(Error::Serialize)?,
+        serde_json::to_string(plan).map_err(BuildError::Serialize)?,
     );
     annotations.insert(SPEC_HASH_ANNOTATION.to_string(), spec_hash(&spec)?);
 
@@ -201,7 +163,7 @@ fn pod_spec(
         }
     }
 
-    let tolerations = crate::tolerations::pod_tolerations(gpu_toleration(), &template.tolerations);
+    let tolerations = pod_tolerations(gpu_toleration(), &template.tolerations);
 
     let container = Container {
         name: CONTAINER_NAME.to_string(),
@@ -247,16 +209,6 @@ pub fn termination_message_policy(template: &vramfit_api::PodTemplate) -> &'stat
     }
 }
 
-/// Tolerates the taint GPU nodes commonly carry.
-pub fn gpu_toleration() -> Toleration {
-    Toleration {
-        key: Some(GPU_RESOURCE.to_string()),
-        operator: Some("Exists".to_string()),
-        effect: Some("NoSchedule".to_string()),
-        ..Toleration::default()
-    }
-}
-
 /// Required node affinity to every label of the class's node selector, and away from the
 /// label values the class excludes (mixed, MIG and shared nodes for a whole-GPU class).
 fn class_affinity(class: &NodeClass) -> Affinity {
@@ -297,8 +249,8 @@ fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
 
 /// A stable hash of a pod spec (FNV-1a over its JSON), stable across operator versions as long
 /// as the spec serializes the same.
-pub fn spec_hash(spec: &PodSpec) -> Result<String, Error> {
-    let json = serde_json::to_vec(spec).map_err(Error::Serialize)?;
+pub fn spec_hash(spec: &PodSpec) -> Result<String, BuildError> {
+    let json = serde_json::to_vec(spec).map_err(BuildError::Serialize)?;
     Ok(format!("{:016x}", fnv1a64(&json)))
 }
 
@@ -335,20 +287,13 @@ pub fn metadata_matches(observed: &Pod, desired: &Pod) -> bool {
         )
 }
 
-/// 64-bit FNV-1a: small, stable, good enough to tell specs and names apart.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
+pub mod pod_security;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fixtures;
+    use vramfit_api::labels::GPU_RESOURCE;
     use vramfit_api::{Fallback, Runtime};
     use vramfit_planner::{plan_for_class, resolve_job};
 
@@ -647,21 +592,6 @@ mod tests {
         assert_eq!(env["PYTORCH_CUDA_ALLOC_CONF"], "max_split_size_mb:32");
         assert_eq!(env["MAX_TILES"], plan.max_tiles.unwrap().to_string());
         assert_eq!(pod.spec.as_ref().unwrap().containers[0].args, None);
-    }
-
-    #[test]
-    fn names_stay_short_and_distinct() {
-        assert_eq!(pod_name("chat", 3), "chat-3");
-        let long_a = "a".repeat(80);
-        let long_b = format!("{}b", "a".repeat(79));
-        let (a, b) = (pod_name(&long_a, 1), pod_name(&long_b, 1));
-        assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
-        assert_ne!(a, b);
-        assert!(a.ends_with("-1"));
-        assert_eq!(pod_name(&long_a, 1), a, "deterministic");
-        let value = label_value(&long_a);
-        assert!(vramfit_api::labels::is_valid_label_value(&value), "{value}");
-        assert_eq!(label_value("chat"), "chat");
     }
 
     #[test]

@@ -14,8 +14,8 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use crate::controller::{JobRef, owning_job};
-use crate::slim::SlimPod;
+use crate::stores::slim::SlimPod;
+use crate::stores::{JobRef, owning_job};
 
 /// The Controller's trigger stream from its reflector's events (after the store applied them):
 /// each applied object at once, and every object in the store once a (re)list is complete —

@@ -1,0 +1,90 @@
+//! The names vramfit gives workload pods and the labels and annotations it puts on them: the
+//! operator writes them, the e2e suite, dashboards and `kubectl -l` read them.
+
+/// The workload container's name.
+pub const CONTAINER_NAME: &str = "inference";
+/// Label on every pod: the job it runs (the job's name, hashed down to 63 characters if longer).
+pub const JOB_LABEL: &str = "vramfit.io/job";
+/// Label on every pod: its attempt number (1 for the first pod).
+pub const ATTEMPT_LABEL: &str = "vramfit.io/attempt";
+/// Label on every pod: the node class it was planned for.
+pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
+/// Annotation on every pod: its plan as JSON, so a restarted operator can adopt a pod it
+/// created before its status write landed.
+pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
+/// Annotation on every pod: a hash of its spec; a spec change that keeps it needs no new pod.
+pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
+/// `app.kubernetes.io/name` of every workload pod.
+pub const APP_NAME: &str = "vramfit-job";
+
+/// Longest pod name vramfit creates (a DNS label, so the name can double as a hostname).
+const MAX_NAME: usize = 63;
+
+/// The name of a job's pod for `attempt`: `<job>-<attempt>`, or, for long job names, a
+/// truncated name with a hash of the full one so that distinct jobs never share a pod name.
+pub fn pod_name(job_name: &str, attempt: u32) -> String {
+    let suffix = format!("-{attempt}");
+    let plain = format!("{job_name}{suffix}");
+    if plain.len() <= MAX_NAME {
+        return plain;
+    }
+    let hash = format!("-{:08x}", fnv1a64(job_name.as_bytes()) as u32);
+    let room = MAX_NAME - suffix.len() - hash.len();
+    let prefix = truncate_name(job_name, room);
+    format!("{prefix}{hash}{suffix}")
+}
+
+/// `name` as a label value: itself when it is one, else truncated with a hash.
+pub fn label_value(name: &str) -> String {
+    if crate::labels::is_valid_label_value(name) {
+        return name.to_string();
+    }
+    let hash = format!("-{:08x}", fnv1a64(name.as_bytes()) as u32);
+    let prefix = truncate_name(name, MAX_NAME - hash.len());
+    let value = format!("{prefix}{hash}");
+    if crate::labels::is_valid_label_value(&value) {
+        value
+    } else {
+        crate::labels::to_label_value(&value)
+    }
+}
+
+fn truncate_name(name: &str, max: usize) -> String {
+    let cut: String = name.chars().take(max).collect();
+    let trimmed = cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    if trimmed.is_empty() {
+        "job".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// 64-bit FNV-1a: small, stable, good enough to tell specs and names apart.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_stay_short_and_distinct() {
+        assert_eq!(pod_name("chat", 3), "chat-3");
+        let long_a = "a".repeat(80);
+        let long_b = format!("{}b", "a".repeat(79));
+        let (a, b) = (pod_name(&long_a, 1), pod_name(&long_b, 1));
+        assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a.ends_with("-1"));
+        assert_eq!(pod_name(&long_a, 1), a, "deterministic");
+        let value = label_value(&long_a);
+        assert!(crate::labels::is_valid_label_value(&value), "{value}");
+        assert_eq!(label_value("chat"), "chat");
+    }
+}

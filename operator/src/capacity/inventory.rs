@@ -1,0 +1,154 @@
+//! Node classes and free GPUs (pure), from what the stores hold.
+//!
+//! * Classes: every node whose labels carry GPU facts (the vramfit agent's, or GPU Feature
+//!   Discovery's) belongs to the class `<product>-x<count>`; a `GpuNodeClass` of the same name
+//!   overrides its defaults, and one with `gpu` and `nodeSelector` defines a class of its own.
+//! * A node may form several classes (one per MIG profile), and each class names the resource
+//!   its pods request (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`, `nvidia.com/gpu.shared`):
+//!   see `vramfit_planner::class_from_facts`.
+//! * Free GPUs of a node, per class: its allocatable of the class's resource less what the
+//!   non-terminal pods bound to it request of that resource. Pods an InferenceJob controls that are not bound yet (and
+//!   pods vramfit has just created, see [`crate::capacity::reservations`]) are subtracted from their
+//!   class, best fit, so that a burst of jobs does not pile onto the last free node. The
+//!   `vramfit.io/node-class` label of any other unbound pod is ignored: anyone may set it, and
+//!   a tenant's pods could otherwise make every class look full.
+//! * A node counts only while it is schedulable (not cordoned, Ready), its taints are tolerated
+//!   by the job's pod, and it matches the job's own node selector.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::core::DeserializeGuard;
+use vramfit_api::GpuNodeClass;
+use vramfit_api::labels::gpu_facts;
+use vramfit_planner::{NodeClass, classes_from_facts};
+
+use crate::stores::gpu_resources::{GpuResources, advertised_mig_strategy, is_schedulable};
+
+/// A GPU node as placement sees it.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    /// The node's name.
+    pub name: String,
+    /// The node.
+    pub node: Arc<Node>,
+    /// Allocatable GPU resources (whole, shared, MIG slices), by name.
+    pub allocatable: GpuResources,
+    /// Not cordoned, and Ready.
+    pub schedulable: bool,
+    /// Indices of the classes it belongs to in [`Inventory::classes`].
+    pub classes: Vec<usize>,
+}
+
+/// The classes of the cluster and their nodes.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    /// Every class, sorted by name.
+    pub classes: Vec<NodeClass>,
+    /// Nodes that belong to at least one class.
+    pub nodes: Vec<NodeInfo>,
+    /// GpuNodeClass objects that could not be used, one line each.
+    pub problems: Vec<String>,
+}
+
+impl Inventory {
+    /// A class by name.
+    pub fn class(&self, name: &str) -> Option<&NodeClass> {
+        self.classes.iter().find(|c| c.name == name)
+    }
+
+    /// GPUs per class: `(class, product, allocatable GPUs summed over its nodes)`.
+    pub fn gpu_inventory(&self) -> Vec<(String, String, u64)> {
+        self.classes
+            .iter()
+            .enumerate()
+            .map(|(index, class)| {
+                let gpus = self
+                    .nodes
+                    .iter()
+                    .filter(|n| n.classes.contains(&index))
+                    .map(|n| u64::from(n.allocatable.get(&class.resource)))
+                    .sum();
+                (class.name.clone(), class.product.clone(), gpus)
+            })
+            .collect()
+    }
+}
+
+/// Builds the classes from node labels and GpuNodeClass objects.
+pub fn build_inventory(
+    nodes: &[Arc<Node>],
+    definitions: &[Arc<DeserializeGuard<GpuNodeClass>>],
+) -> Inventory {
+    let mut classes: BTreeMap<String, NodeClass> = BTreeMap::new();
+    for node in nodes {
+        let Some(facts) = gpu_facts(node.labels()) else {
+            continue;
+        };
+        for class in classes_from_facts(&facts, advertised_mig_strategy(node)) {
+            match classes.get(&class.name) {
+                // Nodes of one class may report slightly different memory: plan for the smallest.
+                Some(existing) if existing.memory_mib <= class.memory_mib => {}
+                _ => {
+                    classes.insert(class.name.clone(), class);
+                }
+            }
+        }
+    }
+
+    let mut problems = Vec::new();
+    let mut sorted: Vec<&Arc<DeserializeGuard<GpuNodeClass>>> = definitions.iter().collect();
+    sorted.sort_by_key(|d| d.name_any());
+    for definition in sorted {
+        let name = definition.name_any();
+        match &definition.0 {
+            Err(invalid) => problems.push(format!(
+                "GpuNodeClass {name} cannot be read: {}",
+                invalid.error
+            )),
+            Ok(object) if object.spec.gpu.is_some() => {
+                match NodeClass::from_definition(&name, &object.spec) {
+                    Ok(class) => {
+                        classes.insert(name, class);
+                    }
+                    Err(problem) => problems.push(problem),
+                }
+            }
+            Ok(object) => {
+                if let Some(class) = classes.get_mut(&name) {
+                    class.apply_overrides(&object.spec);
+                }
+            }
+        }
+    }
+    let classes: Vec<NodeClass> = classes
+        .into_values()
+        .filter(|c| !c.node_selector.is_empty())
+        .collect();
+
+    let nodes = nodes
+        .iter()
+        .filter_map(|node| {
+            let labels = node.labels();
+            let member: Vec<usize> = classes
+                .iter()
+                .enumerate()
+                .filter(|(_, class)| class.selects(labels))
+                .map(|(index, _)| index)
+                .collect();
+            (!member.is_empty()).then(|| NodeInfo {
+                name: node.name_any(),
+                allocatable: GpuResources::allocatable(node),
+                schedulable: is_schedulable(node),
+                node: node.clone(),
+                classes: member,
+            })
+        })
+        .collect();
+    Inventory {
+        classes,
+        nodes,
+        problems,
+    }
+}

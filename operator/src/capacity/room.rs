@@ -1,0 +1,192 @@
+//! Free GPUs per class for one job (pure): the class's nodes the job's pod may use, less what
+//! bound pods, unbound InferenceJob pods and reservations take.
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+use kube::ResourceExt;
+use vramfit_api::pod_keys::label_value;
+
+use super::inventory::Inventory;
+use crate::stores::gpu_usage::GpuUsage;
+
+/// What a job's pod asks of a node beyond its class: tolerations and a node selector.
+#[derive(Clone, Debug, Default)]
+pub struct PodConstraints {
+    /// The pod's tolerations (vramfit's GPU toleration included).
+    pub tolerations: Vec<Toleration>,
+    /// The job's own node selector.
+    pub node_selector: BTreeMap<String, String>,
+}
+
+impl PodConstraints {
+    /// The constraints of a job's pods.
+    pub fn of_job(job: &vramfit_api::InferenceJob) -> Self {
+        let template = job.spec.pod.clone().unwrap_or_default();
+        Self {
+            // What the pod will carry, so that room is counted where it can really go.
+            tolerations: crate::tolerations::pod_tolerations(
+                crate::tolerations::gpu_toleration(),
+                &template.tolerations,
+            ),
+            node_selector: template.node_selector,
+        }
+    }
+
+    /// Whether a pod with these constraints may run on `node`.
+    pub fn admit(&self, node: &Node) -> bool {
+        let labels = node.labels();
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_none_or(|taints| taints.iter().all(|t| tolerates(&self.tolerations, t)))
+    }
+}
+
+/// Whether `tolerations` let a pod schedule onto a node with `taint`.
+pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
+    if taint.effect == "PreferNoSchedule" {
+        return true;
+    }
+    tolerations.iter().any(|t| {
+        let effect = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == taint.effect);
+        let exists = t.operator.as_deref() == Some("Exists");
+        let key = match t.key.as_deref() {
+            None | Some("") => exists,
+            Some(k) => k == taint.key,
+        };
+        let value = exists
+            || t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default();
+        effect && key && value
+    })
+}
+
+/// Free GPUs per class for one job, after every reservation.
+#[derive(Clone, Debug, Default)]
+pub struct Capacity {
+    rooms: HashMap<String, ClassRoom>,
+}
+
+/// The room in one class.
+#[derive(Clone, Debug, Default)]
+pub struct ClassRoom {
+    /// Free GPUs → how many admitted nodes have that many free.
+    free: BTreeMap<u32, usize>,
+    /// Nodes of the class.
+    nodes: usize,
+    /// Nodes of the class the job's pod may use (schedulable, tolerated, selected).
+    admitted: usize,
+}
+
+impl Capacity {
+    /// The free GPUs of every class for a pod with `constraints`. `reserved` lists
+    /// `(class, GPUs)` of pods vramfit created that no store shows yet.
+    pub fn compute(
+        inventory: &Inventory,
+        usage: &GpuUsage,
+        reserved: &[(String, u32)],
+        constraints: &PodConstraints,
+    ) -> Self {
+        let mut reserved_by_class: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (class, gpus) in reserved {
+            reserved_by_class
+                .entry(class.as_str())
+                .or_default()
+                .push(*gpus);
+        }
+        let mut rooms: HashMap<String, ClassRoom> = inventory
+            .classes
+            .iter()
+            .map(|c| (c.name.clone(), ClassRoom::default()))
+            .collect();
+        for info in &inventory.nodes {
+            let admitted = info.schedulable && constraints.admit(&info.node);
+            for &index in &info.classes {
+                let Some(class) = inventory.classes.get(index) else {
+                    continue;
+                };
+                let Some(room) = rooms.get_mut(&class.name) else {
+                    continue;
+                };
+                let free = info
+                    .allocatable
+                    .get(&class.resource)
+                    .saturating_sub(usage.used_on(&info.name, &class.resource));
+                room.nodes += 1;
+                if admitted {
+                    room.admitted += 1;
+                    *room.free.entry(free).or_default() += 1;
+                }
+            }
+        }
+        for class in &inventory.classes {
+            let mut pending: Vec<u32> = usage.unbound_in(&label_value(&class.name)).collect();
+            if let Some(gpus) = reserved_by_class.get(class.name.as_str()) {
+                pending.extend(gpus);
+            }
+            pending.sort_unstable_by(|a, b| b.cmp(a));
+            if let Some(room) = rooms.get_mut(&class.name) {
+                for gpus in pending {
+                    room.take(gpus);
+                }
+            }
+        }
+        Self { rooms }
+    }
+
+    /// Whether some admitted node of `class` has `gpus` free.
+    pub fn has_room(&self, class: &str, gpus: u32) -> bool {
+        self.rooms
+            .get(class)
+            .is_some_and(|room| room.free.range(gpus..).any(|(_, count)| *count > 0))
+    }
+
+    /// Why `class` has no node with `gpus` free, in one line.
+    pub fn shortage(&self, class: &str, gpus: u32) -> String {
+        let Some(room) = self.rooms.get(class) else {
+            return "no nodes".to_string();
+        };
+        let plural = if gpus == 1 { "GPU" } else { "GPUs" };
+        if room.nodes == 0 {
+            return "no nodes".to_string();
+        }
+        if room.admitted == 0 {
+            return format!(
+                "no usable node for {gpus} {plural}: all {} node(s) cordoned, not Ready, tainted or not matching the job's nodeSelector",
+                room.nodes
+            );
+        }
+        // No free-GPU counts here: they change with every pod, and the message goes to status.
+        format!(
+            "no free GPUs: no usable node has {gpus} {plural} free ({} usable node(s))",
+            room.admitted
+        )
+    }
+}
+
+impl ClassRoom {
+    /// Best fit: the node with the fewest free GPUs that still has `gpus` gives them up.
+    fn take(&mut self, gpus: u32) {
+        let Some(free) = self
+            .free
+            .range(gpus..)
+            .find(|(_, count)| **count > 0)
+            .map(|(f, _)| *f)
+        else {
+            return;
+        };
+        if let Some(count) = self.free.get_mut(&free) {
+            *count -= 1;
+            if *count == 0 {
+                self.free.remove(&free);
+            }
+        }
+        *self.free.entry(free - gpus).or_default() += 1;
+    }
+}

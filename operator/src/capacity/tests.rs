@@ -1,0 +1,247 @@
+//! Classes, GPU usage and room from stores' contents.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Taint};
+use kube::runtime::watcher;
+use vramfit_api::pod_keys::NODE_CLASS_LABEL;
+
+use super::*;
+use crate::fixtures;
+use crate::stores::gpu_usage::{GpuUsage, gpu_usage, pod_key};
+use vramfit_api::labels::GPU_RESOURCE;
+
+#[test]
+fn classes_come_from_labels_and_definitions() {
+    let nodes = vec![
+        Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4)),
+        Arc::new(fixtures::gpu_node("a-2", "a10g", 4, 4)),
+        Arc::new(fixtures::gpu_node("v-1", "v100", 4, 4)),
+        Arc::new(fixtures::cpu_node("cpu-1")),
+    ];
+    let custom = fixtures::labelled_node("x-1", &[("pool", "mystery")], 2);
+    let mut with_custom = nodes.clone();
+    with_custom.push(Arc::new(custom));
+    let definitions = vec![
+        fixtures::gpu_node_class_override("a10g-x4", 75),
+        fixtures::gpu_node_class_definition(
+            "mystery-x2",
+            &[("pool", "mystery")],
+            "Mystery GPU",
+            2,
+            32_000,
+            "8.9",
+        ),
+        fixtures::malformed_gpu_node_class("broken"),
+    ];
+    let inventory = build_inventory(&with_custom, &definitions);
+    let names: Vec<_> = inventory.classes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["a10g-x4", "mystery-x2", "v100-sxm2-16gb-x4"]);
+    assert_eq!(
+        inventory
+            .class("a10g-x4")
+            .unwrap()
+            .hourly_price_cents_per_gpu,
+        Some(75)
+    );
+    assert_eq!(inventory.nodes.len(), 4, "the CPU node belongs to no class");
+    assert_eq!(inventory.problems.len(), 1, "{:?}", inventory.problems);
+    assert!(inventory.problems[0].contains("broken"));
+    let gpus: HashMap<_, _> = inventory
+        .gpu_inventory()
+        .into_iter()
+        .map(|(c, _, g)| (c, g))
+        .collect();
+    assert_eq!(gpus["a10g-x4"], 8);
+    assert_eq!(gpus["mystery-x2"], 2);
+}
+
+#[test]
+fn nodes_labelled_only_by_nvidia_gfd_form_classes_selected_by_gfd_labels() {
+    let gfd = fixtures::labelled_node(
+        "h-1",
+        &[
+            ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+            ("nvidia.com/gpu.count", "8"),
+            ("nvidia.com/gpu.memory", "81559"),
+            ("nvidia.com/gpu.compute.major", "9"),
+            ("nvidia.com/gpu.compute.minor", "0"),
+            ("nvidia.com/gpu.family", "hopper"),
+        ],
+        8,
+    );
+    let inventory = build_inventory(&[Arc::new(gfd)], &[]);
+    let class = inventory
+        .class("h100-80gb-hbm3-x8")
+        .expect("a class from GFD labels");
+    assert_eq!(
+        class.capability,
+        vramfit_api::labels::ComputeCapability::new(9, 0)
+    );
+    assert_eq!(class.pytorch_cuda_alloc_conf, "max_split_size_mb:256");
+    assert_eq!(
+        class
+            .node_selector
+            .get("nvidia.com/gpu.product")
+            .map(String::as_str),
+        Some("NVIDIA-H100-80GB-HBM3"),
+        "pods are pinned with GFD's own labels"
+    );
+    assert_eq!(inventory.nodes.len(), 1);
+}
+
+#[test]
+fn free_gpus_subtract_bound_unbound_and_reserved_pods() {
+    let nodes = vec![
+        Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4)),
+        Arc::new(fixtures::gpu_node("a-2", "a10g", 4, 4)),
+    ];
+    let inventory = build_inventory(&nodes, &[]);
+    let pods = vec![
+        Arc::new(fixtures::gpu_pod("other", "train-1", Some("a-1"), 3)),
+        Arc::new(fixtures::gpu_pod("other", "train-2", Some("a-2"), 1)),
+        Arc::new(fixtures::succeeded_gpu_pod("other", "done", "a-2", 3)),
+    ];
+    let usage = gpu_usage(&pods);
+    assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 3);
+    assert_eq!(usage.used_on("a-2", GPU_RESOURCE), 1);
+    assert_eq!(usage.len(), 2, "the finished pod takes nothing");
+    let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+    let capacity = Capacity::compute(&inventory, &usage, &[], &constraints);
+    assert!(capacity.has_room("a10g-x4", 3));
+    assert!(!capacity.has_room("a10g-x4", 4));
+    // A reservation of 2 takes the best fit (a-2, 3 free → 1), leaving a-1's 1 and a-2's 1.
+    let capacity = Capacity::compute(&inventory, &usage, &[("a10g-x4".into(), 2)], &constraints);
+    assert!(capacity.has_room("a10g-x4", 1));
+    assert!(!capacity.has_room("a10g-x4", 2));
+    assert_eq!(
+        capacity.shortage("a10g-x4", 2),
+        "no free GPUs: no usable node has 2 GPUs free (2 usable node(s))"
+    );
+}
+
+/// `pod` as an InferenceJob's own pod: labelled with `class` and controlled by `job`.
+fn job_pod_of_class(mut pod: Pod, job: &str, class: &str) -> Pod {
+    pod.metadata.labels = Some(BTreeMap::from([(
+        NODE_CLASS_LABEL.to_string(),
+        class.to_string(),
+    )]));
+    pod.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "vramfit.io/v1alpha1".into(),
+            kind: "InferenceJob".into(),
+            name: job.into(),
+            uid: fixtures::uid(job),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    pod
+}
+
+#[test]
+fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
+    let nodes = vec![Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))];
+    let inventory = build_inventory(&nodes, &[]);
+    let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+    let room_for_4 = |pods: Vec<Pod>| {
+        let usage = gpu_usage(&pods.into_iter().map(Arc::new).collect::<Vec<_>>());
+        Capacity::compute(&inventory, &usage, &[], &constraints).has_room("a10g-x4", 4)
+    };
+    // A pending pod that asks for every GPU of the class and carries the class label,
+    // created by someone else: it may never bind, and holds no room.
+    let forged = job_pod_of_class(
+        fixtures::gpu_pod("tenant", "squat", None, 4),
+        "chat",
+        "a10g-x4",
+    );
+    let mut unowned = forged.clone();
+    unowned.metadata.owner_references = None;
+    assert!(room_for_4(vec![unowned.clone()]));
+    let mut not_controller = forged.clone();
+    if let Some(owner) = not_controller.metadata.owner_references.as_mut() {
+        owner[0].controller = Some(false);
+    }
+    assert!(room_for_4(vec![not_controller]));
+    let mut other_kind = forged.clone();
+    if let Some(owner) = other_kind.metadata.owner_references.as_mut() {
+        owner[0].kind = "Job".into();
+        owner[0].api_version = "batch/v1".into();
+    }
+    assert!(room_for_4(vec![other_kind]));
+    // A job's own unbound pod holds its room; any pod bound to the node takes its real
+    // request, whoever made it.
+    assert!(!room_for_4(vec![forged]));
+    assert!(!room_for_4(vec![fixtures::as_running(unowned, "a-1")]));
+}
+
+#[test]
+fn usage_follows_watch_events_and_relists() {
+    let mut usage = GpuUsage::default();
+    let bound = fixtures::gpu_pod("other", "train", Some("a-1"), 2);
+    usage.apply_event(&watcher::Event::Apply(bound.clone()));
+    let ours = fixtures::gpu_pod(fixtures::NAMESPACE, "chat-1", None, 1);
+    let mut ours = job_pod_of_class(ours, "chat", "a10g-x4");
+    usage.apply_event(&watcher::Event::Apply(ours.clone()));
+    assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 2);
+    assert_eq!(usage.unbound_in("a10g-x4").collect::<Vec<_>>(), [1]);
+    // Bound by the scheduler: it moves from the class to the node.
+    ours.spec.get_or_insert_default().node_name = Some("a-1".into());
+    usage.apply_event(&watcher::Event::Apply(ours.clone()));
+    assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 3);
+    assert_eq!(usage.unbound_in("a10g-x4").count(), 0);
+    usage.apply_event(&watcher::Event::Delete(bound.clone()));
+    assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 1);
+    assert!(usage.contains(&pod_key(fixtures::NAMESPACE, "chat-1")));
+    // A re-list replaces everything at its end.
+    assert!(!usage.is_listed());
+    usage.apply_event(&watcher::Event::Init);
+    usage.apply_event(&watcher::Event::InitApply(bound));
+    assert_eq!(
+        usage.used_on("a-1", GPU_RESOURCE),
+        1,
+        "unchanged until the list is complete"
+    );
+    usage.apply_event(&watcher::Event::InitDone);
+    assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 2);
+    assert!(!usage.contains(&pod_key(fixtures::NAMESPACE, "chat-1")));
+    assert!(usage.is_listed());
+}
+
+#[test]
+fn cordoned_not_ready_and_tainted_nodes_do_not_count() {
+    let mut cordoned = fixtures::gpu_node("a-1", "a10g", 1, 1);
+    cordoned.spec.get_or_insert_default().unschedulable = Some(true);
+    let mut tainted = fixtures::gpu_node("a-2", "a10g", 1, 1);
+    tainted.spec.get_or_insert_default().taints = Some(vec![Taint {
+        key: "dedicated".into(),
+        value: Some("training".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }]);
+    let mut gpu_tainted = fixtures::gpu_node("a-3", "a10g", 1, 1);
+    gpu_tainted.spec.get_or_insert_default().taints = Some(vec![Taint {
+        key: GPU_RESOURCE.into(),
+        value: Some("present".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }]);
+    let nodes = vec![Arc::new(cordoned), Arc::new(tainted), Arc::new(gpu_tainted)];
+    let inventory = build_inventory(&nodes, &[]);
+    let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+    let capacity = Capacity::compute(&inventory, &GpuUsage::default(), &[], &constraints);
+    assert!(
+        capacity.has_room("a10g-x1", 1),
+        "the GPU taint is tolerated"
+    );
+    let only_tainted = build_inventory(&nodes[..2], &[]);
+    let capacity = Capacity::compute(&only_tainted, &GpuUsage::default(), &[], &constraints);
+    assert!(!capacity.has_room("a10g-x1", 1));
+    assert!(
+        capacity
+            .shortage("a10g-x1", 1)
+            .starts_with("no usable node"),
+        "{}",
+        capacity.shortage("a10g-x1", 1)
+    );
+}

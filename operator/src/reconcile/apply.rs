@@ -1,0 +1,153 @@
+//! Apply (API): the pod writes of a decision — delete the pod of a replaced attempt, create a
+//! new attempt's pod (never taking over a pod someone else owns), server-side apply a
+//! metadata-only change — and the reservation ledger that covers the moment between a write and
+//! the watch event that shows it.
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use thiserror::Error;
+use tracing::info;
+use vramfit_api::InferenceJob;
+
+use super::decide::Decision;
+use super::observe::controlled_by;
+use crate::context::Context;
+
+/// Why a pod write failed.
+#[derive(Debug, Error)]
+pub enum ApplyError {
+    /// The pod of an attempt could not be created or applied.
+    #[error("applying pod {pod}: {source}")]
+    PodApply {
+        /// The pod.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A new attempt's pod name is taken by a pod this job does not control.
+    #[error("pod {pod} exists but this job does not own it")]
+    PodNameTaken {
+        /// The pod.
+        pod: String,
+    },
+    /// A replaced pod could not be deleted.
+    #[error("deleting pod {pod}: {source}")]
+    PodDelete {
+        /// The pod.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ApplyError {
+    /// The API server's message when it refused a pod for good (403 quota or pod security,
+    /// 422 invalid, 400 bad request…): the user has to change something.
+    pub fn pod_rejection(&self) -> Option<String> {
+        match self {
+            ApplyError::PodApply {
+                source: kube::Error::Api(status),
+                ..
+            } if (400..500).contains(&status.code) && !self.is_transient() => {
+                Some(format!("{} ({})", status.message, status.code))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a retry soon is expected to succeed (see [`crate::error::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ApplyError::PodApply { source, .. } | ApplyError::PodDelete { source, .. } => {
+                crate::error::is_transient(source)
+            }
+            ApplyError::PodNameTaken { .. } => false,
+        }
+    }
+}
+
+/// Records the pod a decision creates, before the write, so it counts against its class.
+pub fn reserve(job: &InferenceJob, decision: &Decision, ctx: &Context) {
+    if let (Some(pod), Some(plan), Some(namespace)) =
+        (&decision.apply_pod, &decision.applied_plan, job.namespace())
+    {
+        ctx.reservations.record(&namespace, &pod.name_any(), plan);
+    }
+}
+
+/// The pod writes of a decision, in order: delete the replaced pod, then create or apply the
+/// attempt's. A pod not written is forgotten by the ledger (its GPUs are free again).
+pub async fn write_pods(
+    job: &InferenceJob,
+    decision: &Decision,
+    ctx: &Context,
+) -> Result<(), ApplyError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+
+    if let Some(old) = &decision.delete_pod {
+        match pods.delete(old, &DeleteParams::background()).await {
+            Ok(_) => info!(pod = %old, "deleted the pod of a replaced attempt"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(ApplyError::PodDelete {
+                    pod: old.clone(),
+                    source,
+                });
+            }
+        }
+        ctx.reservations.forget(&namespace, old);
+    }
+
+    let Some(pod) = &decision.apply_pod else {
+        return Ok(());
+    };
+    let pod_name = pod.name_any();
+    let written = if decision.create_pod {
+        create_pod(&pods, pod, job).await
+    } else {
+        let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+        pods.patch(&pod_name, &params, &Patch::Apply(pod))
+            .await
+            .map(drop)
+            .map_err(|source| ApplyError::PodApply {
+                pod: pod_name.clone(),
+                source,
+            })
+    };
+    if written.is_err() {
+        ctx.reservations.forget(&namespace, &pod_name);
+    } else {
+        info!(pod = %pod_name, "wrote the pod");
+    }
+    written
+}
+
+/// Creates a new pod. A pod of that name already there is fine when this job controls it (it
+/// was created before a restart the stores have not caught up with); anyone else's is
+/// [`ApplyError::PodNameTaken`], never taken over.
+async fn create_pod(pods: &Api<Pod>, pod: &Pod, job: &InferenceJob) -> Result<(), ApplyError> {
+    let name = pod.name_any();
+    let params = PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let pod_error = |source| ApplyError::PodApply {
+        pod: name.clone(),
+        source,
+    };
+    match pods.create(&params, pod).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            match pods.get_opt(&name).await.map_err(pod_error)? {
+                Some(existing) if controlled_by(&existing, job) => Ok(()),
+                // Gone again since: the next reconcile creates it.
+                None => Ok(()),
+                Some(_) => Err(ApplyError::PodNameTaken { pod: name }),
+            }
+        }
+        Err(source) => Err(pod_error(source)),
+    }
+}

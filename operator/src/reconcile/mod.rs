@@ -1,0 +1,110 @@
+//! One reconcile of an InferenceJob, as a pipeline of steps, each in its own module:
+//!
+//! | step | module | touches the API |
+//! |---|---|---|
+//! | observe: the job, its pods, reservations and room, from the caches | [`observe`] | no (reads caches) |
+//! | decide: the next status, the pod to create or delete, the events | [`decide`] | no (pure) |
+//! | build: the attempt's pod (called by decide) | [`build`] | no (pure) |
+//! | how a pod ended (called by decide) | [`pod_outcome`] | no (pure) |
+//! | apply: delete a replaced pod, create or apply the attempt's pod | [`apply`] | yes |
+//! | update status: the status patch, events, metrics, the malformed-object report | [`update_status`] | yes |
+//!
+//! No duplicate pods: pod names are `<job>-<attempt>`, deterministic; the controller never
+//! runs two reconciles of one job at once; a new attempt number is used only after the status
+//! that ends the previous attempt is written (an attempt's outcome is recorded in the same
+//! write that records the next attempt, or first on its own when the next cannot start); and
+//! a pod that exists under the next attempt's name (created before a crash or a failed status
+//! write) is adopted with the plan in its annotation rather than planned again.
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
+use tracing::{instrument, warn};
+use vramfit_api::InferenceJob;
+
+use crate::context::Context;
+use crate::error::Error;
+
+pub mod apply;
+pub mod build;
+pub mod decide;
+pub mod observe;
+pub mod pod_outcome;
+pub mod update_status;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+/// Reconciles one job. Invalid specs are reported in status and wait for a change; API
+/// errors return `Err` and are retried by [`error_policy`].
+#[instrument(skip(job, ctx), fields(job = %job_key(&job)))]
+pub async fn reconcile(
+    job: Arc<DeserializeGuard<InferenceJob>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    let started = Instant::now();
+    let key = job_key(&job);
+    let result = match &job.0 {
+        Ok(job) => reconcile_job(job, &ctx).await,
+        Err(invalid) => update_status::report_malformed(invalid, &ctx).await,
+    };
+    ctx.metrics.observe_reconcile(started.elapsed());
+    match &result {
+        Ok(_) => ctx.clear_failures(&key),
+        Err(error) => ctx.metrics.count_error(error.metric_label()),
+    }
+    result
+}
+
+/// Retries a failed reconcile with an exponential backoff per job (1 s, 2 s, 4 s, … 5 min).
+pub fn error_policy(
+    job: Arc<DeserializeGuard<InferenceJob>>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let key = job_key(&job);
+    let failures = ctx.record_failure(&key);
+    let delay = ctx.backoff(failures);
+    warn!(job = %key, %error, failures, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// `namespace/name` of a job.
+pub fn job_key(job: &DeserializeGuard<InferenceJob>) -> String {
+    format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
+}
+
+/// The reconcile of a job that deserializes: the steps in order.
+pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, Error> {
+    // Caches: a stale copy of the job, a finished job or one being deleted needs nothing.
+    if let Some(action) = observe::nothing_to_do(job, ctx) {
+        return Ok(action);
+    }
+    let decision = {
+        // Room is read and the chosen pod reserved under one lock, with no await between: a
+        // burst of reconciles cannot all take the same last free GPUs.
+        let _placing = ctx.reservations.hold_placement();
+        // Caches, no writes.
+        let snapshot = observe::snapshot(job, ctx)?;
+        // Pure.
+        let decision = snapshot.decide(Time(Timestamp::now()), &ctx.settings.requeues)?;
+        // In memory: the chosen pod counts against its class until a store shows it.
+        apply::reserve(job, &decision, ctx);
+        decision
+    };
+    // API: delete a replaced pod, create or apply the attempt's pod.
+    if let Err(error) = apply::write_pods(job, &decision, ctx).await {
+        // API: tell the user in status and an event when the server refused the pod.
+        update_status::report_pod_not_written(job, ctx, &error).await;
+        // Retried with backoff by `error_policy`: quota may free up, a policy may change,
+        // the pod of the same name may go.
+        return Err(error.into());
+    }
+    // API: the status, then events and metrics.
+    update_status::write(job, &decision, ctx).await?;
+    Ok(decision.action)
+}

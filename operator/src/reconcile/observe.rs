@@ -1,0 +1,128 @@
+//! Observe (reads the caches, writes nothing): the job, the pods the stores show for it, the
+//! pods this process created that no store shows yet, and the room in every class.
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use thiserror::Error;
+use tracing::debug;
+use vramfit_api::{InferenceJob, Phase};
+use vramfit_planner::{JobInput, resolve_job};
+
+use super::build::BuildError;
+use super::decide::{Decision, Observed, PodSeen, next_status};
+use crate::capacity::{Capacity, Inventory, PodConstraints};
+use crate::context::{Context, Requeues};
+
+/// How soon a job read from a cache that lags behind vramfit's own status write is looked at
+/// again (its watch event normally triggers the reconcile first).
+const STALE_CACHE_RETRY: Duration = Duration::from_millis(500);
+
+/// Why a job could not be observed.
+#[derive(Debug, Error)]
+pub enum ObserveError {
+    /// An object from the API lacks a field every object has.
+    #[error("the object has no {0}")]
+    MissingObjectKey(&'static str),
+}
+
+/// What the caches show of one job, at one moment.
+pub struct Snapshot<'a> {
+    job: &'a InferenceJob,
+    ctx: &'a Context,
+    namespace: String,
+    input: Result<JobInput, String>,
+    inventory: Arc<Inventory>,
+}
+
+/// `Some(action)` when the job needs nothing now: the cached copy predates vramfit's own last
+/// status write (deciding on it would repeat that decision's events), the job is finished
+/// (final), or it is being deleted (the garbage collector removes its pods).
+pub fn nothing_to_do(job: &InferenceJob, ctx: &Context) -> Option<Action> {
+    if let (Some(uid), Some(version)) = (&job.metadata.uid, &job.metadata.resource_version)
+        && ctx.is_stale(uid, version)
+    {
+        debug!("the cache has not caught up with the last status write yet");
+        return Some(Action::requeue(STALE_CACHE_RETRY));
+    }
+    let finished = job
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(Phase::is_terminal);
+    (finished || job.metadata.deletion_timestamp.is_some()).then(Action::await_change)
+}
+
+/// The job as the caches show it.
+pub fn snapshot<'a>(job: &'a InferenceJob, ctx: &'a Context) -> Result<Snapshot<'a>, ObserveError> {
+    let namespace = job
+        .namespace()
+        .ok_or(ObserveError::MissingObjectKey("metadata.namespace"))?;
+    Ok(Snapshot {
+        job,
+        ctx,
+        namespace,
+        input: resolve_job(&job.spec),
+        inventory: ctx.inventory(),
+    })
+}
+
+impl Snapshot<'_> {
+    /// What the stores say of pod `name` of this job.
+    pub fn pod(&self, name: &str) -> PodSeen {
+        if let Some(pod) = self.ctx.stores.job_pod(&self.namespace, name) {
+            if !controlled_by(&pod, self.job) {
+                return PodSeen::Foreign;
+            }
+            return PodSeen::Observed(pod);
+        }
+        match self.ctx.reservations.get(&self.namespace, name) {
+            Some(reservation) => PodSeen::Applied(reservation.plan),
+            None => PodSeen::Absent,
+        }
+    }
+
+    /// Free GPUs per class for this job's pods, after every reservation.
+    pub fn capacity(&self) -> Capacity {
+        let stores = &self.ctx.stores;
+        let usage = stores.usage();
+        // A pod a store shows is no longer a reservation: the GPU watch counts it, or it
+        // finished and takes no GPUs.
+        let reserved = self
+            .ctx
+            .reservations
+            .pending(|key| usage.contains(key) || stores.job_pod_finished(key));
+        Capacity::compute(
+            &self.inventory,
+            &usage,
+            &reserved,
+            &PodConstraints::of_job(self.job),
+        )
+    }
+
+    /// The next status of the job from this snapshot (pure: [`next_status`]).
+    pub fn decide(&self, now: Time, requeues: &Requeues) -> Result<Decision, BuildError> {
+        let pods = |name: &str| self.pod(name);
+        let capacity = || self.capacity();
+        let observed = Observed {
+            job: self.job,
+            input: &self.input,
+            pods: &pods,
+            inventory: &self.inventory,
+            capacity: &capacity,
+            now,
+        };
+        next_status(&observed, requeues)
+    }
+}
+
+/// Whether `job` (this very object, by uid) is the pod's controller: a job deleted and
+/// created again under the same name must not adopt its predecessor's pods.
+pub fn controlled_by(pod: &Pod, job: &InferenceJob) -> bool {
+    pod.owner_references().iter().any(|owner| {
+        owner.controller == Some(true) && Some(&owner.uid) == job.metadata.uid.as_ref()
+    })
+}

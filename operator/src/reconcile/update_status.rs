@@ -1,0 +1,255 @@
+//! Update status (API): the job's status (server-side apply on the `status` subresource,
+//! field manager `vramfit-operator`, forced, with `apiVersion`, `kind` and the whole status, so
+//! fields vramfit no longer sets are removed; only when it differs from the job's), then the
+//! decision's events and metrics; the report of a pod the API server refused; the report of
+//! a job that does not deserialize.
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::core::error_boundary::InvalidObject;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use thiserror::Error;
+use tracing::{debug, warn};
+use vramfit_api::{InferenceJob, InferenceJobStatus, Phase};
+
+use super::apply::ApplyError;
+use super::decide::Decision;
+use super::decide::conditions::{
+    self, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
+};
+use super::observe::ObserveError;
+use crate::context::Context;
+use crate::error::Error;
+use crate::events::{JobEvent, reasons as er};
+
+/// Why a status write failed.
+#[derive(Debug, Error)]
+pub enum StatusError {
+    /// The job's status could not be written.
+    #[error("writing the status of {job}: {source}")]
+    StatusPatch {
+        /// `namespace/name` of the job.
+        job: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Writes a decision's status (when it changed), then counts its metrics and publishes its
+/// events.
+pub async fn write(
+    job: &InferenceJob,
+    decision: &Decision,
+    ctx: &Context,
+) -> Result<(), StatusError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    if decision.status_changed(job) {
+        let written = patch_status(ctx, &namespace, &name, &decision.status).await?;
+        // Only a write that moved the job to a new resourceVersion can leave the cache behind.
+        if let (Some(uid), Some(from), Some(to)) =
+            (&job.metadata.uid, &job.metadata.resource_version, &written)
+            && to != from
+        {
+            ctx.remember_status_write(uid, from);
+        }
+        debug!(phase = ?decision.status.phase, "wrote the status");
+    }
+
+    for step in &decision.steps {
+        ctx.metrics.count_fallback(step);
+    }
+    for (class, dtype) in &decision.bad_outputs {
+        ctx.metrics.count_bad_output(class, dtype);
+    }
+    for (class, result, price) in &decision.results {
+        ctx.metrics
+            .count_result(class, result.items, result.seconds, *price);
+    }
+    if !decision.events.is_empty() {
+        ctx.recorder
+            .publish(&job.object_ref(&()), &decision.events)
+            .await;
+    }
+    Ok(())
+}
+
+/// Tells the user why the attempt's pod was not written, when the reason is theirs to act on:
+/// the API server refused it for good, or its name is taken by a pod the job does not own.
+pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &ApplyError) {
+    let rejection = match error {
+        ApplyError::PodNameTaken { pod } => Some((
+            pod,
+            cr::POD_NAME_TAKEN,
+            er::POD_NAME_TAKEN,
+            format!(
+                "pod {pod} exists but this job does not own it (an earlier job of the same name, or not vramfit's); waiting for it to be deleted"
+            ),
+        )),
+        ApplyError::PodApply { pod, .. } => error.pod_rejection().map(|why| {
+            (
+                pod,
+                cr::POD_REJECTED,
+                er::POD_REJECTED,
+                format!("the API server refused pod {pod}: {why}"),
+            )
+        }),
+        ApplyError::PodDelete { .. } => None,
+    };
+    if let Some((pod, condition_reason, event_reason, message)) = rejection {
+        report_rejection(job, ctx, pod, (condition_reason, event_reason), message).await;
+    }
+}
+
+/// Tells the user, in the job's status (condition Scheduled=False) and a Warning event with
+/// `reasons` (condition's, event's), why its pod could not be written; the status is
+/// otherwise left as it was (no attempt is recorded for a pod that never existed).
+async fn report_rejection(
+    job: &InferenceJob,
+    ctx: &Context,
+    pod: &str,
+    (reason, event_reason): (&'static str, &'static str),
+    message: String,
+) {
+    let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+        return;
+    };
+    warn!(job = %format!("{namespace}/{name}"), %message, "pod not written");
+    let mut status = job.status.clone().unwrap_or_default();
+    status.phase.get_or_insert(Phase::Pending);
+    let now = Time(Timestamp::now());
+    let generation = job.metadata.generation;
+    conditions::set(
+        &mut status.conditions,
+        SCHEDULED,
+        false,
+        reason,
+        message.clone(),
+        generation,
+        &now,
+    );
+    if job.status.as_ref() != Some(&status)
+        && let Err(error) = patch_status(ctx, &namespace, &name, &status).await
+    {
+        warn!(%error, "could not report the rejected pod in status");
+    }
+    let event = JobEvent::warning(event_reason, message).about(pod);
+    ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
+}
+
+/// Server-side applies the whole status of a job; returns the job's new resourceVersion.
+pub async fn patch_status(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    status: &InferenceJobStatus,
+) -> Result<Option<String>, StatusError> {
+    let jobs: Api<DeserializeGuard<InferenceJob>> = Api::namespaced(ctx.client.clone(), namespace);
+    let body = json!({
+        "apiVersion": InferenceJob::api_version(&()),
+        "kind": InferenceJob::kind(&()),
+        "status": status,
+    });
+    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+    let written = jobs
+        .patch_status(name, &params, &Patch::Apply(&body))
+        .await
+        .map_err(|source| StatusError::StatusPatch {
+            job: format!("{namespace}/{name}"),
+            source,
+        })?;
+    Ok(written.resource_version())
+}
+
+/// A job that does not deserialize (it passed the CRD schema but not vramfit's types): report
+/// it once per generation, with a merge patch of the conditions so that its attempts stay.
+pub async fn report_malformed(invalid: &InvalidObject, ctx: &Context) -> Result<Action, Error> {
+    let meta = &invalid.metadata;
+    let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+        return Err(ObserveError::MissingObjectKey("metadata.name").into());
+    };
+    let uid = meta.uid.clone().unwrap_or_default();
+    if !ctx.first_report_of_malformed(&uid, meta.generation) {
+        return Ok(Action::await_change());
+    }
+    let message = format!("the InferenceJob cannot be read: {}", invalid.error);
+    warn!(job = %format!("{namespace}/{name}"), %message, "malformed job");
+    let now = Time(Timestamp::now());
+    let mut list = Vec::new();
+    let generation = meta.generation;
+    conditions::set(
+        &mut list,
+        SCHEDULED,
+        false,
+        cr::INVALID_SPEC,
+        "not planned: the spec is invalid (see InvalidSpec)",
+        generation,
+        &now,
+    );
+    conditions::set(
+        &mut list,
+        READY,
+        false,
+        cr::NOT_RUNNING,
+        "no pod runs",
+        generation,
+        &now,
+    );
+    conditions::set(
+        &mut list,
+        INVALID_SPEC,
+        true,
+        cr::INVALID_SPEC,
+        message.clone(),
+        generation,
+        &now,
+    );
+    conditions::set(
+        &mut list,
+        OUT_OF_MEMORY,
+        false,
+        cr::NO_OUT_OF_MEMORY,
+        "no attempt ran out of memory",
+        generation,
+        &now,
+    );
+    let jobs: Api<DeserializeGuard<InferenceJob>> = Api::namespaced(ctx.client.clone(), &namespace);
+    let body = json!({ "status": { "observedGeneration": generation, "conditions": list } });
+    if let Err(source) = jobs
+        .patch_status(&name, &merge_params(), &Patch::Merge(&body))
+        .await
+    {
+        // Report again on the retry.
+        ctx.forget_malformed(&uid, generation);
+        return Err(StatusError::StatusPatch {
+            job: format!("{namespace}/{name}"),
+            source,
+        }
+        .into());
+    }
+    let reference = ObjectReference {
+        api_version: Some(InferenceJob::api_version(&()).to_string()),
+        kind: Some(InferenceJob::kind(&()).to_string()),
+        name: Some(name),
+        namespace: Some(namespace),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    };
+    ctx.recorder
+        .publish(&reference, &[JobEvent::warning(er::INVALID_SPEC, message)])
+        .await;
+    Ok(Action::await_change())
+}
+
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
