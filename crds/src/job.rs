@@ -7,6 +7,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::outcome::AttemptOutcome;
 use crate::plan::{KvCacheType, Plan, Quantization};
 use crate::pod_security::PodSecurity;
 use crate::schema;
@@ -566,7 +567,7 @@ pub struct Attempt {
     /// preempted, drained, refused at admission; run again with the same plan), or Replaced
     /// (deleted for a new pod after a spec change); unset while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<AttemptOutcome>,
     /// The failure message (termination message or reason), trimmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -6,16 +6,20 @@
 //! * [`labels`]: the node-label keys the agent writes and the operator reads, and the
 //!   mapping from NVIDIA GPU Feature Discovery's labels; [`partitions`]: MIG slices and
 //!   shared GPUs read from them.
+//! * [`conditions`]: status condition types and reasons, and how they are set;
+//!   [`AttemptOutcome`]: how an attempt ended.
 //! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod conditions;
 pub mod crdgen;
 pub mod job;
 pub mod labels;
 pub mod nodeclass;
+pub mod outcome;
 pub mod partitions;
 pub mod plan;
 pub mod pod_keys;
@@ -25,6 +29,7 @@ pub mod workload_report;
 
 pub use job::*;
 pub use nodeclass::*;
+pub use outcome::AttemptOutcome;
 pub use plan::*;
 pub use pod_security::PodSecurity;
 

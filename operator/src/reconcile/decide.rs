@@ -31,15 +31,13 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vramfit_api::workload_report::JobResult;
 use vramfit_api::{
-    Attempt, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob, InferenceJobStatus, Phase,
-    Plan,
+    Attempt, AttemptOutcome, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob,
+    InferenceJobStatus, Phase, Plan,
 };
 use vramfit_planner::fallback::{next_after_bad_output, next_step};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
-use self::conditions::{
-    FLAGS_UNREACHABLE, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
-};
+use vramfit_api::conditions::{self, ConditionType, ConditionsUpdate, Reason};
 use vramfit_api::pod_keys::pod_name;
 
 use super::build::{BuildError, desired_pod, metadata_matches, recorded_plan, recorded_spec_hash};
@@ -49,23 +47,6 @@ use crate::events::{JobEvent, reasons as er};
 use crate::reconcile::pod_outcome::start_deadline;
 use crate::reconcile::pod_outcome::{PodState, classify};
 use placement::{Choice, choose, plan_summary};
-
-/// `attempts[].outcome`: the pod finished successfully.
-pub const OUTCOME_SUCCEEDED: &str = "Succeeded";
-/// `attempts[].outcome`: the pod ran out of memory.
-pub const OUTCOME_OUT_OF_MEMORY: &str = "OutOfMemory";
-/// `attempts[].outcome`: the pod was killed at its host memory limit (`OOMKilled`).
-pub const OUTCOME_HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
-/// `attempts[].outcome`: the workload's output check found garbage.
-pub const OUTCOME_BAD_OUTPUT: &str = "BadOutput";
-/// `attempts[].outcome`: the pod did not start within the job's start deadline.
-pub const OUTCOME_START_TIMEOUT: &str = "StartTimeout";
-/// `attempts[].outcome`: the pod failed otherwise.
-pub const OUTCOME_FAILED: &str = "Failed";
-/// `attempts[].outcome`: the pod was deleted for a new one after a spec change.
-pub const OUTCOME_REPLACED: &str = "Replaced";
-/// `attempts[].outcome`: Kubernetes ended the pod (eviction, preemption, drain, admission).
-pub const OUTCOME_DISRUPTED: &str = "Disrupted";
 
 /// What the stores say of a pod name.
 #[derive(Clone, Debug)]
@@ -230,17 +211,15 @@ impl Draft<'_> {
         &self.obs.now
     }
 
-    fn set(&mut self, type_: &str, value: bool, reason: &str, message: impl Into<String>) {
-        let (generation, now) = (self.generation, self.obs.now.clone());
-        conditions::set(
-            &mut self.status.conditions,
-            type_,
-            value,
-            reason,
-            message,
-            generation,
-            &now,
-        );
+    fn set(
+        &mut self,
+        type_: ConditionType,
+        value: bool,
+        reason: Reason,
+        message: impl Into<String>,
+    ) {
+        ConditionsUpdate::new(&mut self.status.conditions, self.generation, &self.obs.now)
+            .set(type_, value, reason, message);
     }
 
     /// FlagsUnreachable from the plan's shell-command warning: True while the command is a
@@ -252,18 +231,23 @@ impl Draft<'_> {
             .find(|w| w.starts_with("command is a shell"));
         match warning {
             Some(w) if input.shell_command => {
-                self.set(FLAGS_UNREACHABLE, true, cr::SHELL_COMMAND, w.clone());
+                self.set(
+                    ConditionType::FlagsUnreachable,
+                    true,
+                    Reason::ShellCommand,
+                    w.clone(),
+                );
             }
             _ if self
                 .status
                 .conditions
                 .iter()
-                .any(|c| c.type_ == FLAGS_UNREACHABLE) =>
+                .any(|c| c.type_ == ConditionType::FlagsUnreachable.as_str()) =>
             {
                 self.set(
-                    FLAGS_UNREACHABLE,
+                    ConditionType::FlagsUnreachable,
                     false,
-                    cr::FLAGS_APPENDED,
+                    Reason::FlagsAppended,
                     "the planned flags are appended to the container's args",
                 );
             }
@@ -278,19 +262,24 @@ impl Draft<'_> {
     fn validate(&mut self, old: &InferenceJobStatus) {
         match self.obs.input {
             Ok(_) => self.set(
-                INVALID_SPEC,
+                ConditionType::InvalidSpec,
                 false,
-                cr::SPEC_VALID,
+                Reason::SpecValid,
                 "the spec can be planned",
             ),
             Err(message) => {
-                let already = conditions::get(&old.conditions, INVALID_SPEC)
+                let already = conditions::get(&old.conditions, ConditionType::InvalidSpec)
                     .is_some_and(|c| c.status == "True" && c.message == *message);
                 if !already {
                     self.events
                         .push(JobEvent::warning(er::INVALID_SPEC, message.clone()));
                 }
-                self.set(INVALID_SPEC, true, cr::INVALID_SPEC, message.clone());
+                self.set(
+                    ConditionType::InvalidSpec,
+                    true,
+                    Reason::InvalidSpec,
+                    message.clone(),
+                );
             }
         }
     }
@@ -305,10 +294,10 @@ impl Draft<'_> {
             return self.start(Start::First);
         }
         let outcome = self.status.attempts[count - 1].outcome.clone();
-        match outcome.as_deref() {
+        match outcome {
             None => self.observe_current(old),
-            Some(OUTCOME_OUT_OF_MEMORY) => self.start(Start::AfterOutOfMemory),
-            Some(OUTCOME_HOST_OUT_OF_MEMORY) => {
+            Some(AttemptOutcome::OutOfMemory) => self.start(Start::AfterOutOfMemory),
+            Some(AttemptOutcome::HostOutOfMemory) => {
                 let message = self.status.attempts[count - 1]
                     .message
                     .clone()
@@ -316,11 +305,11 @@ impl Draft<'_> {
                 self.fail_host_out_of_memory(count as u32, &message);
                 Ok(())
             }
-            Some(OUTCOME_REPLACED) => self.start(Start::Replacing),
-            Some(OUTCOME_DISRUPTED) => self.start(Start::AfterDisruption),
-            Some(OUTCOME_BAD_OUTPUT) => self.start(Start::AfterBadOutput),
-            Some(OUTCOME_START_TIMEOUT) => self.start(Start::AfterStuckPod),
-            Some(OUTCOME_SUCCEEDED) => {
+            Some(AttemptOutcome::Replaced) => self.start(Start::Replacing),
+            Some(AttemptOutcome::Disrupted) => self.start(Start::AfterDisruption),
+            Some(AttemptOutcome::BadOutput) => self.start(Start::AfterBadOutput),
+            Some(AttemptOutcome::StartTimeout) => self.start(Start::AfterStuckPod),
+            Some(AttemptOutcome::Succeeded) => {
                 self.succeed();
                 Ok(())
             }
@@ -329,7 +318,7 @@ impl Draft<'_> {
                     .message
                     .clone()
                     .unwrap_or_default();
-                self.fail(cr::POD_FAILED, message, false);
+                self.fail(Reason::PodFailed, message, false);
                 Ok(())
             }
         }
@@ -396,7 +385,7 @@ impl Draft<'_> {
             overdue.node, overdue.waiting_on
         );
         self.delete_pod = Some(name.to_string());
-        self.end_attempt(OUTCOME_START_TIMEOUT, message.clone());
+        self.end_attempt(AttemptOutcome::StartTimeout, message.clone());
         self.events.push(
             JobEvent::warning(
                 er::START_DEADLINE_EXCEEDED,
@@ -406,7 +395,7 @@ impl Draft<'_> {
         );
         if overdue.unfixable {
             self.fail(
-                cr::START_DEADLINE_EXCEEDED,
+                Reason::StartDeadlineExceeded,
                 format!("{message}; a new pod would wait on the same (fix the image or the pod's configuration and create the job again)"),
                 false,
             );
@@ -420,9 +409,9 @@ impl Draft<'_> {
     fn name_taken(&mut self, name: &str) {
         self.status.phase = Some(Phase::Pending);
         self.set(
-            SCHEDULED,
+            ConditionType::Scheduled,
             false,
-            cr::POD_NAME_TAKEN,
+            Reason::PodNameTaken,
             format!(
                 "pod {name} exists but this job does not own it (an earlier job of the same name, or \
                  not vramfit's); waiting for it to be deleted"
@@ -445,7 +434,7 @@ impl Draft<'_> {
         let Some(class) = self.obs.inventory.class(&plan.node_class) else {
             // Its class is gone: this attempt cannot be re-run as planned; plan a new one.
             self.end_attempt(
-                OUTCOME_REPLACED,
+                AttemptOutcome::Replaced,
                 format!(
                     "pod {name} is gone and node class {} no longer exists",
                     plan.node_class
@@ -502,22 +491,27 @@ impl Draft<'_> {
             },
         };
         self.delete_pod = Some(name.to_string());
-        self.end_attempt(OUTCOME_REPLACED, why);
+        self.end_attempt(AttemptOutcome::Replaced, why);
         self.start(Start::Replacing)?;
         Ok(true)
     }
 
-    fn end_attempt(&mut self, outcome: &str, message: String) {
+    fn end_attempt(&mut self, outcome: AttemptOutcome, message: String) {
         if let Some(last) = self.status.attempts.last_mut() {
-            last.outcome = Some(outcome.to_string());
+            last.outcome = Some(outcome);
             last.message = Some(message);
         }
     }
 
     /// Conditions of a pod just applied: created, not running yet.
     fn pod_created(&mut self, name: &str, message: String) {
-        self.set(SCHEDULED, true, cr::POD_CREATED, message);
-        self.set(READY, false, cr::POD_PENDING, not_started(name));
+        self.set(ConditionType::Scheduled, true, Reason::PodCreated, message);
+        self.set(
+            ConditionType::Ready,
+            false,
+            Reason::PodPending,
+            not_started(name),
+        );
     }
 
     /// The job follows its pod.
@@ -544,9 +538,9 @@ impl Draft<'_> {
                 self.status.phase = Some(Phase::Scheduled);
                 match &node {
                     Some(node) => self.set(
-                        SCHEDULED,
+                        ConditionType::Scheduled,
                         true,
-                        cr::POD_BOUND,
+                        Reason::PodBound,
                         format!("pod {name} (attempt {attempt}) is bound to node {node}"),
                     ),
                     None => {
@@ -557,9 +551,9 @@ impl Draft<'_> {
                             .map(|a| a.plan_summary.clone())
                             .unwrap_or_default();
                         self.set(
-                            SCHEDULED,
+                            ConditionType::Scheduled,
                             true,
-                            cr::POD_CREATED,
+                            Reason::PodCreated,
                             format!("pod {name} (attempt {attempt}) created: {summary}"),
                         );
                     }
@@ -569,22 +563,27 @@ impl Draft<'_> {
                     (None, Some(node)) => format!("pod {name} starts on node {node}"),
                     (None, None) => not_started(name),
                 };
-                self.set(READY, false, cr::POD_PENDING, message);
+                self.set(ConditionType::Ready, false, Reason::PodPending, message);
             }
             PodState::Running { node } => {
                 self.status.phase = Some(Phase::Running);
                 let on = node.map(|n| format!(" on node {n}")).unwrap_or_default();
                 self.set(
-                    SCHEDULED,
+                    ConditionType::Scheduled,
                     true,
-                    cr::POD_BOUND,
+                    Reason::PodBound,
                     format!("pod {name} (attempt {attempt}) is bound{on}"),
                 );
-                self.set(READY, true, cr::RUNNING, format!("pod {name} runs{on}"));
+                self.set(
+                    ConditionType::Ready,
+                    true,
+                    Reason::Running,
+                    format!("pod {name} runs{on}"),
+                );
             }
             PodState::Succeeded { summary, .. } => {
                 if let Some(last) = self.status.attempts.last_mut() {
-                    last.outcome = Some(OUTCOME_SUCCEEDED.to_string());
+                    last.outcome = Some(AttemptOutcome::Succeeded);
                 }
                 if let Some(summary) = summary {
                     let price = self
@@ -609,7 +608,7 @@ impl Draft<'_> {
                     check.samples,
                     check.dtype
                 );
-                self.end_attempt(OUTCOME_BAD_OUTPUT, message.clone());
+                self.end_attempt(AttemptOutcome::BadOutput, message.clone());
                 self.events.push(
                     JobEvent::warning(
                         er::BAD_OUTPUT,
@@ -622,7 +621,7 @@ impl Draft<'_> {
                 return self.start(Start::AfterBadOutput);
             }
             PodState::OutOfMemory { message, .. } => {
-                self.end_attempt(OUTCOME_OUT_OF_MEMORY, message.clone());
+                self.end_attempt(AttemptOutcome::OutOfMemory, message.clone());
                 self.events.push(
                     JobEvent::warning(
                         er::OUT_OF_MEMORY,
@@ -634,7 +633,7 @@ impl Draft<'_> {
                 return self.start(Start::AfterOutOfMemory);
             }
             PodState::HostOutOfMemory { message, .. } => {
-                self.end_attempt(OUTCOME_HOST_OUT_OF_MEMORY, message.clone());
+                self.end_attempt(AttemptOutcome::HostOutOfMemory, message.clone());
                 self.events.push(
                     JobEvent::warning(
                         er::HOST_OUT_OF_MEMORY,
@@ -645,7 +644,7 @@ impl Draft<'_> {
                 self.fail_host_out_of_memory(attempt, &message);
             }
             PodState::Disrupted { message, .. } => {
-                self.end_attempt(OUTCOME_DISRUPTED, message.clone());
+                self.end_attempt(AttemptOutcome::Disrupted, message.clone());
                 self.events.push(
                     JobEvent::warning(
                         er::DISRUPTED,
@@ -658,9 +657,9 @@ impl Draft<'_> {
                 return self.start(Start::AfterDisruption);
             }
             PodState::Failed { message, .. } => {
-                self.end_attempt(OUTCOME_FAILED, message.clone());
+                self.end_attempt(AttemptOutcome::Failed, message.clone());
                 self.fail(
-                    cr::POD_FAILED,
+                    Reason::PodFailed,
                     format!("attempt {attempt} (pod {name}) failed: {message}"),
                     false,
                 );
@@ -675,9 +674,9 @@ impl Draft<'_> {
         self.status.completion_time.get_or_insert(now);
         let name = self.status.pod_name.clone().unwrap_or_default();
         self.set(
-            READY,
+            ConditionType::Ready,
             false,
-            cr::SUCCEEDED,
+            Reason::Succeeded,
             format!("pod {name} completed successfully"),
         );
     }
@@ -686,7 +685,7 @@ impl Draft<'_> {
     /// llama.cpp plan would even keep more on the CPU), so the job says what to raise.
     fn fail_host_out_of_memory(&mut self, attempt: u32, message: &str) {
         self.fail(
-            cr::HOST_OUT_OF_MEMORY,
+            Reason::HostOutOfMemory,
             format!(
                 "attempt {attempt} ran out of host memory ({message}); a GPU step down does not cure that: raise spec.pod.resources memory"
             ),
@@ -696,14 +695,14 @@ impl Draft<'_> {
 
     /// Failed for good. `oom`: the failure was out of memory (the OutOfMemory condition says
     /// why no retry follows).
-    fn fail(&mut self, reason: &str, message: String, oom: bool) {
+    fn fail(&mut self, reason: Reason, message: String, oom: bool) {
         self.status.phase = Some(Phase::Failed);
         let now = self.now().clone();
         self.status.completion_time.get_or_insert(now);
         if oom {
-            self.set(OUT_OF_MEMORY, true, reason, message.clone());
+            self.set(ConditionType::OutOfMemory, true, reason, message.clone());
         }
-        self.set(READY, false, reason, message);
+        self.set(ConditionType::Ready, false, reason, message);
     }
 
     /// Starts attempt `attemptCount + 1`, or records why it cannot start now.
@@ -711,12 +710,17 @@ impl Draft<'_> {
         let Ok(input) = self.obs.input else {
             self.status.phase = Some(Phase::Pending);
             self.set(
-                SCHEDULED,
+                ConditionType::Scheduled,
                 false,
-                cr::INVALID_SPEC,
+                Reason::InvalidSpec,
                 "not planned: the spec is invalid (see InvalidSpec)",
             );
-            self.set(READY, false, cr::NOT_RUNNING, "no pod runs");
+            self.set(
+                ConditionType::Ready,
+                false,
+                Reason::NotRunning,
+                "no pod runs",
+            );
             return Ok(());
         };
         let previous = self.status.attempt_count;
@@ -740,7 +744,7 @@ impl Draft<'_> {
                     let message = format!(
                         "attempt {previous} {ended} and all {max} attempts are used: {why}"
                     );
-                    self.fail(cr::ATTEMPTS_EXHAUSTED, message, false);
+                    self.fail(Reason::AttemptsExhausted, message, false);
                     return Ok(());
                 }
                 (
@@ -760,7 +764,7 @@ impl Draft<'_> {
                     let message = format!(
                         "attempt {previous} ran out of memory and all {max} attempts are used: {failure}"
                     );
-                    self.fail(cr::ATTEMPTS_EXHAUSTED, message, true);
+                    self.fail(Reason::AttemptsExhausted, message, true);
                     return Ok(());
                 }
                 let Some(plan) = self.status.plan.clone() else {
@@ -781,7 +785,7 @@ impl Draft<'_> {
                         let message = format!(
                             "attempt {previous} ran out of memory and no step down is left: {failure}"
                         );
-                        self.fail(cr::NO_STEP_LEFT, message, true);
+                        self.fail(Reason::NoStepLeft, message, true);
                         return Ok(());
                     }
                 }
@@ -793,7 +797,7 @@ impl Draft<'_> {
                     let message = format!(
                         "attempt {previous} answered garbage and all {max} attempts are used: {failure}"
                     );
-                    self.fail(cr::BAD_OUTPUT, message, false);
+                    self.fail(Reason::BadOutput, message, false);
                     return Ok(());
                 }
                 let Some(plan) = self.status.plan.clone() else {
@@ -806,7 +810,7 @@ impl Draft<'_> {
                             "attempt {previous} answered garbage in {} without flash attention, and nothing is left to change: {failure}",
                             plan.dtype.as_str()
                         );
-                        self.fail(cr::BAD_OUTPUT, message, false);
+                        self.fail(Reason::BadOutput, message, false);
                         return Ok(());
                     }
                 }
@@ -875,9 +879,9 @@ impl Draft<'_> {
             );
             let failure = self.last_failure_message();
             self.set(
-                OUT_OF_MEMORY,
+                ConditionType::OutOfMemory,
                 true,
-                cr::STEPPED_DOWN,
+                Reason::SteppedDown,
                 format!("attempt {previous} ran out of memory ({failure}); attempt {number}: {step_text}"),
             );
         }
@@ -951,9 +955,9 @@ impl Draft<'_> {
         if how == Start::AfterOutOfMemory {
             let failure = self.last_failure_message();
             self.set(
-                OUT_OF_MEMORY,
+                ConditionType::OutOfMemory,
                 true,
-                cr::STEPPED_DOWN,
+                Reason::SteppedDown,
                 format!(
                     "attempt {previous} ran out of memory ({failure}); attempt {}: {}, waiting for a class with room",
                     previous + 1,
@@ -961,24 +965,45 @@ impl Draft<'_> {
                 ),
             );
         }
-        self.set(SCHEDULED, false, cr::NO_CLASS_FITS, message);
-        self.set(READY, false, cr::NOT_RUNNING, "no pod runs");
+        self.set(
+            ConditionType::Scheduled,
+            false,
+            Reason::NoClassFits,
+            message,
+        );
+        self.set(
+            ConditionType::Ready,
+            false,
+            Reason::NotRunning,
+            "no pod runs",
+        );
     }
 
     /// Every condition type is present, so dashboards can rely on them.
     fn fill_conditions(&mut self) {
-        let missing = |s: &Self, t: &str| conditions::get(&s.status.conditions, t).is_none();
-        if missing(self, SCHEDULED) {
-            self.set(SCHEDULED, false, cr::NOT_PLANNED, "not planned yet");
-        }
-        if missing(self, READY) {
-            self.set(READY, false, cr::NOT_RUNNING, "no pod runs");
-        }
-        if missing(self, OUT_OF_MEMORY) {
+        let missing =
+            |s: &Self, t: ConditionType| conditions::get(&s.status.conditions, t).is_none();
+        if missing(self, ConditionType::Scheduled) {
             self.set(
-                OUT_OF_MEMORY,
+                ConditionType::Scheduled,
                 false,
-                cr::NO_OUT_OF_MEMORY,
+                Reason::NotPlanned,
+                "not planned yet",
+            );
+        }
+        if missing(self, ConditionType::Ready) {
+            self.set(
+                ConditionType::Ready,
+                false,
+                Reason::NotRunning,
+                "no pod runs",
+            );
+        }
+        if missing(self, ConditionType::OutOfMemory) {
+            self.set(
+                ConditionType::OutOfMemory,
+                false,
+                Reason::NoOutOfMemory,
                 "no attempt ran out of memory",
             );
         }
@@ -993,7 +1018,7 @@ impl Draft<'_> {
         if before == after {
             return;
         }
-        let message = |s: &Self, t: &str| {
+        let message = |s: &Self, t: ConditionType| {
             conditions::get(&s.status.conditions, t)
                 .map(|c| c.message.clone())
                 .unwrap_or_default()
@@ -1005,20 +1030,20 @@ impl Draft<'_> {
         };
         match after {
             Some(Phase::Running) => {
-                let note = message(self, READY);
+                let note = message(self, ConditionType::Ready);
                 self.events.push(about(JobEvent::normal(er::RUNNING, note)));
             }
             Some(Phase::Succeeded) => {
-                let note = message(self, READY);
+                let note = message(self, ConditionType::Ready);
                 self.events
                     .push(about(JobEvent::normal(er::SUCCEEDED, note)));
             }
             Some(Phase::Failed) => {
-                let note = message(self, READY);
+                let note = message(self, ConditionType::Ready);
                 self.events.push(about(JobEvent::warning(er::FAILED, note)));
             }
             Some(Phase::Unschedulable) => {
-                let note = message(self, SCHEDULED);
+                let note = message(self, ConditionType::Scheduled);
                 self.events.push(JobEvent::warning(er::UNSCHEDULABLE, note));
             }
             _ => {}
@@ -1057,7 +1082,6 @@ pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static s
     }
 }
 
-pub mod conditions;
 pub mod placement;
 
 #[cfg(test)]

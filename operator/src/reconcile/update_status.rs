@@ -18,13 +18,11 @@ use vramfit_api::{InferenceJob, InferenceJobStatus, Phase};
 
 use super::apply::ApplyError;
 use super::decide::Decision;
-use super::decide::conditions::{
-    self, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
-};
 use super::observe::ObserveError;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::{JobEvent, reasons as er};
+use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
 
 /// Why a status write failed.
 #[derive(Debug, Error)]
@@ -85,7 +83,7 @@ pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &A
     let rejection = match error {
         ApplyError::PodNameTaken { pod } => Some((
             pod,
-            cr::POD_NAME_TAKEN,
+            Reason::PodNameTaken,
             er::POD_NAME_TAKEN,
             format!(
                 "pod {pod} exists but this job does not own it (an earlier job of the same name, or not vramfit's); waiting for it to be deleted"
@@ -94,7 +92,7 @@ pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &A
         ApplyError::PodApply { pod, .. } => error.pod_rejection().map(|why| {
             (
                 pod,
-                cr::POD_REJECTED,
+                Reason::PodRejected,
                 er::POD_REJECTED,
                 format!("the API server refused pod {pod}: {why}"),
             )
@@ -113,7 +111,7 @@ async fn report_rejection(
     job: &InferenceJob,
     ctx: &Context,
     pod: &str,
-    (reason, event_reason): (&'static str, &'static str),
+    (reason, event_reason): (Reason, &'static str),
     message: String,
 ) {
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
@@ -124,14 +122,11 @@ async fn report_rejection(
     status.phase.get_or_insert(Phase::Pending);
     let now = Time(Timestamp::now());
     let generation = job.metadata.generation;
-    conditions::set(
-        &mut status.conditions,
-        SCHEDULED,
+    ConditionsUpdate::new(&mut status.conditions, generation, &now).set(
+        ConditionType::Scheduled,
         false,
         reason,
         message.clone(),
-        generation,
-        &now,
     );
     if job.status.as_ref() != Some(&status)
         && let Err(error) = patch_status(ctx, &namespace, &name, &status).await
@@ -182,42 +177,31 @@ pub async fn report_malformed(invalid: &InvalidObject, ctx: &Context) -> Result<
     let now = Time(Timestamp::now());
     let mut list = Vec::new();
     let generation = meta.generation;
-    conditions::set(
-        &mut list,
-        SCHEDULED,
-        false,
-        cr::INVALID_SPEC,
-        "not planned: the spec is invalid (see InvalidSpec)",
-        generation,
-        &now,
-    );
-    conditions::set(
-        &mut list,
-        READY,
-        false,
-        cr::NOT_RUNNING,
-        "no pod runs",
-        generation,
-        &now,
-    );
-    conditions::set(
-        &mut list,
-        INVALID_SPEC,
-        true,
-        cr::INVALID_SPEC,
-        message.clone(),
-        generation,
-        &now,
-    );
-    conditions::set(
-        &mut list,
-        OUT_OF_MEMORY,
-        false,
-        cr::NO_OUT_OF_MEMORY,
-        "no attempt ran out of memory",
-        generation,
-        &now,
-    );
+    ConditionsUpdate::new(&mut list, generation, &now)
+        .set(
+            ConditionType::Scheduled,
+            false,
+            Reason::InvalidSpec,
+            "not planned: the spec is invalid (see InvalidSpec)",
+        )
+        .set(
+            ConditionType::Ready,
+            false,
+            Reason::NotRunning,
+            "no pod runs",
+        )
+        .set(
+            ConditionType::InvalidSpec,
+            true,
+            Reason::InvalidSpec,
+            message.clone(),
+        )
+        .set(
+            ConditionType::OutOfMemory,
+            false,
+            Reason::NoOutOfMemory,
+            "no attempt ran out of memory",
+        );
     let jobs: Api<DeserializeGuard<InferenceJob>> = Api::namespaced(ctx.client.clone(), &namespace);
     let body = json!({ "status": { "observedGeneration": generation, "conditions": list } });
     if let Err(source) = jobs

@@ -11,8 +11,9 @@ use vramfit_planner::resolve_job;
 use super::*;
 use crate::capacity::{PodConstraints, build_inventory};
 use crate::fixtures;
-use crate::reconcile::decide::conditions;
 use crate::stores::gpu_usage::gpu_usage;
+use vramfit_api::AttemptOutcome;
+use vramfit_api::conditions::{self, ConditionType};
 use vramfit_api::pod_keys::{ATTEMPT_LABEL, CONTAINER_NAME};
 
 fn at(seconds: i64) -> Time {
@@ -92,6 +93,7 @@ fn reasons(decision: &Decision) -> Vec<&'static str> {
 }
 
 fn condition<'a>(decision: &'a Decision, type_: &str) -> &'a vramfit_api::Condition {
+    let type_ = ConditionType::parse(type_).expect("a condition type vramfit sets");
     conditions::get(&decision.status.conditions, type_).unwrap()
 }
 
@@ -225,7 +227,13 @@ fn status_follows_the_pod_and_writes_only_changes() {
     let d = world.decide(&job);
     assert_eq!(d.status.phase, Some(Phase::Succeeded));
     assert_eq!(d.status.completion_time, Some(at(300)));
-    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("Succeeded"));
+    assert_eq!(
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
+        Some("Succeeded")
+    );
     assert_eq!(condition(&d, "Ready").reason, "Succeeded");
     assert_eq!(reasons(&d), ["Succeeded"]);
     assert_eq!(d.action, Action::await_change());
@@ -258,7 +266,10 @@ fn cuda_out_of_memory_retries_one_step_down() {
     );
     let s = &d.status;
     assert_eq!(s.attempt_count, 2);
-    assert_eq!(s.attempts[0].outcome.as_deref(), Some("OutOfMemory"));
+    assert_eq!(
+        s.attempts[0].outcome.as_ref().map(AttemptOutcome::as_str),
+        Some("OutOfMemory")
+    );
     assert!(
         s.attempts[0]
             .message
@@ -324,7 +335,13 @@ fn other_failures_fail_without_retry() {
     let d = world.decide(&job);
     assert!(d.apply_pod.is_none());
     assert_eq!(d.status.phase, Some(Phase::Failed));
-    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("Failed"));
+    assert_eq!(
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
+        Some("Failed")
+    );
     let ready = condition(&d, "Ready");
     assert_eq!(ready.reason, "PodFailed");
     assert!(
@@ -366,7 +383,7 @@ fn the_ladder_ends_when_attempts_run_out() {
         d.status
             .attempts
             .iter()
-            .all(|a| a.outcome.as_deref() == Some("OutOfMemory"))
+            .all(|a| a.outcome.as_ref().map(AttemptOutcome::as_str) == Some("OutOfMemory"))
     );
     let oom_condition = condition(&d, "OutOfMemory");
     assert_eq!(oom_condition.reason, "AttemptsExhausted");
@@ -424,7 +441,13 @@ fn out_of_memory_without_room_waits_and_then_steps_down_the_same_way() {
     assert!(d.apply_pod.is_none());
     assert_eq!(d.status.phase, Some(Phase::Unschedulable));
     assert_eq!(d.status.attempt_count, 1);
-    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("OutOfMemory"));
+    assert_eq!(
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
+        Some("OutOfMemory")
+    );
     assert_eq!(
         d.status.fallback, None,
         "the step is taken when the attempt starts"
@@ -552,7 +575,13 @@ fn a_spec_change_makes_a_new_pod_only_when_the_pod_changes() {
         d.apply_pod.as_ref().unwrap().metadata.name.as_deref(),
         Some("chat-2")
     );
-    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("Replaced"));
+    assert_eq!(
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
+        Some("Replaced")
+    );
     assert!(
         d.status.attempts[1]
             .step
@@ -688,7 +717,13 @@ fn a_pod_kubernetes_ended_runs_again_with_the_same_plan() {
     let pod = d.apply_pod.as_ref().expect("a new pod");
     assert_eq!(pod.metadata.name.as_deref(), Some("chat-2"));
     assert_eq!(d.status.phase, Some(Phase::Scheduled));
-    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("Disrupted"));
+    assert_eq!(
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
+        Some("Disrupted")
+    );
     assert!(
         d.status.attempts[0]
             .message
@@ -742,7 +777,10 @@ fn oom_killed_fails_at_once_naming_host_memory_with_no_gpu_step() {
     assert!(d.apply_pod.is_none(), "no second attempt");
     assert_eq!(d.status.phase, Some(Phase::Failed));
     assert_eq!(
-        d.status.attempts[0].outcome.as_deref(),
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
         Some("HostOutOfMemory")
     );
     assert_eq!(
@@ -807,7 +845,13 @@ fn garbage_output_without_room_waits_and_then_starts_in_float16() {
     )));
     let d = world.decide(&job);
     assert_eq!(d.status.phase, Some(Phase::Unschedulable));
-    assert_eq!(d.status.attempts[0].outcome.as_deref(), Some("BadOutput"));
+    assert_eq!(
+        d.status.attempts[0]
+            .outcome
+            .as_ref()
+            .map(AttemptOutcome::as_str),
+        Some("BadOutput")
+    );
     assert_eq!(
         d.bad_outputs,
         [("a10g-x1".to_string(), "bfloat16".to_string())]

@@ -1,0 +1,256 @@
+//! The InferenceJob's status conditions: their types and reasons as Rust types, and the one way
+//! vramfit sets them ([`ConditionsUpdate`]). The status keeps plain strings (Kubernetes'
+//! condition shape), so conditions another writer added are kept as they are.
+//!
+//! `lastTransitionTime` changes only when a condition's status changes, so that a reconcile
+//! that learns nothing new writes nothing.
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::Condition;
+
+/// Defines a `Copy` enum of status words with `as_str` and `Display`.
+macro_rules! status_words {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The word as written in status.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// The value a status word names, if this version knows it.
+            pub fn parse(word: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|known| known.as_str() == word)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+status_words! {
+    /// The condition types vramfit sets, in the order it writes them.
+    ConditionType {
+        /// A pod exists for the current attempt (True), or why not (False: `NoClassFits`, ...).
+        Scheduled = "Scheduled",
+        /// The workload runs (True), or why not (False: `PodPending`, `Succeeded`, ...).
+        Ready = "Ready",
+        /// The spec cannot be planned (True, with the message); False once it can.
+        InvalidSpec = "InvalidSpec",
+        /// An attempt ran out of memory (True, with the step taken or why none is left).
+        OutOfMemory = "OutOfMemory",
+        /// The container's command is a shell, which never sees the flags vramfit appends to
+        /// its args (True, `ShellCommand`); False once it is not. Unset for jobs that never had
+        /// one.
+        FlagsUnreachable = "FlagsUnreachable",
+    }
+}
+
+status_words! {
+    /// Condition reasons.
+    Reason {
+        /// Scheduled=False before a plan exists.
+        NotPlanned = "NotPlanned",
+        /// Scheduled=True: the attempt's pod was created.
+        PodCreated = "PodCreated",
+        /// Scheduled=True: the attempt's pod is bound to a node.
+        PodBound = "PodBound",
+        /// Scheduled=False: no node class can run the job now.
+        NoClassFits = "NoClassFits",
+        /// Scheduled=False: the API server refused the attempt's pod.
+        PodRejected = "PodRejected",
+        /// Scheduled=False: a pod with the attempt's name exists and is not the job's.
+        PodNameTaken = "PodNameTaken",
+        /// Ready=True: the pod runs.
+        Running = "Running",
+        /// Ready=False: the pod waits for a node, an image, a start.
+        PodPending = "PodPending",
+        /// Ready=False: no pod runs (nothing planned yet, or between attempts).
+        NotRunning = "NotRunning",
+        /// Ready=False: the job finished successfully.
+        Succeeded = "Succeeded",
+        /// Ready=False: the pod failed with an error other than out of memory.
+        PodFailed = "PodFailed",
+        /// Ready=False, OutOfMemory=True: out of memory with no attempt left.
+        AttemptsExhausted = "AttemptsExhausted",
+        /// Ready=False, OutOfMemory=True: out of memory with no step left to take.
+        NoStepLeft = "NoStepLeft",
+        /// InvalidSpec=True (and Scheduled=False while it is).
+        InvalidSpec = "InvalidSpec",
+        /// InvalidSpec=False.
+        SpecValid = "SpecValid",
+        /// Ready=False, OutOfMemory=True: killed at the host memory limit, which no GPU step
+        /// down cures.
+        HostOutOfMemory = "HostOutOfMemory",
+        /// Ready=False: the output check found garbage and nothing is left to change (already
+        /// float16 without flash attention) or no attempt is left.
+        BadOutput = "BadOutput",
+        /// Ready=False: the pod could not start (its image or container configuration) within
+        /// the start deadline.
+        StartDeadlineExceeded = "StartDeadlineExceeded",
+        /// OutOfMemory=False.
+        NoOutOfMemory = "NoOutOfMemory",
+        /// FlagsUnreachable=True: the command is a shell (`sh -c …`).
+        ShellCommand = "ShellCommand",
+        /// FlagsUnreachable=False.
+        FlagsAppended = "FlagsAppended",
+        /// OutOfMemory=True: a step down was taken (or waits for room to be taken).
+        SteppedDown = "SteppedDown",
+    }
+}
+
+/// `True` or `False`.
+pub fn status_word(value: bool) -> &'static str {
+    if value { "True" } else { "False" }
+}
+
+/// Sets conditions on a list, all for one generation at one moment:
+///
+/// ```
+/// # use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
+/// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+/// # let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+/// let mut list = Vec::new();
+/// ConditionsUpdate::new(&mut list, Some(3), &now)
+///     .set(ConditionType::Ready, false, Reason::PodPending, "pulling the image")
+///     .set(ConditionType::Scheduled, true, Reason::PodBound, "on node a-1");
+/// assert_eq!(list.len(), 2);
+/// ```
+pub struct ConditionsUpdate<'a> {
+    list: &'a mut Vec<Condition>,
+    generation: Option<i64>,
+    now: &'a Time,
+}
+
+impl<'a> ConditionsUpdate<'a> {
+    /// Updates `list` for spec `generation` at `now`.
+    pub fn new(list: &'a mut Vec<Condition>, generation: Option<i64>, now: &'a Time) -> Self {
+        Self {
+            list,
+            generation,
+            now,
+        }
+    }
+
+    /// Sets condition `type_`, keeping its transition time when its status does not change.
+    pub fn set(
+        &mut self,
+        type_: ConditionType,
+        status: bool,
+        reason: Reason,
+        message: impl Into<String>,
+    ) -> &mut Self {
+        let status = status_word(status);
+        let message = message.into();
+        match self.list.iter_mut().find(|c| c.type_ == type_.as_str()) {
+            Some(existing) => {
+                if existing.status != status {
+                    existing.last_transition_time = self.now.clone();
+                }
+                existing.status = status.to_string();
+                existing.reason = reason.as_str().to_string();
+                existing.message = message;
+                existing.observed_generation = self.generation;
+            }
+            None => self.list.push(Condition {
+                type_: type_.as_str().to_string(),
+                status: status.to_string(),
+                reason: reason.as_str().to_string(),
+                message,
+                observed_generation: self.generation,
+                last_transition_time: self.now.clone(),
+            }),
+        }
+        self
+    }
+}
+
+/// The condition of a type, if set.
+pub fn get(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}
+
+/// Whether the condition of a type is set and True.
+pub fn is_true(conditions: &[Condition], type_: ConditionType) -> bool {
+    get(conditions, type_).is_some_and(|c| c.status == "True")
+}
+
+/// Puts the conditions in [`ConditionType::ALL`]'s order, others after (stable output,
+/// stable diffs).
+pub fn sort(conditions: &mut [Condition]) {
+    let all = ConditionType::ALL;
+    let rank = |c: &Condition| {
+        all.iter()
+            .position(|t| t.as_str() == c.type_)
+            .unwrap_or(all.len())
+    };
+    conditions.sort_by_key(rank);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_status() {
+        let mut conditions = Vec::new();
+        let ready = ConditionType::Ready;
+        ConditionsUpdate::new(&mut conditions, Some(1), &at(10)).set(
+            ready,
+            false,
+            Reason::PodPending,
+            "waiting",
+        );
+        ConditionsUpdate::new(&mut conditions, Some(2), &at(20)).set(
+            ready,
+            false,
+            Reason::PodPending,
+            "pulling",
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, at(10));
+        assert_eq!(conditions[0].message, "pulling");
+        assert_eq!(conditions[0].observed_generation, Some(2));
+        ConditionsUpdate::new(&mut conditions, Some(2), &at(30))
+            .set(ready, true, Reason::Running, "runs")
+            .set(ConditionType::Scheduled, true, Reason::PodCreated, "");
+        assert_eq!(conditions[0].last_transition_time, at(30));
+        assert!(is_true(&conditions, ready));
+        sort(&mut conditions);
+        assert_eq!(conditions[0].type_, "Scheduled");
+    }
+
+    #[test]
+    fn words_are_the_status_strings_and_parse_back() {
+        assert_eq!(ConditionType::OutOfMemory.as_str(), "OutOfMemory");
+        assert_eq!(
+            Reason::StartDeadlineExceeded.to_string(),
+            "StartDeadlineExceeded"
+        );
+        for reason in Reason::ALL {
+            assert_eq!(Reason::parse(reason.as_str()), Some(*reason));
+        }
+        assert_eq!(ConditionType::parse("SomeoneElses"), None);
+    }
+}
