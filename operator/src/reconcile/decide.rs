@@ -31,22 +31,20 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vramfit_api::workload_report::JobResult;
 use vramfit_api::{
-    Attempt, AttemptOutcome, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob,
-    InferenceJobStatus, Phase, Plan,
+    AttemptOutcome, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob, InferenceJobStatus,
+    Phase, Plan,
 };
-use vramfit_planner::fallback::{next_after_bad_output, next_step};
-use vramfit_planner::{JobInput, NodeClass, plan_for_class};
+use vramfit_planner::{JobInput, plan_for_class};
 
 use vramfit_api::conditions::{self, ConditionType, ConditionsUpdate, Reason};
 use vramfit_api::pod_keys::pod_name;
 
-use super::build::{BuildError, desired_pod, metadata_matches, recorded_plan, recorded_spec_hash};
+use super::build::{BuildError, desired_pod, metadata_matches, recorded_spec_hash};
 use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
 use crate::events::{JobEvent, reasons as er};
 use crate::reconcile::pod_outcome::start_deadline;
 use crate::reconcile::pod_outcome::{PodState, classify};
-use placement::{Choice, choose, plan_summary};
 
 /// What the stores say of a pod name.
 #[derive(Clone, Debug)]
@@ -705,234 +703,6 @@ impl Draft<'_> {
         self.set(ConditionType::Ready, false, reason, message);
     }
 
-    /// Starts attempt `attemptCount + 1`, or records why it cannot start now.
-    fn start(&mut self, how: Start) -> Result<(), BuildError> {
-        let Ok(input) = self.obs.input else {
-            self.status.phase = Some(Phase::Pending);
-            self.set(
-                ConditionType::Scheduled,
-                false,
-                Reason::InvalidSpec,
-                "not planned: the spec is invalid (see InvalidSpec)",
-            );
-            self.set(
-                ConditionType::Ready,
-                false,
-                Reason::NotRunning,
-                "no pod runs",
-            );
-            return Ok(());
-        };
-        let previous = self.status.attempt_count;
-        let current_fallback = self.status.fallback.clone().unwrap_or_default();
-        let (fallback, step) = match how {
-            Start::First => (current_fallback.clone(), None),
-            Start::Replacing => {
-                let why = self.status.attempts.last().and_then(|a| a.message.clone());
-                let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
-                (current_fallback.clone(), Some(format!("new pod: {why}")))
-            }
-            Start::AfterDisruption | Start::AfterStuckPod => {
-                let why = self.last_failure_message();
-                let max = self.obs.job.spec.max_attempts;
-                if previous >= max {
-                    let ended = if how == Start::AfterStuckPod {
-                        "did not start in time"
-                    } else {
-                        "was ended by Kubernetes"
-                    };
-                    let message = format!(
-                        "attempt {previous} {ended} and all {max} attempts are used: {why}"
-                    );
-                    self.fail(Reason::AttemptsExhausted, message, false);
-                    return Ok(());
-                }
-                (
-                    current_fallback.clone(),
-                    Some(format!("same plan again: {why}")),
-                )
-            }
-            Start::AfterOutOfMemory => {
-                let failure = self
-                    .status
-                    .attempts
-                    .last()
-                    .and_then(|a| a.message.clone())
-                    .unwrap_or_default();
-                let max = self.obs.job.spec.max_attempts;
-                if previous >= max {
-                    let message = format!(
-                        "attempt {previous} ran out of memory and all {max} attempts are used: {failure}"
-                    );
-                    self.fail(Reason::AttemptsExhausted, message, true);
-                    return Ok(());
-                }
-                let Some(plan) = self.status.plan.clone() else {
-                    return self.start(Start::First);
-                };
-                let class = self.obs.inventory.class(&plan.node_class);
-                let max_gpus_per_pod = class.map_or(plan.gpu_count, NodeClass::max_gpus_per_pod);
-                let capability = class.map(|c| c.capability);
-                match next_step(
-                    input,
-                    &plan,
-                    &current_fallback,
-                    max_gpus_per_pod,
-                    capability,
-                ) {
-                    Some((next, step)) => (next, Some(step)),
-                    None => {
-                        let message = format!(
-                            "attempt {previous} ran out of memory and no step down is left: {failure}"
-                        );
-                        self.fail(Reason::NoStepLeft, message, true);
-                        return Ok(());
-                    }
-                }
-            }
-            Start::AfterBadOutput => {
-                let failure = self.last_failure_message();
-                let max = self.obs.job.spec.max_attempts;
-                if previous >= max {
-                    let message = format!(
-                        "attempt {previous} answered garbage and all {max} attempts are used: {failure}"
-                    );
-                    self.fail(Reason::BadOutput, message, false);
-                    return Ok(());
-                }
-                let Some(plan) = self.status.plan.clone() else {
-                    return self.start(Start::First);
-                };
-                match next_after_bad_output(input, &plan, &current_fallback) {
-                    Some((next, step)) => (next, Some(step)),
-                    None => {
-                        let message = format!(
-                            "attempt {previous} answered garbage in {} without flash attention, and nothing is left to change: {failure}",
-                            plan.dtype.as_str()
-                        );
-                        self.fail(Reason::BadOutput, message, false);
-                        return Ok(());
-                    }
-                }
-            }
-        };
-
-        let number = previous + 1;
-        let name = pod_name(&self.job_name(), number);
-        let seen = (self.obs.pods)(&name);
-        let (plan, class_name, passed_over) = match seen {
-            PodSeen::Observed(pod) => match recorded_plan(&pod) {
-                Some(plan) => {
-                    let class = plan.node_class.clone();
-                    (plan, class, Vec::new())
-                }
-                None => {
-                    self.name_taken(&name);
-                    return Ok(());
-                }
-            },
-            PodSeen::Foreign => {
-                self.name_taken(&name);
-                return Ok(());
-            }
-            PodSeen::Applied(plan) => {
-                let class = plan.node_class.clone();
-                ((*plan).clone(), class, Vec::new())
-            }
-            PodSeen::Absent => {
-                match choose(input, self.obs.inventory, &(self.obs.capacity)(), &fallback) {
-                    Ok(Choice {
-                        plan,
-                        class,
-                        passed_over,
-                    }) => {
-                        self.apply_pod =
-                            Some(desired_pod(self.obs.job, input, &plan, &class, number)?);
-                        self.create_pod = true;
-                        self.applied_plan = Some(plan.clone());
-                        (plan, class.name, passed_over)
-                    }
-                    Err(none) => {
-                        self.unschedulable(
-                            how,
-                            previous,
-                            step.as_deref(),
-                            none.rejections,
-                            none.message,
-                        );
-                        return Ok(());
-                    }
-                }
-            }
-        };
-
-        let summary = plan_summary(&plan);
-        if how == Start::AfterOutOfMemory {
-            let step_text = step.clone().unwrap_or_default();
-            if let Some(failed_plan) = &self.status.plan {
-                self.steps
-                    .push(step_kind(failed_plan, &current_fallback, &fallback));
-            }
-            self.events.push(
-                JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
-                    .about(&name),
-            );
-            let failure = self.last_failure_message();
-            self.set(
-                ConditionType::OutOfMemory,
-                true,
-                Reason::SteppedDown,
-                format!("attempt {previous} ran out of memory ({failure}); attempt {number}: {step_text}"),
-            );
-        }
-        if how == Start::AfterBadOutput {
-            let step_text = step.clone().unwrap_or_default();
-            self.steps
-                .push(if fallback.float16 != current_fallback.float16 {
-                    "float16"
-                } else {
-                    "flash_attention"
-                });
-            self.events.push(
-                JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
-                    .about(&name),
-            );
-        }
-        // One event per placement: the pod, with the plan it runs.
-        self.events.push(
-            JobEvent::normal(
-                er::POD_CREATED,
-                format!("pod {name} (attempt {number}) created: {summary}"),
-            )
-            .about(&name),
-        );
-        self.status.attempts.push(Attempt {
-            number,
-            pod_name: name.clone(),
-            node_class: class_name.clone(),
-            plan_summary: summary.clone(),
-            step,
-            outcome: None,
-            message: None,
-        });
-        self.status.attempt_count = number;
-        self.flags_condition(input, &plan);
-        self.status.plan = Some(plan);
-        self.status.node_class = Some(class_name);
-        self.status.pod_name = Some(name.clone());
-        self.status.node_name = None;
-        self.status.fallback = (!fallback.is_empty()).then_some(fallback);
-        self.status.rejected_classes = passed_over;
-        let now = self.now().clone();
-        self.status.start_time.get_or_insert(now);
-        self.status.phase = Some(Phase::Scheduled);
-        self.pod_created(
-            &name,
-            format!("pod {name} (attempt {number}) created: {summary}"),
-        );
-        Ok(())
-    }
-
     /// The failure message of the latest attempt, if any.
     fn last_failure_message(&self) -> String {
         self.status
@@ -1083,6 +853,7 @@ pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static s
 }
 
 pub mod placement;
+mod start;
 
 #[cfg(test)]
 mod tests;
