@@ -49,7 +49,7 @@ use vramfit_e2e::crds;
 use vramfit_e2e::namespaces;
 use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, eventually, free_port, http_get, http_status,
-    proc_cpu_seconds, proc_status_kib, quantile, run_id, workspace_root,
+    proc_cpu_seconds, proc_status_kib, quantile, run_id, target_dir, workspace_root,
 };
 
 /// Field manager of everything the benchmark writes.
@@ -289,7 +289,7 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     let operator_bin = args
         .operator
         .clone()
-        .unwrap_or_else(|| target_dir(&root).join("release").join("vramfit-operator"));
+        .unwrap_or_else(|| target_dir().join("release").join("vramfit-operator"));
     ensure!(
         operator_bin.is_file(),
         "no operator binary at {}: build it with `cargo build --release -p vramfit-operator` \
@@ -323,7 +323,7 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     let run = run_id();
     let ns = format!("{PREFIX}{run}");
     plan.lock().unwrap_or_else(|e| e.into_inner()).run = run.clone();
-    let logs = target_dir(&root).join("operator-scale").join(&run);
+    let logs = target_dir().join("operator-scale").join(&run);
     std::fs::create_dir_all(&logs)?;
     eprintln!(
         "operator-scale: run {run}, namespace {ns}, API server {}, operator {}, logs {}",
@@ -537,12 +537,6 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     }
     report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
     Ok(report)
-}
-
-fn target_dir(root: &std::path::Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
 }
 
 /// `n` clients, one connection pool each.

@@ -11,9 +11,7 @@ use vramfit_api::InferenceJob;
 use vramfit_cli::compare::follow::{FollowEnd, FollowOptions};
 use vramfit_cli::compare::jobs::RunPhase;
 use vramfit_cli::compare::{self, Request};
-use vramfit_e2e::{eventually, expect_eq};
-
-use super::Suite;
+use vramfit_e2e::{Suite, eventually, expect_eq};
 
 const CLASSES: [&str; 4] = ["a10g-x1", "a10g-x4", "t4-x1", "b200-x8"];
 /// Seconds of work the simulated kubelet reports: optimized is 1.5× as fast.

@@ -7,9 +7,9 @@ use anyhow::{Context as _, Result, bail, ensure};
 use kube::ResourceExt as _;
 use serde_json::{Value, json};
 use vramfit_api::Phase;
-use vramfit_e2e::{consistently, eventually};
-
-use super::{Skipped, Suite, exactly_one_pod, node_of, one_live_pod_per_job};
+use vramfit_e2e::{
+    Skipped, Suite, consistently, eventually, exactly_one_pod, node_of, one_live_pod_per_job,
+};
 
 /// Jobs of the burst; each takes one GPU, so the simulated nodes hold all of them.
 const BURST: usize = 12;
@@ -211,11 +211,7 @@ pub async fn leader_fences_itself_in_an_outage(s: &mut Suite) -> Result<()> {
         "the leader exited, but not by its fence: {exit}"
     );
     // When it stopped, by its own log (the stop command may have run on for seconds after).
-    let log = s
-        .operators
-        .last()
-        .map(|op| std::fs::read_to_string(&op.log).unwrap_or_default())
-        .unwrap_or_default();
+    let log = s.last_operator_log();
     let exited_at: std::time::SystemTime = log
         .lines()
         .find(|l| l.contains("no renewal of the lease seen in time"))

@@ -13,12 +13,13 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use vramfit_api::{Dtype, Phase};
-use vramfit_e2e::{PREFIX, RUN_LABEL, expect_eq};
-
-use super::{Suite, node_of, now, pinned_job};
+use vramfit_e2e::{
+    Suite, expect_eq, node_name, node_object, node_of, now, pinned_job, ready_node_status,
+    register_node,
+};
 
 /// A node this scenario adds: its name suffix, the agent fixture that labels it, and the GPU
 /// resources its device plugin would advertise.
@@ -43,23 +44,11 @@ const MIG: ExtraNode = ExtraNode {
 
 impl ExtraNode {
     fn name(&self, run: &str) -> String {
-        format!("{PREFIX}{run}-{}", self.suffix)
+        node_name(run, self.suffix)
     }
 
     fn status(&self, now: &str) -> Value {
-        let mut resources = json!({"cpu": "64", "memory": "512Gi", "pods": "110"});
-        for (name, count) in self.resources {
-            resources[*name] = json!(count.to_string());
-        }
-        json!({"status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "KubeletReady",
-                "message": "simulated by vramfit-e2e",
-                "lastHeartbeatTime": now, "lastTransitionTime": now,
-            }],
-        }})
+        ready_node_status(self.resources, now)
     }
 }
 
@@ -86,53 +75,14 @@ pub async fn mixed_and_mig_nodes(s: &mut Suite) -> Result<()> {
 async fn add_node(s: &Suite, extra: &ExtraNode) -> Result<()> {
     let nodes: Api<Node> = Api::all(s.client.clone());
     let name = extra.name(&s.run);
-    let taints = json!([{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]);
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            RUN_LABEL: s.run, "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-        }},
-        "spec": {"taints": taints},
-    }))?;
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .with_context(|| format!("creating node {name}"))?;
-    s.cleanup.lock().unwrap().nodes.push(name.clone());
-    nodes
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"taints": taints}})),
-        )
-        .await?;
-    nodes
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(extra.status(&now())),
-        )
-        .await?;
-    let fixture = s.root.join("agent/fixtures").join(extra.fixture);
-    let agent = s.bins.agent.clone();
-    let node_name = name.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(agent)
-            .arg("--once")
-            .arg("--fixture")
-            .arg(fixture)
-            .arg("--node-name")
-            .arg(node_name)
-            .output()
-    })
-    .await??;
-    ensure!(
-        output.status.success(),
-        "vramfit-agent --once --fixture {} on {name} failed: {}",
-        extra.fixture,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    register_node(
+        &s.client,
+        &s.cleanup,
+        &node_object(&name, &s.run, true),
+        &extra.status(&now()),
+    )
+    .await?;
+    s.label_with_agent(extra.fixture, &name).await?;
     let labels = nodes.get(&name).await?.labels().clone();
     println!(
         "     {name} labelled from {}: mixed={:?} mig={:?}",
@@ -173,7 +123,6 @@ fn limits_of(pod: &Pod) -> Vec<(String, String)> {
 }
 
 async fn jobs_on_extra_nodes(s: &mut Suite) -> Result<()> {
-    let node_named = |suffix: &str| format!("{PREFIX}{}-{suffix}", s.run);
     let names: Vec<String> = [
         "bf16-a10g-x4",
         "bf16-a10g-x4-waits",
@@ -195,7 +144,7 @@ async fn jobs_on_extra_nodes(s: &mut Suite) -> Result<()> {
     expect_eq(
         "node of the first bf16 A10G×4 pod",
         node_of(&pod),
-        Some(node_named("a10gx4").as_str()),
+        Some(s.node_name("a10gx4").as_str()),
     )?;
     let affinity = serde_json::to_value(pod.spec.as_ref().and_then(|s| s.affinity.clone()))?;
     ensure!(
@@ -222,7 +171,7 @@ async fn jobs_on_extra_nodes(s: &mut Suite) -> Result<()> {
     expect_eq(
         "node of the mixed-class pod",
         node_of(&pod),
-        Some(node_named("mixed").as_str()),
+        Some(s.node_name("mixed").as_str()),
     )?;
     let plan = job.status.and_then(|st| st.plan).context("no plan")?;
     expect_eq("dtype on the mixed node", plan.dtype, Dtype::Float16)?;
@@ -240,7 +189,7 @@ async fn jobs_on_extra_nodes(s: &mut Suite) -> Result<()> {
     expect_eq(
         "node of the slice pod",
         node_of(&pod),
-        Some(node_named("migmixed").as_str()),
+        Some(s.node_name("migmixed").as_str()),
     )?;
     let plan = job.status.and_then(|st| st.plan).context("no plan")?;
     ensure!(
@@ -256,7 +205,7 @@ async fn jobs_on_extra_nodes(s: &mut Suite) -> Result<()> {
     println!(
         "     {} runs on {} with nvidia.com/mig-3g.40gb: 1; {} waits for the one slice",
         names[3],
-        node_named("migmixed"),
+        s.node_name("migmixed"),
         names[4]
     );
     s.delete_jobs(&names).await

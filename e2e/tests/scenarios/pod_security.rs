@@ -10,9 +10,7 @@ use serde_json::json;
 use std::time::Duration;
 
 use vramfit_api::Condition;
-use vramfit_e2e::eventually;
-
-use super::Suite;
+use vramfit_e2e::{Suite, eventually};
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 

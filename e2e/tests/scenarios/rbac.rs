@@ -13,10 +13,8 @@ use vramfit_e2e::rbac::{
     OPERATOR_ACCOUNT, can_i_resource, impersonating_kubeconfig, operator_rbac, parse_can_i_list,
     service_account_user,
 };
-use vramfit_e2e::{MANAGER, PREFIX, kubectl, read_yaml_documents};
+use vramfit_e2e::{MANAGER, PREFIX, Suite, check_placed_job, kubectl, read_yaml_documents};
 use vramfit_operator::permissions::{PERMISSIONS, Scope};
-
-use super::{Suite, check_placed_job};
 
 /// Server-side applies one RBAC document of the install.
 async fn apply(s: &Suite, doc: &Value) -> Result<()> {
@@ -115,11 +113,7 @@ pub async fn operator_under_chart_rbac(s: &mut Suite) -> Result<()> {
     s.wait_phase(name, &[Phase::Succeeded]).await?;
     s.wait_events(name, &["PodCreated", "Running", "Succeeded"])
         .await?;
-    let log = s
-        .operators
-        .last()
-        .map(|o| std::fs::read_to_string(&o.log).unwrap_or_default())
-        .unwrap_or_default();
+    let log = s.last_operator_log();
     let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
     ensure!(
         forbidden.is_empty(),

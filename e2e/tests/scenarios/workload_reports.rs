@@ -4,9 +4,7 @@
 //! and in `kubectl get ij -o wide`.
 use anyhow::{Context as _, Result};
 use vramfit_api::{Dtype, Phase};
-use vramfit_e2e::{expect_eq, parse_table};
-
-use super::{Suite, pinned_job};
+use vramfit_e2e::{Suite, expect_eq, parse_table, pinned_job};
 
 const GARBAGE_BF16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;
 const RESULT: &str = r#"vramfit.io/v1 {"kind":"Result","items":120,"seconds":300,"itemsPerSecond":0.4,"peakGpuMemoryMib":[15000]}"#;

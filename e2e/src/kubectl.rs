@@ -1,0 +1,121 @@
+//! `kubectl` (or `$KUBECTL`), run with the suite's KUBECONFIG, and reading its tables.
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+
+use crate::Suite;
+
+/// Runs `kubectl` (or `$KUBECTL`) with `args` and the suite's KUBECONFIG; its stdout, or an
+/// error with its stderr.
+pub fn kubectl(args: &[&str]) -> Result<String> {
+    let program = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let output = Command::new(&program)
+        .args(args)
+        .output()
+        .with_context(|| {
+            format!("running {program} (set KUBECTL to its path if it is not on PATH)")
+        })?;
+    if !output.status.success() {
+        bail!(
+            "kubectl {} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Checks that `kubectl get` output has a header with every column in `columns` and a row
+/// starting with each of `rows`; returns the rows keyed by their first column.
+pub fn parse_table(
+    output: &str,
+    columns: &[&str],
+    rows: &[&str],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+    let mut lines = output.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or_else(|| anyhow!("kubectl printed nothing"))?
+        .split_whitespace()
+        .collect();
+    for column in columns {
+        if !header.contains(column) {
+            bail!("expected column {column} in the header, saw {header:?}");
+        }
+    }
+    let mut table = BTreeMap::new();
+    for line in lines {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let Some(first) = cells.first() else { continue };
+        // Empty cells make rows shorter than the header: keep what lines up from the left
+        // only when the row is complete.
+        let row: BTreeMap<String, String> = if cells.len() == header.len() {
+            header
+                .iter()
+                .zip(&cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        } else {
+            BTreeMap::from([("NAME".to_string(), first.to_string())])
+        };
+        table.insert(first.to_string(), row);
+    }
+    for row in rows {
+        if !table.contains_key(*row) {
+            bail!(
+                "expected a row for {row}, saw rows {:?}",
+                table.keys().collect::<Vec<_>>()
+            );
+        }
+    }
+    Ok(table)
+}
+
+impl Suite {
+    /// `kubectl get ij -n <test namespace> <extra…>`; prints its output indented and returns
+    /// it.
+    pub async fn kubectl_get_jobs(&self, extra: &[&str]) -> Result<String> {
+        let mut args: Vec<String> = ["get", "ij", "-n", &self.ns].map(String::from).to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let text = tokio::task::spawn_blocking(move || {
+            kubectl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await??;
+        print!(
+            "{}",
+            text.lines()
+                .map(|l| format!("     {l}\n"))
+                .collect::<String>()
+        );
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_tables_are_read_by_header() {
+        let out = "NAME      PHASE       CLASS        GPUS   DTYPE      QUANT   AGE\n\
+                   chat      Scheduled   a10g-x1      1      bfloat16   none    5s\n\
+                   pending   Pending\n";
+        let table = parse_table(
+            out,
+            &["PHASE", "CLASS", "GPUS", "DTYPE", "QUANT"],
+            &["chat", "pending"],
+        )
+        .unwrap();
+        assert_eq!(table["chat"]["PHASE"], "Scheduled");
+        assert_eq!(table["chat"]["GPUS"], "1");
+        assert!(
+            parse_table(out, &["NODE"], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("NODE")
+        );
+        assert!(parse_table(out, &["PHASE"], &["gone"]).is_err());
+    }
+}

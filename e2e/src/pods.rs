@@ -1,0 +1,221 @@
+//! The pods the operator creates, and the simulated kubelet that writes their statuses.
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use vramfit_api::InferenceJob;
+
+use crate::{Suite, now};
+
+/// The workload container of the operator's pods.
+pub const CONTAINER: &str = "inference";
+/// The pod label naming the job.
+pub const JOB_LABEL: &str = "vramfit.io/job";
+/// The pod label numbering the attempt.
+pub const ATTEMPT_LABEL: &str = "vramfit.io/attempt";
+
+/// A pod status a kubelet would write: the workload container runs.
+pub fn pod_running_status(container: &str, image: &str, now: &str) -> Value {
+    json!({
+        "status": {
+            "phase": "Running",
+            "startTime": now,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+            "containerStatuses": [{
+                "name": container,
+                "image": image,
+                "imageID": "",
+                "ready": true,
+                "started": true,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }],
+        }
+    })
+}
+
+/// A pod status a kubelet would write: the workload container ended with `exit_code`.
+pub fn pod_terminated_status(
+    container: &str,
+    image: &str,
+    now: &str,
+    exit_code: i32,
+    reason: &str,
+    message: &str,
+) -> Value {
+    let phase = if exit_code == 0 {
+        "Succeeded"
+    } else {
+        "Failed"
+    };
+    json!({
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
+            "containerStatuses": [{
+                "name": container,
+                "image": image,
+                "imageID": "",
+                "ready": false,
+                "started": false,
+                "restartCount": 0,
+                "state": {"terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "message": message,
+                    "startedAt": now,
+                    "finishedAt": now,
+                }},
+            }],
+        }
+    })
+}
+
+/// The termination message of a simulated CUDA out-of-memory failure.
+pub const CUDA_OOM_MESSAGE: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB \
+(GPU 0; 15.77 GiB total capacity; 14.90 GiB already allocated)";
+
+/// The name of the pod's workload container (the first container if none is `inference`).
+pub fn container_name(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| {
+            s.containers
+                .iter()
+                .find(|c| c.name == CONTAINER)
+                .or(s.containers.first())
+        })
+        .map(|c| c.name.clone())
+        .unwrap_or_else(|| CONTAINER.into())
+}
+
+/// The image of the pod's first container.
+pub fn image_of(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+/// The node a scheduler bound the pod to.
+pub fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+/// Neither being deleted nor ended.
+pub fn is_live(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    pod.metadata.deletion_timestamp.is_none()
+        && !matches!(phase, Some("Succeeded") | Some("Failed"))
+}
+
+impl Suite {
+    /// Pods in the test namespace.
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Pods whose controller owner is the job.
+    pub async fn pods_of(&self, job: &InferenceJob) -> Result<Vec<Pod>> {
+        let uid = job.uid().unwrap_or_default();
+        Ok(self
+            .pods()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
+            .collect())
+    }
+
+    /// Writes a pod status as a kubelet would.
+    pub async fn set_pod_status(&self, pod: &Pod, status: Value) -> Result<()> {
+        self.pods()
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(status),
+            )
+            .await
+            .with_context(|| format!("patching status of pod {}", pod.name_any()))?;
+        Ok(())
+    }
+
+    /// Writes the status of a running pod.
+    pub async fn set_pod_running(&self, pod: &Pod) -> Result<()> {
+        self.set_pod_status(
+            pod,
+            pod_running_status(&container_name(pod), &image_of(pod), &now()),
+        )
+        .await
+    }
+
+    /// Writes the status of a pod whose workload ended with `exit_code`, `reason` and the
+    /// termination message `message`.
+    pub async fn set_pod_ended(
+        &self,
+        pod: &Pod,
+        exit_code: i32,
+        reason: &str,
+        message: &str,
+    ) -> Result<()> {
+        self.set_pod_status(
+            pod,
+            pod_terminated_status(
+                &container_name(pod),
+                &image_of(pod),
+                &now(),
+                exit_code,
+                reason,
+                message,
+            ),
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nodes::{SIM_NODES, node_manifest, node_status_patch};
+
+    #[test]
+    fn simulated_statuses_carry_what_the_operator_reads() {
+        let oom = pod_terminated_status(
+            "inference",
+            "img",
+            "2026-01-01T00:00:00Z",
+            1,
+            "Error",
+            CUDA_OOM_MESSAGE,
+        );
+        assert_eq!(oom["status"]["phase"], "Failed");
+        let msg = oom["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+            .as_str()
+            .unwrap();
+        assert!(msg.contains("CUDA out of memory"));
+        let ok = pod_terminated_status(
+            "inference",
+            "img",
+            "2026-01-01T00:00:00Z",
+            0,
+            "Completed",
+            "",
+        );
+        assert_eq!(ok["status"]["phase"], "Succeeded");
+        assert_eq!(
+            pod_running_status("inference", "img", "t")["status"]["phase"],
+            "Running"
+        );
+        let status = node_status_patch(&SIM_NODES[3], "t");
+        assert_eq!(status["status"]["allocatable"]["nvidia.com/gpu"], "8");
+        let manifest = node_manifest(&SIM_NODES[4], "r");
+        assert_eq!(manifest["spec"]["taints"].as_array().unwrap().len(), 0);
+        assert_eq!(
+            node_manifest(&SIM_NODES[0], "r")["spec"]["taints"][0]["key"],
+            "nvidia.com/gpu"
+        );
+    }
+}

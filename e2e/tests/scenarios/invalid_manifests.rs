@@ -1,0 +1,107 @@
+//! Invalid InferenceJobs are rejected by the API server with the CRD's own messages.
+use anyhow::{Result, ensure};
+use serde_json::{Value, json};
+use vramfit_e2e::Suite;
+
+/// The API server rejects invalid jobs with the CRD's own messages, and stores nothing.
+pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
+    let base = s.own_job("placeholder", 3);
+    let case = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut v = base.clone();
+        v["metadata"]["name"] = json!(name);
+        edit(&mut v);
+        v
+    };
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (
+            case("bad-gpus", &|v| {
+                v["spec"]["gpus"] = json!({"min": 4, "max": 2})
+            }),
+            vec!["gpus.min must not exceed gpus.max"],
+        ),
+        (
+            case("bad-llamacpp", &|v| {
+                v["spec"]["runtime"] = json!("llamacpp");
+                v["spec"]["model"] = json!({"parameters": 7000000000u64, "layers": 32, "hiddenSize": 4096, "attentionHeads": 32});
+            }),
+            vec!["a llamacpp job needs a GGUF model: a GGUF preset or model.ggufFileBytes"],
+        ),
+        (
+            case("bad-runtime", &|v| v["spec"]["runtime"] = json!("tensorrt")),
+            vec!["Unsupported value", "tensorrt"],
+        ),
+        (
+            case("bad-model", &|v| {
+                v["spec"]["model"] = json!({"name": "something"})
+            }),
+            vec!["model needs a preset, or parameters, layers, hiddenSize and attentionHeads"],
+        ),
+        (
+            case("bad-gpu-layers", &|v| {
+                v["spec"]["runtime"] = json!("llamacpp");
+                v["spec"]["model"] = json!({"preset": "llama-3.1-70b-instruct-q4_k_m"});
+                v["spec"]["llamaCpp"] = json!({"gpuLayers": "lots"});
+            }),
+            vec!["gpuLayers must be `auto` or a non-negative integer"],
+        ),
+        // The spec's bounds (no job makes the operator's cache grow without limit).
+        (
+            case("too-many-env", &|v| {
+                let env: Vec<Value> = (0..129)
+                    .map(|i| json!({"name": format!("V{i}"), "value": "x"}))
+                    .collect();
+                v["spec"]["pod"] = json!({ "env": env });
+            }),
+            vec!["spec.pod.env", "must have at most 128 items"],
+        ),
+        (
+            case("huge-env-value", &|v| {
+                v["spec"]["pod"] = json!({"env": [{"name": "BLOB", "value": "x".repeat(40_000)}]});
+            }),
+            vec!["spec.pod.env[0].value", "may not be more than 32768"],
+        ),
+        (
+            case("huge-arg", &|v| {
+                v["spec"]["args"] = json!(["y".repeat(5_000)])
+            }),
+            vec!["spec.args[0]", "may not be more than 4096"],
+        ),
+    ];
+    let mut problems = vec![];
+    for (manifest, expected) in cases {
+        let name = manifest["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match s.apply_job(manifest).await {
+            Ok(_) => problems.push(format!(
+                "{name}: the API server accepted it, expected a rejection with {expected:?}"
+            )),
+            Err(e) => {
+                let api = e
+                    .chain()
+                    .find_map(|c| c.downcast_ref::<kube::Error>())
+                    .and_then(|k| match k {
+                        kube::Error::Api(status) => Some((status.code, status.message.clone())),
+                        _ => None,
+                    });
+                match api {
+                    Some((code, message))
+                        if code == 422 && expected.iter().all(|m| message.contains(m)) =>
+                    {
+                        println!("     {name}: rejected: {message}");
+                    }
+                    Some((code, message)) => problems.push(format!(
+                        "{name}: expected 422 with {expected:?}, saw {code}: {message}"
+                    )),
+                    None => problems.push(format!("{name}: expected an API rejection, saw {e:#}")),
+                }
+            }
+        }
+        if s.jobs().get_opt(&name).await?.is_some() {
+            problems.push(format!("{name}: an invalid job was stored"));
+        }
+    }
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! Every example is planned: a placed job gets a pod that carries its plan (env, GPU limits,
+//! tolerations, node affinity, owner reference), bound by the scheduler; an unplaceable job
+//! says why and gets no pod.
+use anyhow::{Context as _, Result, ensure};
+use kube::ResourceExt as _;
+use vramfit_api::Phase;
+use vramfit_e2e::{Suite, check_placed_job, conditions_of, read_yaml_documents};
+
+/// Every `examples/*.yaml` is planned: placed jobs get a complete pod, unplaceable ones say
+/// why. At least one must be placed.
+pub async fn examples_are_planned(s: &mut Suite) -> Result<()> {
+    s.ensure_single_operator().await?;
+    let mut names = vec![];
+    let mut paths: Vec<_> = std::fs::read_dir(s.root.join("examples"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("yaml"))
+        .collect();
+    paths.sort();
+    for path in &paths {
+        for doc in read_yaml_documents(path)? {
+            s.provide_claims(&doc).await?;
+            let job = s
+                .apply_job(doc)
+                .await
+                .with_context(|| format!("applying {}", path.display()))?;
+            names.push(job.name_any());
+        }
+    }
+    s.example_jobs = names.clone();
+    ensure!(!names.is_empty(), "examples/ has no manifests");
+    let nodes = s.sim_nodes().await?;
+    let mut placed = 0;
+    let mut problems = vec![];
+    for name in &names {
+        let job = s
+            .wait_phase(
+                name,
+                &[
+                    Phase::Scheduled,
+                    Phase::Running,
+                    Phase::Unschedulable,
+                    Phase::Failed,
+                ],
+            )
+            .await?;
+        let status = job.status.clone().unwrap_or_default();
+        match status.phase {
+            Some(Phase::Scheduled) | Some(Phase::Running) => {
+                let (job, pod) = s.wait_pod(name, status.attempt_count.max(1)).await?;
+                if let Err(e) = check_placed_job(&job, &pod, &nodes) {
+                    problems.push(format!("{e:#}"));
+                    continue;
+                }
+                if let Err(e) = s.wait_events(name, &["PodCreated"]).await {
+                    problems.push(format!("{e:#}"));
+                    continue;
+                }
+                let plan = status.plan.as_ref();
+                println!(
+                    "     {name}: Scheduled on class {:?}, {} GPU(s), {:?}, quantization {:?}",
+                    status.node_class,
+                    plan.map(|p| p.gpu_count).unwrap_or_default(),
+                    plan.map(|p| p.dtype.as_str()),
+                    plan.map(|p| p.quantization.as_str())
+                );
+                placed += 1;
+            }
+            Some(Phase::Unschedulable) => {
+                println!(
+                    "     {name}: Unschedulable: {:?} {:?}",
+                    status.rejected_classes,
+                    conditions_of(&job)
+                );
+                ensure!(
+                    status.conditions.iter().any(|c| c.status == "False"),
+                    "job {name} is Unschedulable without a False condition: {:?}",
+                    conditions_of(&job)
+                );
+                s.wait_events(name, &["Unschedulable"]).await?;
+                let pods = s.pods_of(&job).await?;
+                ensure!(
+                    pods.is_empty(),
+                    "Unschedulable job {name} has pods {:?}",
+                    pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+                );
+            }
+            other => problems.push(format!(
+                "example {name} ended {other:?}: {:?}",
+                conditions_of(&job)
+            )),
+        }
+    }
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    ensure!(
+        placed > 0,
+        "none of the {} examples was placed on the simulated GPU nodes",
+        names.len()
+    );
+    Ok(())
+}
