@@ -1,4 +1,6 @@
 //! The binary's command line, run as a process: what it prints and how it fails.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -1,6 +1,8 @@
 //! The real binary against a stand-in API server: `--once` labels a simulated node through
 //! the kubeconfig, and the long-running agent serves its endpoints, writes once, stays
 //! quiet, and stops cleanly on SIGTERM.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 mod support {
     pub mod fake_apiserver;
 }

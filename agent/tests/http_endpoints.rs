@@ -1,4 +1,6 @@
 //! `/healthz`, `/readyz` and `/metrics` over a real socket.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use std::net::SocketAddr;
 use std::sync::Arc;
 

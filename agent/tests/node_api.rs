@@ -1,5 +1,7 @@
 //! The agent against kube's mock service: the exact requests it sends to the API server,
 //! and the ones it must not send.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

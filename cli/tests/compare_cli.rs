@@ -1,5 +1,7 @@
 //! `vramfit compare` from the command line: --dry-run needs no cluster, bad input is one line
 //! on stderr with exit code 2.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use std::process::{Command, Output};
 
 use serde::Deserialize;

@@ -2,6 +2,8 @@
 //! the missing jobs, by server-side apply as `vramfit-compare`), follows the jobs to their
 //! results and reports them; an Unschedulable job of a class without nodes is a line, not
 //! a hang.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

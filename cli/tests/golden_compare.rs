@@ -2,6 +2,8 @@
 //! optimized-only, one failed run, one unfinished), reviewed by hand and committed: table,
 //! Markdown, JSON and chart. After an intended change:
 //! `UPDATE_GOLDEN=1 cargo test -p vramfit-cli --test golden_compare`, then review the diff.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use std::collections::BTreeMap;
 use std::path::Path;
 

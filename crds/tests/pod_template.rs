@@ -1,5 +1,7 @@
 //! `spec.pod` fields that decide what a workload pod may do or reveal: their defaults, how
 //! they serialize (a default must not appear in a server-side apply), and their schema.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use vramfit_api::PodTemplate;
 
 fn template(yaml: &str) -> PodTemplate {

@@ -8,12 +8,9 @@ use vramfit_api::InferenceJob;
 
 use crate::{Suite, now};
 
-/// The workload container of the operator's pods.
-pub const CONTAINER: &str = "inference";
-/// The pod label naming the job.
-pub const JOB_LABEL: &str = "vramfit.io/job";
-/// The pod label numbering the attempt.
-pub const ATTEMPT_LABEL: &str = "vramfit.io/attempt";
+/// The workload container of the operator's pods, and the pod labels naming the job and
+/// numbering the attempt: the operator's own vocabulary.
+pub use vramfit_api::pod_keys::{ATTEMPT_LABEL, CONTAINER_NAME as CONTAINER, JOB_LABEL};
 
 /// A pod status a kubelet would write: the workload container runs.
 pub fn pod_running_status(container: &str, image: &str, now: &str) -> Value {
@@ -184,7 +181,7 @@ mod tests {
     #[test]
     fn simulated_statuses_carry_what_the_operator_reads() {
         let oom = pod_terminated_status(
-            "inference",
+            CONTAINER,
             "img",
             "2026-01-01T00:00:00Z",
             1,
@@ -196,17 +193,11 @@ mod tests {
             .as_str()
             .unwrap();
         assert!(msg.contains("CUDA out of memory"));
-        let ok = pod_terminated_status(
-            "inference",
-            "img",
-            "2026-01-01T00:00:00Z",
-            0,
-            "Completed",
-            "",
-        );
+        let ok =
+            pod_terminated_status(CONTAINER, "img", "2026-01-01T00:00:00Z", 0, "Completed", "");
         assert_eq!(ok["status"]["phase"], "Succeeded");
         assert_eq!(
-            pod_running_status("inference", "img", "t")["status"]["phase"],
+            pod_running_status(CONTAINER, "img", "t")["status"]["phase"],
             "Running"
         );
         let status = node_status_patch(&SIM_NODES[3], "t");

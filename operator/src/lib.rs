@@ -23,6 +23,9 @@ pub mod context;
 pub mod controller;
 pub mod error;
 pub mod events;
+// Test fixtures: for unit tests, and for the benchmarks through the `fixtures` feature; never
+// in the shipped binary.
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod http;
 pub mod leader;

@@ -1,5 +1,7 @@
 //! Planner throughput: every preset × every built-in class × every runtime that fits it.
 //! Run: `cargo bench -p vramfit-planner --bench plan_catalog`.
+// Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
+#![allow(clippy::unwrap_used)]
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use vramfit_api::{Fallback, InferenceJobSpec, Runtime};

@@ -1126,7 +1126,7 @@ fn fill_latencies(
         }
     }
     for pod in pods {
-        let job = pod.labels().get("vramfit.io/job");
+        let job = pod.labels().get(vramfit_api::pod_keys::JOB_LABEL);
         let job_created = job.and_then(|job| created.get(job)?.timestamp);
         if let (Some(pod), Some(job)) = (&pod.metadata.creation_timestamp, job_created) {
             report

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use kube::ResourceExt as _;
-use vramfit_api::Phase;
+use vramfit_api::{AttemptOutcome, Phase};
 use vramfit_e2e::{
     ATTEMPT_LABEL, CUDA_OOM_MESSAGE, Suite, check_placed_job, consistently, expect_eq,
 };
@@ -35,8 +35,8 @@ pub async fn oom_steps_down(s: &mut Suite) -> Result<()> {
     );
     expect_eq(
         "attempts[0].outcome",
-        status.attempts[0].outcome.as_deref(),
-        Some("OutOfMemory"),
+        status.attempts[0].outcome.clone(),
+        Some(AttemptOutcome::OutOfMemory),
     )?;
     ensure!(
         status.attempts[1]

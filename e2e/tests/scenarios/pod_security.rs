@@ -10,6 +10,7 @@ use serde_json::json;
 use std::time::Duration;
 
 use vramfit_api::Condition;
+use vramfit_api::conditions::ConditionType;
 use vramfit_e2e::{Suite, eventually};
 
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
@@ -82,7 +83,9 @@ async fn rejection(s: &Suite, name: &str) -> Result<Condition> {
     let scheduled = async || -> Result<Option<Condition>> {
         let job = s.job(name).await?;
         let conditions = job.status.map(|st| st.conditions).unwrap_or_default();
-        Ok(conditions.into_iter().find(|c| c.type_ == "Scheduled"))
+        Ok(conditions
+            .into_iter()
+            .find(|c| c.type_ == ConditionType::Scheduled.as_str()))
     };
     eventually(
         &format!("job {name} to report PodRejected"),

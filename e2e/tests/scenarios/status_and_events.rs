@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use vramfit_api::Phase;
+use vramfit_api::{AttemptOutcome, Phase};
 use vramfit_e2e::{Suite, consistently, exactly_one_pod};
 
 /// A simulated kubelet runs the pod then finishes it: the job follows to Succeeded.
@@ -22,7 +22,7 @@ pub async fn kubelet_success(s: &mut Suite) -> Result<()> {
         "Succeeded job has no completionTime"
     );
     ensure!(
-        status.attempts.first().and_then(|a| a.outcome.as_deref()) == Some("Succeeded"),
+        status.attempts.first().and_then(|a| a.outcome.clone()) == Some(AttemptOutcome::Succeeded),
         "attempts[0].outcome should be Succeeded: {:?}",
         status.attempts
     );

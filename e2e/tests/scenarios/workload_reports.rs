@@ -3,7 +3,7 @@
 //! bfloat16 starts the next attempt in float16; a result summary lands in `status.result`
 //! and in `kubectl get ij -o wide`.
 use anyhow::{Context as _, Result};
-use vramfit_api::{Dtype, Phase};
+use vramfit_api::{AttemptOutcome, Dtype, Phase};
 use vramfit_e2e::{Suite, expect_eq, parse_table, pinned_job};
 
 const GARBAGE_BF16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;
@@ -27,7 +27,7 @@ pub async fn garbage_then_result(s: &mut Suite) -> Result<()> {
     expect_eq(
         "outcome of attempt 1",
         status.attempts.first().and_then(|a| a.outcome.clone()),
-        Some("BadOutput".to_string()),
+        Some(AttemptOutcome::BadOutput),
     )?;
     expect_eq(
         "step of attempt 2",
