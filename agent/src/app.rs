@@ -6,19 +6,19 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tracing::{info, warn};
+use vramfit_runtime::admin_server::{self, AdminRoutes};
+use vramfit_runtime::shutdown::{Shutdown, trigger_on_signals};
 
 use crate::backoff::Backoff;
 use crate::cli::Args;
 use crate::gpu::GpuProbe;
 use crate::gpu::fixture::{FixtureError, FixtureProbe};
 use crate::gpu::nvml::NvmlProbe;
-use crate::http::{self, HttpState};
 use crate::labels::to_lines;
 use crate::metrics::Metrics;
 use crate::node_writer::{NodeWriter, SyncOutcome};
 use crate::readiness::Readiness;
 use crate::refresh::{Prober, RefreshError, RefreshLoop, write_once};
-use crate::shutdown::{Shutdown, trigger_on_signals};
 
 /// How many times `--once` tries to write before giving up.
 pub const ONCE_WRITE_ATTEMPTS: u32 = 5;
@@ -123,12 +123,9 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
     let (trigger, shutdown) = Shutdown::new();
     tokio::spawn(trigger_on_signals(trigger));
 
-    let router = http::router(HttpState {
-        readiness: Arc::clone(&readiness),
-        metrics: Arc::clone(&metrics),
-    });
+    let router = AdminRoutes::new(readiness.clone(), metrics.clone()).router();
     let mut server_shutdown = shutdown.clone();
-    let server = tokio::spawn(http::serve(listener, router, async move {
+    let server = tokio::spawn(admin_server::serve(listener, router, async move {
         server_shutdown.wait().await
     }));
 

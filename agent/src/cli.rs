@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-pub use vramfit_telemetry::LogFormat;
+pub use vramfit_runtime::logging::LogFormat;
 
 /// vramfit node agent: reads the node's GPUs through NVML (or a fixture file) and keeps its
 /// `vramfit.io/` labels true.

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use vramfit_agent::{app, cli::Args};
-use vramfit_telemetry as telemetry;
+use vramfit_runtime::logging;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(error) = telemetry::init(args.log_format) {
+    if let Err(error) = logging::init(args.log_format) {
         eprintln!("error: cannot set up logging: {error}");
         return ExitCode::FAILURE;
     }

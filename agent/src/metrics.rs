@@ -2,7 +2,6 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -10,6 +9,7 @@ use prometheus_client::registry::Registry;
 
 use crate::gpu::{AbsentReason, GpuState, Probe};
 use vramfit_api::labels::to_label_value;
+use vramfit_runtime::admin_server::MetricsSource;
 
 /// Labels of the per-GPU memory gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -155,9 +155,13 @@ impl Metrics {
 
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut text = String::new();
-        encode(&mut text, &self.registry)?;
-        Ok(text)
+        self.registry.encode_metrics()
+    }
+}
+
+impl MetricsSource for Metrics {
+    fn encode_metrics(&self) -> Result<String, std::fmt::Error> {
+        self.encode()
     }
 }
 

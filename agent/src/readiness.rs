@@ -1,6 +1,9 @@
 //! What `/readyz` answers: ready once a probe has finished and the node is known to carry
 //! the labels rendered from it (written, or found current).
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use vramfit_runtime::admin_server::ReadinessSource;
 
 /// Shared between the refresh loop (which sets it) and the HTTP server (which reads it).
 #[derive(Debug, Default)]
@@ -31,6 +34,16 @@ impl Readiness {
     }
 }
 
+impl ReadinessSource for Readiness {
+    fn readiness(&self) -> Result<(), Cow<'static, str>> {
+        if self.is_ready() {
+            Ok(())
+        } else {
+            Err(Cow::Borrowed("no probe yet, or labels not written"))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +58,17 @@ mod tests {
         assert!(r.is_ready());
         r.set_labels_current(false);
         assert!(!r.is_ready());
+    }
+
+    #[test]
+    fn readyz_says_why_not() {
+        let r = Readiness::new();
+        assert_eq!(
+            r.readiness(),
+            Err(Cow::Borrowed("no probe yet, or labels not written"))
+        );
+        r.set_probed();
+        r.set_labels_current(true);
+        assert_eq!(r.readiness(), Ok(()));
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
+use vramfit_runtime::shutdown::Shutdown;
 
 use crate::backoff::Backoff;
 use crate::gpu::{GpuProbe, GpuState, Probe, ProbeError};
@@ -16,7 +17,6 @@ use crate::labels::{NodeLabels, render};
 use crate::metrics::Metrics;
 use crate::node_writer::{NodeWriter, SyncOutcome, WriteError};
 use crate::readiness::Readiness;
-use crate::shutdown::Shutdown;
 
 /// Why one refresh did not leave the node's labels current.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,5 @@
-//! `/healthz`, `/readyz` and `/metrics` over a real socket.
+//! `/healthz`, `/readyz` and `/metrics` over a real socket, wired as `app.rs` wires the
+//! shared admin server: the agent's readiness and metrics.
 // Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
 use std::net::SocketAddr;
@@ -6,10 +7,10 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use vramfit_agent::http::{HttpState, router, serve};
 use vramfit_agent::metrics::Metrics;
 use vramfit_agent::readiness::Readiness;
-use vramfit_agent::shutdown::Shutdown;
+use vramfit_runtime::admin_server::{AdminRoutes, serve};
+use vramfit_runtime::shutdown::Shutdown;
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
@@ -29,14 +30,16 @@ async fn readiness_means_probed_and_labels_current() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (trigger, mut shutdown) = Shutdown::new();
-    let app = router(HttpState {
-        readiness: Arc::clone(&readiness),
-        metrics: Arc::clone(&metrics),
-    });
+    let app = AdminRoutes::new(readiness.clone(), metrics.clone()).router();
     let server = tokio::spawn(serve(listener, app, async move { shutdown.wait().await }));
 
-    assert_eq!(get(addr, "/healthz").await.0, 200);
-    assert_eq!(get(addr, "/readyz").await.0, 503);
+    let (status, _, body) = get(addr, "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let (status, _, body) = get(addr, "/readyz").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (503, "not ready: no probe yet, or labels not written\n")
+    );
     readiness.set_probed();
     assert_eq!(
         get(addr, "/readyz").await.0,
@@ -44,7 +47,8 @@ async fn readiness_means_probed_and_labels_current() {
         "probed but labels not written"
     );
     readiness.set_labels_current(true);
-    assert_eq!(get(addr, "/readyz").await.0, 200);
+    let (status, _, body) = get(addr, "/readyz").await;
+    assert_eq!((status, body.as_str()), (200, "ready\n"));
     // Liveness stays independent of readiness.
     readiness.set_labels_current(false);
     assert_eq!(get(addr, "/readyz").await.0, 503);

@@ -20,8 +20,8 @@ use vramfit_agent::metrics::Metrics;
 use vramfit_agent::node_writer::{NodeWriter, SyncOutcome};
 use vramfit_agent::readiness::Readiness;
 use vramfit_agent::refresh::{Prober, RefreshLoop, write_once};
-use vramfit_agent::shutdown::Shutdown;
 use vramfit_api::labels as keys;
+use vramfit_runtime::shutdown::Shutdown;
 
 const NODE: &str = "gpu-node-1";
 /// What kube 5.0 sends for a forced server-side apply (its query builder leaves an empty

@@ -1,5 +1,5 @@
 //! The operator process: metrics server, wait for the CRDs, leader election, controller,
-//! graceful shutdown on SIGTERM/SIGINT.
+//! graceful shutdown on SIGTERM/SIGINT (the server and the signals from `vramfit-runtime`).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,14 +8,17 @@ use kube::api::Api;
 use kube::runtime::wait::Condition;
 use kube::runtime::wait::conditions::is_crd_established;
 use kube::{Client, CustomResourceExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
 use vramfit_api::{GpuNodeClass, InferenceJob};
+use vramfit_runtime::admin_server::{self, AdminRoutes};
+use vramfit_runtime::shutdown;
 
 use crate::cli::Args;
 use crate::controller::{self, ControllerConfig};
 use crate::error::StartupError;
-use crate::http::{self, Health};
+use crate::health::Health;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 
@@ -23,7 +26,7 @@ use crate::metrics::Metrics;
 pub async fn run(args: Args) -> Result<(), StartupError> {
     let (stop_tx, stop) = watch::channel(false);
     tokio::spawn(async move {
-        wait_for_signal().await;
+        shutdown::signal().await;
         info!("shutdown requested; finishing in-flight reconciles");
         let _ = stop_tx.send(true);
     });
@@ -32,9 +35,25 @@ pub async fn run(args: Args) -> Result<(), StartupError> {
     let health = Arc::new(Health::new(args.leader_election));
     // The server outlives the controller: it stops once everything else has (a lost lease
     // included, which no signal announces).
-    let (server_stop_tx, server_stop) = watch::channel(false);
-    let router = http::router(metrics.clone(), health.clone());
-    let server = tokio::spawn(http::bind(args.metrics_addr, router, server_stop).await?);
+    let (server_stop_tx, mut server_stop) = watch::channel(false);
+    let listener = TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|source| StartupError::Http {
+            addr: args.metrics_addr.to_string(),
+            source,
+        })?;
+    let gauges = health.clone();
+    let router = AdminRoutes::new(health.clone(), metrics.clone())
+        .before_scrape(move || gauges.refresh_gauges())
+        .router();
+    let server = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = server_stop.wait_for(|stopped| *stopped).await;
+        };
+        if let Err(error) = admin_server::serve(listener, router, stopped).await {
+            tracing::error!(%error, "metrics server failed");
+        }
+    });
     info!(addr = %args.metrics_addr, "serving /metrics, /healthz and /readyz");
 
     let result = match Client::try_default().await {
@@ -144,29 +163,5 @@ async fn wait_for_crds(client: &Client, stop: &mut watch::Receiver<bool>) -> boo
             _ = stop.wait_for(|stopped| *stopped) => return false,
         }
         delay = (delay * 2).min(Duration::from_secs(30));
-    }
-}
-
-/// SIGTERM or SIGINT.
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(error) => {
-                warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the operator");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }

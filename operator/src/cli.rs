@@ -2,7 +2,7 @@
 use std::net::SocketAddr;
 
 use clap::Parser;
-pub use vramfit_telemetry::LogFormat;
+pub use vramfit_runtime::logging::LogFormat;
 
 /// vramfit operator: plans InferenceJobs for the GPU class they land on and runs their pods.
 #[derive(Clone, Debug, Parser)]

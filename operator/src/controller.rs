@@ -39,7 +39,7 @@ use tracing::{debug, info, warn};
 use vramfit_api::InferenceJob;
 
 use crate::context::{Context, Settings};
-use crate::http::Health;
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
 use crate::stores::reflectors::{drive_reflectors, list_config, trim_job};
@@ -278,6 +278,7 @@ mod tests {
     async fn the_replica_turns_ready_once_every_cache_and_the_jobs_are_listed() {
         use http::{Request, Response};
         use kube::client::Body;
+        use vramfit_runtime::admin_server::ReadinessSource;
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         // An API server with nothing in it: every list is empty, every watch stays open.
         let server = tokio::spawn(async move {
@@ -314,7 +315,7 @@ mod tests {
         let _ = stop_tx.send(true);
         let stopped = tokio::time::timeout(Duration::from_secs(10), controller).await;
         assert!(stopped.is_ok(), "the controller stops on the signal");
-        assert_eq!(health.readiness(), Err("caches not synced yet"));
+        assert_eq!(health.readiness(), Err("caches not synced yet".into()));
         server.abort();
     }
 

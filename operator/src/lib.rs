@@ -13,7 +13,8 @@
 //! * [`reconcile`]: the pipeline: read → validate → decide → apply pod → patch status.
 //! * [`controller`]: the kube-runtime `Controller` wiring, watches and stores.
 //! * [`slim`]: the pods and jobs the watches parse: only what vramfit reads.
-//! * [`events`], [`metrics`], [`http`], [`leader`], [`reservations`]: the edges.
+//! * [`events`], [`metrics`], [`health`], [`leader`], [`reservations`]: the edges
+//!   (the process runtime, `/healthz`, `/readyz` and `/metrics` included, is `vramfit-runtime`).
 #![forbid(unsafe_code)]
 
 pub mod app;
@@ -27,7 +28,7 @@ pub mod events;
 // in the shipped binary.
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
-pub mod http;
+pub mod health;
 pub mod leader;
 pub mod lease_fence;
 pub mod metrics;

@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,6 +25,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use vramfit_api::Phase;
+use vramfit_runtime::admin_server::MetricsSource;
 
 /// Labels of `vramfit_jobs`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -272,9 +272,13 @@ impl Metrics {
 
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut text = String::new();
-        encode(&mut text, &self.registry)?;
-        Ok(text)
+        self.registry.encode_metrics()
+    }
+}
+
+impl MetricsSource for Metrics {
+    fn encode_metrics(&self) -> Result<String, std::fmt::Error> {
+        self.encode()
     }
 }
 

@@ -14,7 +14,7 @@ use vramfit_api::InferenceJob;
 
 use crate::controller::{ControllerConfig, run};
 use crate::fixtures;
-use crate::http::Health;
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::reconcile::tests::{
     a10g_cluster, created_pod, first_reconcile, run as reconcile_once, with_status,

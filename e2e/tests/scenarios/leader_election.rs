@@ -52,7 +52,7 @@ pub async fn leader_election(s: &mut Suite) -> Result<()> {
         },
     )
     .await?;
-    // Only the Lease holder is ready (operator/src/http.rs: with leader election, /readyz
+    // Only the Lease holder is ready (operator/src/health.rs: with leader election, /readyz
     // is 200 only while the lease is held), so only it writes.
     let addrs: Vec<(String, String)> = s
         .operators

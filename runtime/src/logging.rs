@@ -1,7 +1,6 @@
 //! Logging through `tracing` for the agent and the operator: level from `RUST_LOG` (default
 //! `info`), text or JSON, on stderr (so `vramfit-agent --once --print` keeps stdout for its
 //! labels).
-#![forbid(unsafe_code)]
 
 use std::io::IsTerminal;
 
