@@ -35,7 +35,7 @@ use vramfit_api::{
     Plan,
 };
 use vramfit_planner::fallback::{next_after_bad_output, next_step};
-use vramfit_planner::{JobInput, NodeClass, plan_for_class};
+use vramfit_planner::{JobInput, NodeClass, SpecError, plan_for_class};
 
 use crate::conditions::{
     self, FLAGS_UNREACHABLE, INVALID_SPEC, OUT_OF_MEMORY, READY, SCHEDULED, reasons as cr,
@@ -105,7 +105,7 @@ pub struct Observed<'a> {
     /// The job.
     pub job: &'a InferenceJob,
     /// The validated spec, or why it is invalid.
-    pub input: &'a Result<JobInput, String>,
+    pub input: &'a Result<JobInput, SpecError>,
     /// Looks a pod of the job's namespace up by name.
     pub pods: &'a dyn Fn(&str) -> PodSeen,
     /// Classes and nodes.
@@ -302,14 +302,15 @@ impl Draft<'_> {
                 cr::SPEC_VALID,
                 "the spec can be planned",
             ),
-            Err(message) => {
+            Err(why) => {
+                let message = why.to_string();
                 let already = conditions::get(&old.conditions, INVALID_SPEC)
-                    .is_some_and(|c| c.status == "True" && c.message == *message);
+                    .is_some_and(|c| c.status == "True" && c.message == message);
                 if !already {
                     self.events
                         .push(JobEvent::warning(er::INVALID_SPEC, message.clone()));
                 }
-                self.set(INVALID_SPEC, true, cr::INVALID_SPEC, message.clone());
+                self.set(INVALID_SPEC, true, cr::INVALID_SPEC, message);
             }
         }
     }
