@@ -92,7 +92,10 @@ pub fn classes(overrides: Option<&PathBuf>) -> Result<Vec<NodeClass>, CliError> 
         }
         match classes.iter_mut().find(|c| c.name == name) {
             Some(class) => class.apply_overrides(&object.spec),
-            None => classes.push(NodeClass::from_definition(&name, &object.spec).map_err(invalid)?),
+            None => classes.push(
+                NodeClass::from_definition(&name, &object.spec)
+                    .map_err(|why| invalid(why.to_string()))?,
+            ),
         }
     }
     Ok(classes)

@@ -4,8 +4,9 @@ use std::fmt::Write;
 use serde::Serialize;
 use vramfit_api::{Fallback, Plan};
 use vramfit_planner::gib;
+use vramfit_planner::ranking::{self, Verdict};
 use vramfit_planner::{
-    GpuUnit, JobInput, NodeClass, model_catalog, plan_for_class, ranking, resolve_job, workload,
+    GpuUnit, JobInput, NodeClass, model_catalog, plan_for_class, resolve_job, workload,
 };
 
 use crate::args::{ClassesArgs, CrdsArgs, Format, PlanArgs};
@@ -43,9 +44,9 @@ struct PlanReport {
 /// `vramfit plan`.
 pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
     let job = manifest::read_job(&args.file)?;
-    let input = resolve_job(&job.spec).map_err(|message| CliError::InvalidSpec {
+    let input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
         path: args.file.clone(),
-        message,
+        message: why.to_string(),
     })?;
     let mut classes = manifest::classes(args.node_classes.as_ref())?;
     if let Some(name) = &args.class {
@@ -63,15 +64,13 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
         }
     }
     let fallback = Fallback::default();
-    let outcomes: Vec<(&NodeClass, Result<Plan, String>)> = classes
+    let planned = classes
         .iter()
-        .map(|c| (c, plan_for_class(&input, c, &fallback)))
-        .collect();
-    let plans: Vec<Plan> = outcomes
-        .iter()
-        .filter_map(|(_, r)| r.as_ref().ok().cloned())
-        .collect();
-    let chosen = ranking::best(input.preference, &plans).map(|p| p.node_class.clone());
+        .map(|c| (c, plan_for_class(&input, c, &fallback)));
+    // No cluster here: every class has room. The operator chooses with the same function and
+    // the free GPUs of its nodes.
+    let choice = ranking::choose_class(input.preference, planned, |_, _| true);
+    let chosen = choice.chosen().map(|(class, _)| class.name.clone());
     let name = job
         .metadata
         .name
@@ -88,13 +87,14 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
         runtime: serde_plain(&input.runtime),
         preference: serde_plain(&input.preference),
         chosen,
-        classes: outcomes
+        classes: choice
+            .classes
             .iter()
-            .map(|(class, result)| {
+            .map(|c| {
                 outcome(
                     &input,
-                    class,
-                    result,
+                    c.class,
+                    &c.verdict,
                     args.class.is_some() || args.output != Format::Table,
                 )
             })
@@ -107,34 +107,31 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
     }
 }
 
-fn outcome(
-    input: &JobInput,
-    class: &NodeClass,
-    result: &Result<Plan, String>,
-    with_pod: bool,
-) -> ClassOutcome {
+fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: bool) -> ClassOutcome {
     let gpus = format!(
         "{}×{} {}",
         class.gpus_per_node,
         class.describe_gpu(),
         gib(class.memory_mib)
     );
-    match result {
-        Ok(plan) => ClassOutcome {
-            node_class: class.name.clone(),
-            gpus,
-            env: with_pod.then(|| workload::plan_env(input, plan)),
-            args: with_pod.then(|| workload::runtime_args(input, plan)),
-            plan: Some(plan.clone()),
-            cannot_run: None,
-        },
-        Err(reason) => ClassOutcome {
+    match verdict {
+        Verdict::Chosen(plan) | Verdict::RankedLower(plan) | Verdict::NoRoom(plan) => {
+            ClassOutcome {
+                node_class: class.name.clone(),
+                gpus,
+                env: with_pod.then(|| workload::plan_env(input, plan)),
+                args: with_pod.then(|| workload::runtime_args(input, plan)),
+                plan: Some(plan.clone()),
+                cannot_run: None,
+            }
+        }
+        Verdict::CannotRun(why) => ClassOutcome {
             node_class: class.name.clone(),
             gpus,
             plan: None,
             env: None,
             args: None,
-            cannot_run: Some(reason.clone()),
+            cannot_run: Some(why.to_string()),
         },
     }
 }

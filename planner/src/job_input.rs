@@ -5,6 +5,7 @@ use vramfit_api::{
     Preference, Quantization, Runtime,
 };
 
+use crate::error::SpecError;
 use crate::model_catalog::{self, ModelShape};
 
 /// Context length when the job sets none.
@@ -72,34 +73,35 @@ impl JobInput {
     }
 }
 
-/// Checks a job spec and resolves its model. The error is one line for a status condition
-/// or stderr.
-pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
-    let model = model_catalog::resolve(&spec.model).map_err(|e| e.0)?;
+/// Checks a job spec and resolves its model. The error's `Display` is one line for a status
+/// condition or stderr.
+pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
+    let model = model_catalog::resolve(&spec.model)?;
     if spec.gpus.min == 0 || spec.gpus.min > spec.gpus.max {
-        return Err(format!(
-            "gpus.min ({}) must be at least 1 and not exceed gpus.max ({})",
-            spec.gpus.min, spec.gpus.max
-        ));
+        return Err(SpecError::GpuRange {
+            min: spec.gpus.min,
+            max: spec.gpus.max,
+        });
     }
     let mut pod_env = spec.pod.iter().flat_map(|pod| &pod.env);
     if let Some((name, why)) =
         pod_env.find_map(|var| crate::workload::reserved_env(&var.name).map(|why| (&var.name, why)))
     {
-        return Err(format!("pod.env may not set {name}: {why}"));
+        return Err(SpecError::ReservedEnv {
+            name: name.clone(),
+            why,
+        });
     }
     if let Some(why) =
         crate::user_args::first_contradiction(spec.runtime, &spec.command, &spec.args)
     {
-        return Err(format!("command/args: {why}"));
+        return Err(SpecError::CommandArgs { contradiction: why });
     }
     if spec.batch_size == 0 {
-        return Err("batchSize must be at least 1".into());
+        return Err(SpecError::ZeroBatchSize);
     }
     if spec.runtime == Runtime::Llamacpp && model.gguf_file_bytes.is_none() {
-        return Err(
-            "runtime llamacpp needs a GGUF model: a GGUF preset or model.ggufFileBytes".into(),
-        );
+        return Err(SpecError::NoGgufModel);
     }
     let mut notes = Vec::new();
     let requested = spec.context_length.unwrap_or(DEFAULT_CONTEXT_LENGTH);
@@ -113,7 +115,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, String> {
     let llama = spec.llama_cpp.clone().unwrap_or_default();
     let kv_cache_types = ordered(llama.kv_cache_types.as_deref(), &KvCacheType::LADDER);
     if quantizations.is_empty() || kv_cache_types.is_empty() {
-        return Err("allowedQuantizations and kvCacheTypes may not be empty".into());
+        return Err(SpecError::EmptyLadder);
     }
     Ok(JobInput {
         model,

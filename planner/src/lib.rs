@@ -4,10 +4,11 @@
 //! * [`model_catalog`]: model presets and their published sources (docs/planning.md).
 //! * [`node_class`]: classes of GPU nodes and their defaults.
 //! * [`class_from_facts`]: the classes a node forms from its labels (mixed, MIG, shared).
-//! * [`class_from_facts`]: the classes a node forms from its labels (mixed, MIG, shared).
 //! * [`memory`]: the memory estimator (docs/planning.md).
 //! * [`plan`]: a job on a class → a plan with its reasons, or why not (docs/planning.md).
-//! * [`ranking`]: which class wins (docs/planning.md).
+//! * [`ranking`]: which class wins among those with room, and why the others did not
+//!   ([`ranking::choose_class`], the one choice of the operator and `vramfit plan`).
+//! * [`error`]: why a spec, a class definition or a plan is refused, one line each.
 //! * [`fallback`]: the step down after an out-of-memory failure (docs/planning.md).
 //! * [`runtime_contract`]: supported runtime versions and the flag table (docs/runtime-contracts.md).
 //! * [`runtime_vllm`]: how vLLM realises a plan (docs/runtime-contracts.md).
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod class_from_facts;
+pub mod error;
 pub mod fallback;
 pub mod gpu_catalog;
 pub mod job_input;
@@ -34,6 +36,9 @@ pub mod user_args;
 pub mod workload;
 
 pub use class_from_facts::classes_from_facts;
+pub use error::{
+    ClassDefinitionError, ModelError, NoEightBitUnderVllm, PlanError, PodGpuLimit, SpecError,
+};
 pub use job_input::{JobInput, resolve_job};
 pub use node_class::{GpuUnit, NodeClass, builtin_classes};
 pub use plan::{plan_all, plan_for_class};

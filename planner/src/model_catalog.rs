@@ -2,6 +2,8 @@
 //! resolution of a job's `model` into the numbers the estimator needs.
 use vramfit_api::ModelSpec;
 
+pub use crate::error::ModelError;
+
 /// The numbers the memory estimator needs about a model. Presets hold `&'static str` names;
 /// resolved jobs own theirs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -190,26 +192,12 @@ pub fn preset(key: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.key.eq_ignore_ascii_case(key))
 }
 
-/// Why a model spec cannot be resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelError(pub String);
-
-impl std::fmt::Display for ModelError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Resolves a job's `model` (preset, explicit numbers, or both) into a [`ModelShape`].
 pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     let base = match &spec.preset {
-        Some(key) => Some(preset(key).ok_or_else(|| {
-            let known: Vec<&str> = PRESETS.iter().map(|p| p.key).collect();
-            ModelError(format!(
-                "unknown model preset {key:?}; known presets: {}",
-                known.join(", ")
-            ))
-        })?),
+        Some(key) => {
+            Some(preset(key).ok_or_else(|| ModelError::UnknownPreset { key: key.clone() })?)
+        }
         None => None,
     };
     let shape = base.map(|p| p.shape);
@@ -222,9 +210,7 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         "attentionHeads",
     )?;
     if parameters == 0 || layers == 0 || hidden_size == 0 || attention_heads == 0 {
-        return Err(ModelError(
-            "model parameters, layers, hiddenSize and attentionHeads must be positive".into(),
-        ));
+        return Err(ModelError::NotPositive);
     }
     let head_dim = spec
         .head_dim
@@ -236,9 +222,10 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         .or(shape.map(|s| s.kv_heads))
         .unwrap_or(attention_heads);
     if kv_heads > attention_heads {
-        return Err(ModelError(format!(
-            "model.kvHeads ({kv_heads}) cannot exceed attentionHeads ({attention_heads})"
-        )));
+        return Err(ModelError::TooManyKvHeads {
+            kv_heads,
+            attention_heads,
+        });
     }
     let name = spec
         .name
@@ -266,10 +253,12 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
 }
 
 /// An explicit field wins over the preset's; without either, the field is missing.
-fn required<T>(explicit: Option<T>, preset: Option<T>, field: &str) -> Result<T, ModelError> {
-    explicit
-        .or(preset)
-        .ok_or_else(|| ModelError(format!("model.{field} is required when no preset is given")))
+fn required<T>(
+    explicit: Option<T>,
+    preset: Option<T>,
+    field: &'static str,
+) -> Result<T, ModelError> {
+    explicit.or(preset).ok_or(ModelError::Missing { field })
 }
 
 #[cfg(test)]
@@ -296,7 +285,7 @@ mod tests {
             preset: Some("gpt-5".into()),
             ..Default::default()
         };
-        let err = resolve(&spec).unwrap_err().0;
+        let err = resolve(&spec).unwrap_err().to_string();
         assert!(err.contains("unknown model preset \"gpt-5\""), "{err}");
         assert!(err.contains("internvl3-8b"), "{err}");
     }
@@ -308,7 +297,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            resolve(&partial).unwrap_err().0,
+            resolve(&partial).unwrap_err().to_string(),
             "model.layers is required when no preset is given"
         );
         let full = ModelSpec {
@@ -325,7 +314,18 @@ mod tests {
             kv_heads: Some(32),
             ..full
         };
-        assert!(resolve(&bad).unwrap_err().0.contains("cannot exceed"));
+        let err = resolve(&bad).unwrap_err();
+        assert_eq!(
+            err,
+            ModelError::TooManyKvHeads {
+                kv_heads: 32,
+                attention_heads: 16
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "model.kvHeads (32) cannot exceed attentionHeads (16)"
+        );
     }
 
     #[test]

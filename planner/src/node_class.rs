@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use vramfit_api::labels::{self, ComputeCapability, GPU_RESOURCE};
 use vramfit_api::{GpuNodeClassSpec, Tier};
 
+use crate::error::{ClassDefinitionError, PodGpuLimit};
 use crate::gpu_catalog::{self, Architecture};
 
 /// A class of GPU nodes as the planner sees it.
@@ -115,21 +116,26 @@ impl NodeClass {
     }
 
     /// A class defined entirely by a `GpuNodeClass` (`gpu` and `nodeSelector` set).
-    pub fn from_definition(name: &str, spec: &GpuNodeClassSpec) -> Result<Self, String> {
+    pub fn from_definition(
+        name: &str,
+        spec: &GpuNodeClassSpec,
+    ) -> Result<Self, ClassDefinitionError> {
         let gpu = spec
             .gpu
             .as_ref()
-            .ok_or_else(|| format!("GpuNodeClass {name}: spec.gpu is needed to define a class"))?;
+            .ok_or_else(|| ClassDefinitionError::NoGpu {
+                name: name.to_string(),
+            })?;
         if spec.node_selector.is_empty() {
-            return Err(format!(
-                "GpuNodeClass {name}: spec.nodeSelector is needed to define a class"
-            ));
+            return Err(ClassDefinitionError::NoNodeSelector {
+                name: name.to_string(),
+            });
         }
         let capability = ComputeCapability::parse(&gpu.compute_capability).ok_or_else(|| {
-            format!(
-                "GpuNodeClass {name}: computeCapability {:?} is not major.minor",
-                gpu.compute_capability
-            )
+            ClassDefinitionError::BadComputeCapability {
+                name: name.to_string(),
+                value: gpu.compute_capability.clone(),
+            }
         })?;
         let mut class = Self::new(
             name,
@@ -237,16 +243,19 @@ impl NodeClass {
         }
     }
 
-    /// Why a pod gets at most one GPU here, when it does.
-    pub fn single_gpu_reason(&self) -> Option<String> {
+    /// Why a pod gets no more than [`Self::max_gpus_per_pod`] here.
+    pub fn pod_gpu_limit(&self) -> PodGpuLimit {
         match &self.unit {
-            GpuUnit::Whole => None,
-            GpuUnit::MigSlice { profile } => Some(format!(
-                "a pod gets one MIG {profile} slice: a model is never spread over slices (no tensor parallel across MIG slices)"
-            )),
-            GpuUnit::Shared { replicas, strategy } => Some(format!(
-                "a pod gets one share of a GPU shared {replicas} ways ({strategy}): multi-GPU plans are refused on shared GPUs"
-            )),
+            GpuUnit::Whole => PodGpuLimit::NodeGpus {
+                gpus_per_node: self.gpus_per_node,
+            },
+            GpuUnit::MigSlice { profile } => PodGpuLimit::MigSlice {
+                profile: profile.clone(),
+            },
+            GpuUnit::Shared { replicas, strategy } => PodGpuLimit::SharedGpu {
+                replicas: *replicas,
+                strategy: strategy.clone(),
+            },
         }
     }
 

@@ -1,6 +1,7 @@
 //! The planner's entry point: a job on a node class → a [`Plan`] or why the class cannot run it.
 use vramfit_api::{ClassRejection, Fallback, Plan, Quantization, Runtime};
 
+use crate::error::PlanError;
 use crate::job_input::JobInput;
 use crate::node_class::NodeClass;
 use crate::plan_common::{admission, common_settings, partition_notes};
@@ -11,7 +12,7 @@ pub fn plan_for_class(
     job: &JobInput,
     class: &NodeClass,
     fallback: &Fallback,
-) -> Result<Plan, String> {
+) -> Result<Plan, PlanError> {
     admission(job, class)?;
     let common = common_settings(job, class, fallback);
     let (partition_reason, partition_warning) = partition_notes(class);
@@ -80,9 +81,9 @@ pub fn plan_all(
     classes
         .iter()
         .map(|class| {
-            plan_for_class(job, class, fallback).map_err(|reason| ClassRejection {
+            plan_for_class(job, class, fallback).map_err(|why| ClassRejection {
                 node_class: class.name.clone(),
-                reason,
+                reason: why.to_string(),
             })
         })
         .collect()

@@ -3,6 +3,7 @@
 use vramfit_api::labels::ComputeCapability;
 use vramfit_api::{Dtype, DtypeRequest, Fallback, Runtime};
 
+use crate::error::PlanError;
 use crate::job_input::JobInput;
 use crate::node_class::{GpuUnit, NodeClass};
 use crate::tiles;
@@ -27,46 +28,40 @@ pub struct CommonSettings {
 }
 
 /// Why a class may not take the job at all, before any sizing.
-pub fn admission(job: &JobInput, class: &NodeClass) -> Result<(), String> {
+pub fn admission(job: &JobInput, class: &NodeClass) -> Result<(), PlanError> {
     if !class.allow_jobs {
-        return Err("jobs are not allowed on this class (GpuNodeClass allowJobs: false)".into());
+        return Err(PlanError::JobsNotAllowed);
     }
     if job.classes.denied.iter().any(|c| c == &class.name) {
-        return Err("denied by the job's nodeClasses.denied".into());
+        return Err(PlanError::DeniedByJob);
     }
     if !job.classes.allowed.is_empty() && !job.classes.allowed.iter().any(|c| c == &class.name) {
-        return Err("not in the job's nodeClasses.allowed".into());
+        return Err(PlanError::NotAllowedByJob);
     }
     if let Some(allowed) = &class.allowed_toleration_keys
         && let Some(key) = job.toleration_keys.iter().find(|k| !allowed.contains(k))
     {
-        return Err(format!(
-            "the job tolerates taint key {key}, which GpuNodeClass allowedTolerationKeys does not list ({})",
-            allowed.join(", ")
-        ));
+        return Err(PlanError::TolerationNotAllowed {
+            key: key.clone(),
+            allowed: allowed.clone(),
+        });
     }
     if let (Some(allowed), Some(priority)) = (&class.allowed_priority_classes, &job.priority_class)
         && !allowed.contains(priority)
     {
-        return Err(format!(
-            "priority class {priority} is not in GpuNodeClass allowedPriorityClasses ({})",
-            allowed.join(", ")
-        ));
+        return Err(PlanError::PriorityClassNotAllowed {
+            priority_class: priority.clone(),
+            allowed: allowed.clone(),
+        });
     }
     let cc = class.capability;
     if job.dtype == DtypeRequest::Bfloat16 && !cc.supports_bf16() {
-        return Err(format!(
-            "bfloat16 is pinned but compute capability {cc} < 8.0: bf16 would be emulated and answer garbage"
-        ));
+        return Err(PlanError::Bfloat16Unsupported { capability: cc });
     }
-    let lowest = job.min_gpus;
-    if lowest > class.max_gpus_per_pod() {
-        return Err(match class.single_gpu_reason() {
-            Some(why) => format!("job needs at least {lowest} GPUs; {why}"),
-            None => format!(
-                "job needs at least {lowest} GPUs; nodes of this class have {}",
-                class.gpus_per_node
-            ),
+    if job.min_gpus > class.max_gpus_per_pod() {
+        return Err(PlanError::TooFewGpus {
+            needed: job.min_gpus,
+            limit: class.pod_gpu_limit(),
         });
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! which KV-cache type, on how many GPUs.
 use vramfit_api::{Fallback, GpuLayers, KvCacheType, LlamaCppPlan, MemoryEstimate, Preference};
 
+use crate::error::PlanError;
 use crate::job_input::JobInput;
 use crate::memory::{self, LLAMACPP_OVERHEAD_MIB, MIB};
 use crate::node_class::NodeClass;
@@ -120,7 +121,7 @@ pub fn size(
     class: &NodeClass,
     fallback: &Fallback,
     flash_attention: bool,
-) -> Result<LlamaCppSizing, String> {
+) -> Result<LlamaCppSizing, PlanError> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
     let target_percent = job
         .target_usage_percent
@@ -132,10 +133,10 @@ pub fn size(
         target_percent,
     };
     if budget.per_gpu_mib() == 0 {
-        return Err(format!(
-            "no offload budget: {target_percent}% of {} is below llama.cpp's {LLAMACPP_OVERHEAD_MIB} MiB overhead",
-            gib(class.memory_mib)
-        ));
+        return Err(PlanError::NoOffloadBudget {
+            target_percent,
+            vram_per_gpu_mib: class.memory_mib,
+        });
     }
     let mut reasons = Vec::new();
     let kv_types: Vec<KvCacheType> = job
@@ -146,7 +147,7 @@ pub fn size(
         .filter(|t| flash_attention || !t.is_quantized())
         .collect();
     if kv_types.is_empty() {
-        return Err("only quantized KV-cache types are allowed, and they need flash attention, which is off here".into());
+        return Err(PlanError::QuantizedKvCacheNeedsFlashAttention);
     }
     if !flash_attention && job.kv_cache_types.iter().any(|t| t.is_quantized()) {
         reasons.push(
@@ -179,12 +180,11 @@ pub fn size(
             let kv = *kv_types.last().unwrap_or(&KvCacheType::F16);
             let fit = budget.layers_that_fit(hi, kv);
             if fit == 0 {
-                return Err(format!(
-                    "not one layer fits: {} for one layer with KV {}, {} budget per GPU",
-                    gib(memory::mib(budget.bytes(1, kv))),
-                    kv.as_str(),
-                    gib(budget.per_gpu_mib())
-                ));
+                return Err(PlanError::NoLayerFits {
+                    one_layer_mib: memory::mib(budget.bytes(1, kv)),
+                    kv_cache_type: kv,
+                    budget_per_gpu_mib: budget.per_gpu_mib(),
+                });
             }
             reasons.push(format!(
                 "partial offload: {fit}/{total_layers} layers fit on {hi}×{} even with KV {}; the rest run on the CPU",

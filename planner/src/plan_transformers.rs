@@ -3,6 +3,7 @@
 //! first, quantizing before adding GPUs.
 use vramfit_api::{Dtype, Fallback, MemoryEstimate, Preference, Quantization, Runtime};
 
+use crate::error::{NoEightBitUnderVllm, PlanError};
 use crate::job_input::JobInput;
 use crate::memory::{self, TransformerNeed};
 use crate::node_class::NodeClass;
@@ -27,16 +28,13 @@ pub fn gpu_range(
     job: &JobInput,
     class: &NodeClass,
     fallback: &Fallback,
-) -> Result<(u32, u32), String> {
+) -> Result<(u32, u32), PlanError> {
     let lo = job.min_gpus.max(fallback.min_gpus.unwrap_or(0));
     let hi = job.max_gpus.min(class.max_gpus_per_pod());
     if lo > hi {
-        return Err(match class.single_gpu_reason() {
-            Some(why) => format!("needs at least {lo} GPUs (after step-downs); {why}"),
-            None => format!(
-                "needs at least {lo} GPUs (after step-downs); nodes of this class have {}",
-                class.gpus_per_node
-            ),
+        return Err(PlanError::TooFewGpusAfterStepDowns {
+            needed: lo,
+            limit: class.pod_gpu_limit(),
         });
     }
     Ok((lo, hi))
@@ -49,9 +47,10 @@ pub fn size(
     class: &NodeClass,
     fallback: &Fallback,
     dtype: Dtype,
-) -> Result<TransformerSizing, String> {
+) -> Result<TransformerSizing, PlanError> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
     let mut reasons = Vec::new();
+    let mut refused = None;
     let quantizations: Vec<Quantization> = job
         .quantizations
         .iter()
@@ -60,15 +59,16 @@ pub fn size(
         .filter(|&q| match runtime_level(job, class, q) {
             Ok(()) => true,
             Err(why) => {
-                reasons.push(why);
+                reasons.push(why.to_string());
+                refused = Some(why);
                 false
             }
         })
         .collect();
     let Some(&most_compact) = quantizations.last() else {
-        return Err(match reasons.pop() {
-            Some(why) => format!("no allowed quantization is left: {why}"),
-            None => "no allowed quantization is left after step-downs".into(),
+        return Err(match refused {
+            Some(why) => PlanError::QuantizationUnsupported(why),
+            None => PlanError::NoQuantizationLeft,
         });
     };
     let usable = usable_per_gpu_mib(job, class);
@@ -88,14 +88,13 @@ pub fn size(
             .collect(),
     };
     let Some(&(quantization, gpu_count)) = candidates.iter().find(|&&(q, n)| fits(q, n)) else {
-        let worst = need(most_compact, hi).per_gpu_mib();
-        return Err(format!(
-            "does not fit: needs {} per GPU with {} on {hi}×{}, {} usable",
-            gib(worst),
-            most_compact.as_str(),
-            class.describe_gpu(),
-            gib(usable)
-        ));
+        return Err(PlanError::DoesNotFit {
+            needed_per_gpu_mib: need(most_compact, hi).per_gpu_mib(),
+            usable_per_gpu_mib: usable,
+            quantization: most_compact,
+            gpus: hi,
+            gpu: class.describe_gpu(),
+        });
     };
 
     let chosen = need(quantization, gpu_count);
@@ -129,7 +128,11 @@ pub fn size(
 
 /// Whether the runtime can run quantization level `q` on the class: vLLM has no in-flight
 /// 8-bit below compute capability 8.0.
-fn runtime_level(job: &JobInput, class: &NodeClass, q: Quantization) -> Result<(), String> {
+fn runtime_level(
+    job: &JobInput,
+    class: &NodeClass,
+    q: Quantization,
+) -> Result<(), NoEightBitUnderVllm> {
     if job.runtime == Runtime::Vllm && q == Quantization::Int8 {
         runtime_vllm::eight_bit(class.capability)?;
     }

@@ -3,6 +3,7 @@
 use vramfit_api::Quantization;
 use vramfit_api::labels::ComputeCapability;
 
+use crate::error::NoEightBitUnderVllm;
 use crate::model_catalog::ModelShape;
 
 /// vLLM's FP8 method needs Ampere (`Fp8Config.get_min_capability` is 80).
@@ -12,11 +13,9 @@ pub const FP8_NATIVE_CAPABILITY: ComputeCapability = ComputeCapability::new(8, 9
 
 /// How vLLM runs 8-bit on `cc`, or why it cannot: its in-flight bitsandbytes quantization is
 /// 4-bit only, so real 8-bit is in-flight FP8.
-pub fn eight_bit(cc: ComputeCapability) -> Result<String, String> {
+pub fn eight_bit(cc: ComputeCapability) -> Result<String, NoEightBitUnderVllm> {
     if cc < FP8_MIN_CAPABILITY {
-        Err(format!(
-            "no 8-bit under vLLM at compute capability {cc} < {FP8_MIN_CAPABILITY}: FP8 needs {FP8_MIN_CAPABILITY} and in-flight bitsandbytes is 4-bit only"
-        ))
+        Err(NoEightBitUnderVllm { capability: cc })
     } else if cc < FP8_NATIVE_CAPABILITY {
         Ok(format!(
             "FP8 weight-only (--quantization fp8, Marlin) at compute capability {cc} < {FP8_NATIVE_CAPABILITY}"

@@ -2,7 +2,9 @@
 #![allow(dead_code)]
 
 use vramfit_api::{Fallback, InferenceJobSpec, Plan};
-use vramfit_planner::{JobInput, NodeClass, builtin_classes, plan_for_class, resolve_job};
+use vramfit_planner::{
+    JobInput, NodeClass, PlanError, builtin_classes, plan_for_class, resolve_job,
+};
 
 /// A job spec from YAML (the `spec` part of a manifest).
 pub fn spec(yaml: &str) -> InferenceJobSpec {
@@ -23,6 +25,6 @@ pub fn class(name: &str) -> NodeClass {
 }
 
 /// Plans a job on a built-in class with no step-downs.
-pub fn plan(job: &JobInput, class_name: &str) -> Result<Plan, String> {
+pub fn plan(job: &JobInput, class_name: &str) -> Result<Plan, PlanError> {
     plan_for_class(job, &class(class_name), &Fallback::default())
 }

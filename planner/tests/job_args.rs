@@ -31,7 +31,7 @@ fn a_user_flag_that_contradicts_the_plan_is_an_invalid_spec_naming_the_field() {
         };
         let yaml =
             format!("{{model: {{preset: {preset}}}, runtime: {runtime}, image: x, args: {args}}}");
-        let err = resolve_job(&spec(&yaml)).expect_err(&yaml);
+        let err = resolve_job(&spec(&yaml)).expect_err(&yaml).to_string();
         assert!(err.contains(field), "{yaml}: {err}");
     }
     let own = "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, \
@@ -96,7 +96,7 @@ fn a_shell_command_gets_the_flags_as_one_env_var_and_a_warning() {
     assert!(plan(&direct, "a10g-x1").unwrap().warnings.is_empty());
     let script = "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, \
                   command: [bash, -lc, 'vllm serve m --max-model-len 2048']}";
-    let err = resolve_job(&spec(script)).unwrap_err();
+    let err = resolve_job(&spec(script)).unwrap_err().to_string();
     assert!(err.contains("--max-model-len"), "{err}");
 }
 
@@ -111,7 +111,7 @@ fn llamacpp_env_spellings_of_planned_flags_are_refused() {
             "{{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, \
              pod: {{env: [{{name: {name}, value: '1'}}]}}}}"
         );
-        let err = resolve_job(&spec(&yaml)).expect_err(name);
+        let err = resolve_job(&spec(&yaml)).expect_err(name).to_string();
         assert!(
             err.contains(name) && err.contains("llama.cpp flag"),
             "{err}"

@@ -71,7 +71,9 @@ fn a_model_is_never_spread_over_slices() {
     // one slice, and even nf4 does not fit one.
     let class = a100_slice("1g.10gb", 7, 9_984);
     let j = job(LLAMA_VISION);
-    let why = plan_for_class(&j, &class, &Fallback::default()).unwrap_err();
+    let why = plan_for_class(&j, &class, &Fallback::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         why.contains("with nf4 on 1×A100 MIG 1g.10gb"),
         "one slice even at the most compact quantization: {why}"
@@ -79,7 +81,9 @@ fn a_model_is_never_spread_over_slices() {
     let pinned = job(
         "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, gpus: {min: 2, max: 2}}",
     );
-    let why = plan_for_class(&pinned, &class, &Fallback::default()).unwrap_err();
+    let why = plan_for_class(&pinned, &class, &Fallback::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         why.contains("no tensor parallel across MIG slices"),
         "{why}"
@@ -112,7 +116,9 @@ fn a_shared_gpu_plans_one_replicas_memory_and_says_it_is_shared() {
     let two = job(
         "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, gpus: {min: 2, max: 2}}",
     );
-    let why = plan_for_class(&two, &class, &Fallback::default()).unwrap_err();
+    let why = plan_for_class(&two, &class, &Fallback::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         why.contains("multi-GPU plans are refused on shared GPUs"),
         "{why}"

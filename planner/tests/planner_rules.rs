@@ -2,8 +2,9 @@
 mod common;
 
 use common::{class, job, plan, spec};
+use vramfit_api::labels::ComputeCapability;
 use vramfit_api::{Dtype, Fallback, KvCacheType, Preference, Quantization};
-use vramfit_planner::{fallback, plan_for_class, ranking, resolve_job, workload};
+use vramfit_planner::{PlanError, fallback, plan_for_class, ranking, resolve_job, workload};
 
 const LLAMA_VISION: &str =
     "{model: {preset: llama-3.2-11b-vision-instruct}, runtime: transformers, image: x}";
@@ -25,9 +26,15 @@ fn pinned_bf16_never_lands_below_compute_capability_8() {
         "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, dtype: bfloat16}",
     );
     let err = plan(&j, "v100-16gb-x4").unwrap_err();
-    assert!(
-        err.contains("bfloat16 is pinned but compute capability 7.0 < 8.0"),
-        "{err}"
+    assert_eq!(
+        err,
+        PlanError::Bfloat16Unsupported {
+            capability: ComputeCapability::new(7, 0)
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "bfloat16 is pinned but compute capability 7.0 < 8.0: bf16 would be emulated and answer garbage"
     );
     assert!(plan(&j, "t4-x1").is_err());
     assert_eq!(plan(&j, "a10g-x1").unwrap().dtype, Dtype::Bfloat16);
@@ -81,10 +88,21 @@ fn forbidden_quantization_makes_small_classes_unable_with_needed_vs_usable() {
     );
     let err = plan(&j, "a10g-x1").unwrap_err();
     assert!(
-        err.starts_with(
-            "does not fit: needs 25.5 GiB per GPU with none on 1×A10G, 18.0 GiB usable"
+        matches!(
+            err,
+            PlanError::DoesNotFit {
+                quantization: Quantization::None,
+                gpus: 1,
+                needed_per_gpu_mib,
+                usable_per_gpu_mib,
+                ..
+            } if needed_per_gpu_mib > usable_per_gpu_mib
         ),
-        "{err}"
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "does not fit: needs 25.5 GiB per GPU with none on 1×A10G, 18.0 GiB usable"
     );
 }
 
@@ -95,7 +113,10 @@ fn gpu_count_bounds_are_respected() {
     );
     assert_eq!(plan(&j, "a10g-x4").unwrap().gpu_count, 2);
     let err = plan(&j, "a10g-x1").unwrap_err();
-    assert!(err.contains("at least 2 GPUs"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "job needs at least 2 GPUs; nodes of this class have 1"
+    );
     assert!(resolve_job(&common::spec("{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, gpus: {min: 3, max: 2}}")).is_err());
 }
 
@@ -246,7 +267,7 @@ fn class_selection_and_admin_switches_are_obeyed() {
     );
     assert!(plan(&j, "a10g-x1").is_ok());
     assert_eq!(
-        plan(&j, "h100-80gb-x8").unwrap_err(),
+        plan(&j, "h100-80gb-x8").unwrap_err().to_string(),
         "not in the job's nodeClasses.allowed"
     );
     let mut closed = class("a10g-x1");
@@ -254,6 +275,7 @@ fn class_selection_and_admin_switches_are_obeyed() {
     assert!(
         plan_for_class(&j, &closed, &Fallback::default())
             .unwrap_err()
+            .to_string()
             .contains("allowJobs: false")
     );
 }
@@ -413,13 +435,18 @@ fn invalid_specs_are_one_line_errors() {
     let err = resolve_job(&common::spec(
         "{model: {preset: nope}, runtime: transformers, image: x}",
     ))
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.starts_with("unknown model preset \"nope\""), "{err}");
     let err = resolve_job(&common::spec(
         "{model: {preset: mistral-7b-instruct-v0.3}, runtime: llamacpp, image: x}",
     ))
-    .unwrap_err();
-    assert!(err.contains("needs a GGUF model"), "{err}");
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        "runtime llamacpp needs a GGUF model: a GGUF preset or model.ggufFileBytes"
+    );
 }
 
 #[test]
@@ -437,7 +464,7 @@ fn a_job_may_not_set_planned_or_gpu_selecting_env() {
             "{{model: {{preset: mistral-7b-instruct-v0.3}}, runtime: transformers, image: x, \
              pod: {{env: [{{name: HF_HOME, value: /cache}}, {{name: {name}, value: '0'}}]}}}}"
         );
-        let error = resolve_job(&spec(&yaml)).expect_err(name);
+        let error = resolve_job(&spec(&yaml)).expect_err(name).to_string();
         assert!(error.contains(name), "{error}");
     }
     let own = "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, \
@@ -534,12 +561,22 @@ fn admin_allow_lists_keep_jobs_to_the_tolerations_and_priorities_a_class_accepts
         "no lists: any"
     );
     a10g.allowed_toleration_keys = Some(vec!["gpu-pool".into()]);
-    let why = plan_for_class(&tolerating, &a10g, &Fallback::default()).unwrap_err();
-    assert!(why.contains("tolerates taint key dedicated"), "{why}");
+    let why = plan_for_class(&tolerating, &a10g, &Fallback::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        why,
+        "the job tolerates taint key dedicated, which GpuNodeClass allowedTolerationKeys does not list (gpu-pool)"
+    );
     a10g.allowed_toleration_keys = Some(vec!["dedicated".into()]);
     a10g.allowed_priority_classes = Some(vec!["batch".into()]);
-    let why = plan_for_class(&tolerating, &a10g, &Fallback::default()).unwrap_err();
-    assert!(why.contains("priority class urgent"), "{why}");
+    let why = plan_for_class(&tolerating, &a10g, &Fallback::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        why,
+        "priority class urgent is not in GpuNodeClass allowedPriorityClasses (batch)"
+    );
     a10g.allowed_priority_classes = Some(vec!["batch".into(), "urgent".into()]);
     assert!(plan_for_class(&tolerating, &a10g, &Fallback::default()).is_ok());
 
@@ -547,7 +584,9 @@ fn admin_allow_lists_keep_jobs_to_the_tolerations_and_priorities_a_class_accepts
         "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, pod: {tolerations: [{operator: Exists}]}}",
     );
     a10g.allowed_toleration_keys = Some(vec!["dedicated".into()]);
-    let why = plan_for_class(&everything, &a10g, &Fallback::default()).unwrap_err();
+    let why = plan_for_class(&everything, &a10g, &Fallback::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         why.contains("taint key *"),
         "a toleration of every taint needs `*`: {why}"

@@ -139,10 +139,10 @@ fn generic_spec(
 fn plan_on(spec: &InferenceJobSpec, class: &NodeClass) -> Offline {
     let pinned = pinned(spec, &class.name);
     match resolve_job(&pinned) {
-        Err(why) => Offline::CannotRun(why),
+        Err(why) => Offline::CannotRun(why.to_string()),
         Ok(input) => match plan_for_class(&input, class, &Fallback::default()) {
             Ok(plan) => Offline::Planned(Box::new(plan)),
-            Err(why) => Offline::CannotRun(why),
+            Err(why) => Offline::CannotRun(why.to_string()),
         },
     }
 }
@@ -166,7 +166,7 @@ pub fn derive(
             return Err(format!("--classes names {name} twice"));
         }
     }
-    let input = resolve_job(spec)?;
+    let input = resolve_job(spec).map_err(|why| why.to_string())?;
     let classes: Vec<(&String, Option<&NodeClass>)> = chosen
         .iter()
         .map(|name| (name, known.iter().find(|c| &c.name == name)))

@@ -82,7 +82,7 @@ pub fn prepare(
         .or_else(|| job.metadata.namespace.clone())
         .unwrap_or_else(|| default_namespace.to_string());
     let derivation = baseline::derive(&job.spec, known, &request.classes)?;
-    let input = resolve_job(&job.spec)?;
+    let input = resolve_job(&job.spec).map_err(|why| why.to_string())?;
     let repeat = request.repeat.max(1);
     let jobs = jobs::planned_jobs(&id, &namespace, job, &derivation, repeat);
     let context = ReportContext {

@@ -112,7 +112,7 @@ pub fn build_inventory(
                     Ok(class) => {
                         classes.insert(name, class);
                     }
-                    Err(problem) => problems.push(problem),
+                    Err(problem) => problems.push(problem.to_string()),
                 }
             }
             Ok(object) => {

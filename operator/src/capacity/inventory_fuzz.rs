@@ -101,7 +101,8 @@ proptest! {
         }
         let rooms = Capacity::compute(&inventory, &usage, &[], &PodConstraints::default());
         let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
-        let input = vramfit_planner::resolve_job(&job.spec).map_err(TestCaseError::fail)?;
+        let input = vramfit_planner::resolve_job(&job.spec)
+            .map_err(|why| TestCaseError::fail(why.to_string()))?;
         for class in &inventory.classes {
             let _ = rooms.has_room(&class.name, 1);
             let _ = vramfit_planner::plan_for_class(&input, class, &Default::default());

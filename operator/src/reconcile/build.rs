@@ -375,7 +375,9 @@ mod tests {
                 value_from: None,
             });
         }
-        let refused = vramfit_planner::resolve_job(&clash).expect_err("a planned name");
+        let refused = vramfit_planner::resolve_job(&clash)
+            .expect_err("a planned name")
+            .to_string();
         assert!(refused.contains("USE_FLASH_ATTN"), "{refused}");
 
         let args = c.args.as_ref().unwrap();

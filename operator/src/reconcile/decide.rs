@@ -34,7 +34,7 @@ use vramfit_api::{
     AttemptOutcome, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob, InferenceJobStatus,
     Phase, Plan,
 };
-use vramfit_planner::{JobInput, plan_for_class};
+use vramfit_planner::{JobInput, SpecError, plan_for_class};
 
 use vramfit_api::conditions::{self, ConditionType, ConditionsUpdate, Reason};
 use vramfit_api::pod_keys::pod_name;
@@ -65,7 +65,7 @@ pub struct Observed<'a> {
     /// The job.
     pub job: &'a InferenceJob,
     /// The validated spec, or why it is invalid.
-    pub input: &'a Result<JobInput, String>,
+    pub input: &'a Result<JobInput, SpecError>,
     /// Looks a pod of the job's namespace up by name.
     pub pods: &'a dyn Fn(&str) -> PodSeen,
     /// Classes and nodes.
@@ -265,9 +265,10 @@ impl Draft<'_> {
                 Reason::SpecValid,
                 "the spec can be planned",
             ),
-            Err(message) => {
+            Err(why) => {
+                let message = why.to_string();
                 let already = conditions::get(&old.conditions, ConditionType::InvalidSpec)
-                    .is_some_and(|c| c.status == "True" && c.message == *message);
+                    .is_some_and(|c| c.status == "True" && c.message == message);
                 if !already {
                     self.events
                         .push(JobEvent::warning(er::INVALID_SPEC, message.clone()));
@@ -276,7 +277,7 @@ impl Draft<'_> {
                     ConditionType::InvalidSpec,
                     true,
                     Reason::InvalidSpec,
-                    message.clone(),
+                    message,
                 );
             }
         }

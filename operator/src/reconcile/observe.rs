@@ -10,7 +10,7 @@ use kube::runtime::controller::Action;
 use thiserror::Error;
 use tracing::debug;
 use vramfit_api::{InferenceJob, Phase};
-use vramfit_planner::{JobInput, resolve_job};
+use vramfit_planner::{JobInput, SpecError, resolve_job};
 
 use super::build::BuildError;
 use super::decide::{Decision, Observed, PodSeen, next_status};
@@ -34,7 +34,7 @@ pub struct Snapshot<'a> {
     job: &'a InferenceJob,
     ctx: &'a Context,
     namespace: String,
-    input: Result<JobInput, String>,
+    input: Result<JobInput, SpecError>,
     inventory: Arc<Inventory>,
 }
 

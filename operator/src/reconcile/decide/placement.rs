@@ -1,8 +1,9 @@
-//! Choosing a node class for an attempt (pure): plan the job on every class, keep the classes
-//! that have a node with the plan's GPUs free, and take the best by the job's preference
-//! (`ranking::best`, deterministic: ties break by class name).
+//! Choosing a node class for an attempt (pure): plan the job on every class and let
+//! `ranking::choose_class` take the best of the classes that have a node with the plan's GPUs
+//! free (deterministic: ties break by class name).
 use vramfit_api::{ClassRejection, Fallback, Plan};
-use vramfit_planner::{JobInput, NodeClass, plan_for_class, ranking};
+use vramfit_planner::ranking::{self, ClassVerdict, Verdict};
+use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
 use crate::capacity::{Capacity, Inventory};
 
@@ -33,23 +34,31 @@ pub fn choose(
     capacity: &Capacity,
     fallback: &Fallback,
 ) -> Result<Choice, NoClassFits> {
-    let mut candidates: Vec<Plan> = Vec::new();
+    let planned = inventory
+        .classes
+        .iter()
+        .map(|class| (class, plan_for_class(job, class, fallback)));
+    let choice = ranking::choose_class(job.preference, planned, |class, plan| {
+        capacity.has_room(&class.name, plan.gpu_count)
+    });
+    let mut chosen = None;
     let mut rejections: Vec<ClassRejection> = Vec::new();
-    for class in &inventory.classes {
-        match plan_for_class(job, class, fallback) {
-            Err(reason) => rejections.push(ClassRejection {
-                node_class: class.name.clone(),
-                reason,
-            }),
-            Ok(plan) if capacity.has_room(&class.name, plan.gpu_count) => candidates.push(plan),
-            Ok(plan) => rejections.push(ClassRejection {
-                node_class: class.name.clone(),
-                reason: capacity.shortage(&class.name, plan.gpu_count),
-            }),
-        }
+    for ClassVerdict { class, verdict } in choice.classes {
+        let reason = match verdict {
+            Verdict::Chosen(plan) => {
+                chosen = Some((class.clone(), plan));
+                continue;
+            }
+            Verdict::RankedLower(_) => continue,
+            Verdict::NoRoom(plan) => capacity.shortage(&class.name, plan.gpu_count),
+            Verdict::CannotRun(why) => why.to_string(),
+        };
+        rejections.push(ClassRejection {
+            node_class: class.name.clone(),
+            reason,
+        });
     }
-    let best = ranking::best(job.preference, &candidates).cloned();
-    match best.and_then(|plan| Some((inventory.class(&plan.node_class)?.clone(), plan))) {
+    match chosen {
         Some((class, plan)) => Ok(Choice {
             plan,
             class,
