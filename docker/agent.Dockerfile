@@ -1,12 +1,26 @@
 # syntax=docker/dockerfile:1
+# Base images are pinned by digest, so a rebuild uses the bytes that were reviewed; the tag says
+# which release a digest is. See docker/README.md to check or move them (`--build-arg`).
+ARG BUILD_IMAGE=rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 # Image of the vramfit node agent (reads GPUs through NVML, labels its Node).
 # Build from the repository root (see docker/README.md):
 #   docker build -f docker/agent.Dockerfile -t ghcr.io/vramfit/vramfit-agent:0.1.0 .
 
 # --- build: the release binary, against glibc (Debian 12, as the runtime image) ---
-FROM rust:1.95-bookworm AS build
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
-COPY . .
+# Only what the build reads: the workspace manifest and lock, and the workspace's crates (Cargo
+# needs every member's manifest). No charts, docs, examples, Python or scripts.
+COPY Cargo.toml Cargo.lock ./
+COPY crds crds
+COPY planner planner
+COPY runtime runtime
+COPY agent agent
+COPY operator operator
+COPY cli cli
+COPY e2e e2e
+COPY install-tests install-tests
 # The caches keep the crates.io downloads and the build between image builds; the binary
 # is copied out of the cached target folder, which is not part of the layer.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
@@ -17,7 +31,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 # --- runtime: distroless glibc (libc, libgcc, CA certificates), no shell, non-root ---
 # glibc matters: the agent dlopen()s the driver's libnvidia-ml.so.1, which the NVIDIA
 # container runtime mounts into the container (no CUDA or NVML library in the image).
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/vramfit-agent /vramfit-agent
 # distroless "nonroot": UID/GID 65532, the same fixed UID the chart runs with.
 USER 65532:65532

@@ -23,12 +23,12 @@ use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::client::Body;
-use kube::core::DeserializeGuard;
 use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 use vramfit_api::{InferenceJob, InferenceJobSpec, Phase, Preference};
 use vramfit_operator::context::Settings;
 use vramfit_operator::fixtures;
 use vramfit_operator::metrics::Metrics;
+use vramfit_operator::stores::cached_job::CachedJob;
 use vramfit_operator::stores::gpu_resources::pod_gpu_request;
 use vramfit_operator::stores::{StoreWriters, Stores};
 use vramfit_operator::{Context, reconcile};
@@ -258,7 +258,7 @@ async fn run_phase(
             let ctx = ctx.clone();
             async move {
                 let t = Instant::now();
-                let result = reconcile(Arc::new(DeserializeGuard(Ok(job))), ctx).await;
+                let result = reconcile(Arc::new(CachedJob::of(&job)), ctx).await;
                 if let Err(error) = result {
                     eprintln!("reconcile failed: {error}");
                 }

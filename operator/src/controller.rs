@@ -5,7 +5,7 @@
 //!
 //! | what | selector | why |
 //! |---|---|---|
-//! | InferenceJobs | all | the controller's own objects (`DeserializeGuard`: a job that does not deserialize is reported, not fatal), without managed fields |
+//! | InferenceJobs | all | the controller's own objects, cached compact ([`CachedJob`]: the spec and status as JSON, identity metadata only; a job that does not deserialize is kept with its error and reported, not fatal) |
 //! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase, as [`SlimPod`]s: what reconcile observes; each change reconciles the job that controls the pod, once the store holds it |
 //! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed` | GPUs taken per node, summed event by event (no pod kept; read as [`SlimPod`]s) |
 //! | Nodes (store) | all | classes and allocatable GPUs, trimmed of images and managed fields |
@@ -27,24 +27,22 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use kube::Client;
 use kube::api::Api;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, Store, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
-use vramfit_api::InferenceJob;
 
 use crate::context::{Context, Settings};
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
-use crate::stores::reflectors::{drive_reflectors, list_config, trim_job};
+use crate::stores::cached_job::CachedJob;
+use crate::stores::reflectors::{drive_reflectors, list_config};
 use crate::stores::relist::applied_after_relist;
-use crate::stores::slim::{SlimJob, full_job_event};
 use crate::stores::watch_retry::relist_expired_at_once;
 use crate::stores::{JobRef, Stores};
 
@@ -97,20 +95,15 @@ pub async fn run(
     // the readiness signal. A second waiter on the Controller's store would not do: kube's
     // `Store::wait_until_ready` wakes only its latest poller, so either that waiter or the
     // Controller's own runner would never wake.
-    let (job_store, job_writer) = reflector::store::<DeserializeGuard<InferenceJob>>();
+    let (job_store, job_writer) = reflector::store::<CachedJob>();
     let ready_health = health.clone();
     let job_events = reflector(
         job_writer,
         // The Controller backs its trigger stream off after an error.
         relist_expired_at_once(
             "inferencejobs",
-            watcher(
-                Api::<DeserializeGuard<SlimJob>>::all(client.clone()),
-                list_config(),
-            ),
-        )
-        .map_ok(full_job_event)
-        .modify(trim_job),
+            watcher(Api::<CachedJob>::all(client.clone()), list_config()),
+        ),
     )
     .inspect(move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {
@@ -185,25 +178,15 @@ fn shutdown_future(
 }
 
 /// The function `/metrics` calls to refresh the job and inventory gauges.
-fn gauge_source(
-    job_store: Store<DeserializeGuard<InferenceJob>>,
-    ctx: Arc<Context>,
-) -> Box<dyn Fn() + Send + Sync> {
+fn gauge_source(job_store: Store<CachedJob>, ctx: Arc<Context>) -> Box<dyn Fn() + Send + Sync> {
     Box::new(move || {
         let jobs = job_store.state();
-        ctx.metrics
-            .observe_jobs(jobs.iter().map(|job| match &job.0 {
-                Ok(job) => {
-                    let status = job.status.as_ref();
-                    (
-                        status
-                            .and_then(|s| s.phase)
-                            .unwrap_or(vramfit_api::Phase::Pending),
-                        status.and_then(|s| s.node_class.as_deref()),
-                    )
-                }
-                Err(_) => (vramfit_api::Phase::Pending, None),
-            }));
+        ctx.metrics.observe_jobs(jobs.iter().map(|job| {
+            (
+                job.phase().unwrap_or(vramfit_api::Phase::Pending),
+                job.node_class(),
+            )
+        }));
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
     })
@@ -213,20 +196,20 @@ fn gauge_source(
 /// placed yet (Pending, Unschedulable). Placed and finished jobs follow their pods instead.
 pub fn waiting_jobs_on(
     wakes: impl Stream<Item = ()> + Send + 'static,
-    jobs: Store<DeserializeGuard<InferenceJob>>,
+    jobs: Store<CachedJob>,
 ) -> impl Stream<Item = JobRef> + Send + 'static {
     wakes.flat_map(move |()| futures::stream::iter(waiting_jobs(&jobs.state())))
 }
 
 /// The jobs of `jobs` that wait for a class with room (or have not been planned yet).
-pub fn waiting_jobs(jobs: &[Arc<DeserializeGuard<InferenceJob>>]) -> Vec<JobRef> {
+pub fn waiting_jobs(jobs: &[Arc<CachedJob>]) -> Vec<JobRef> {
     jobs.iter()
-        .filter(|job| match &job.0 {
-            Ok(job) => matches!(
-                job.status.as_ref().and_then(|s| s.phase),
-                None | Some(vramfit_api::Phase::Pending | vramfit_api::Phase::Unschedulable)
-            ),
-            Err(_) => false,
+        .filter(|job| {
+            job.is_valid()
+                && matches!(
+                    job.phase(),
+                    None | Some(vramfit_api::Phase::Pending | vramfit_api::Phase::Unschedulable)
+                )
         })
         .map(|job| JobRef::from_obj(job.as_ref()))
         .collect()
@@ -258,7 +241,7 @@ mod tests {
                 phase: Some(phase),
                 ..Default::default()
             });
-            Arc::new(DeserializeGuard(Ok(job)))
+            Arc::new(CachedJob::of(&job))
         };
         let jobs = vec![
             with_phase("new", None),

@@ -10,7 +10,7 @@ use tracing::info;
 use vramfit_api::InferenceJob;
 
 use super::decide::Decision;
-use super::observe::controlled_by;
+use super::observe::{Snapshot, controlled_by};
 use crate::context::Context;
 
 /// Why a pod write failed.
@@ -65,6 +65,13 @@ impl ApplyError {
             }
             ApplyError::PodNameTaken { .. } => false,
         }
+    }
+}
+
+/// Forgets the reservations of the pods a snapshot saw finished (they take no GPUs).
+pub fn release_finished(snapshot: &Snapshot<'_>, namespace: &str, ctx: &Context) {
+    for pod in snapshot.finished_pods() {
+        ctx.reservations.forget(namespace, &pod);
     }
 }
 

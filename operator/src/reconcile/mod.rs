@@ -21,13 +21,13 @@ use std::time::Instant;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use tracing::{instrument, warn};
 use vramfit_api::InferenceJob;
 
 use crate::context::Context;
 use crate::error::Error;
+use crate::stores::cached_job::CachedJob;
 
 pub mod apply;
 pub mod build;
@@ -42,15 +42,13 @@ pub(crate) mod tests;
 /// Reconciles one job. Invalid specs are reported in status and wait for a change; API
 /// errors return `Err` and are retried by [`error_policy`].
 #[instrument(skip(job, ctx), fields(job = %job_key(&job)))]
-pub async fn reconcile(
-    job: Arc<DeserializeGuard<InferenceJob>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
+pub async fn reconcile(job: Arc<CachedJob>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = job_key(&job);
-    let result = match &job.0 {
-        Ok(job) => reconcile_job(job, &ctx).await,
-        Err(invalid) => update_status::report_malformed(invalid, &ctx).await,
+    // The cache keeps jobs compact; this reconcile works on the parsed job.
+    let result = match job.job() {
+        Ok(job) => reconcile_job(&job, &ctx).await,
+        Err(invalid) => update_status::report_malformed(&invalid, &ctx).await,
     };
     ctx.metrics.observe_reconcile(started.elapsed());
     match &result {
@@ -61,11 +59,7 @@ pub async fn reconcile(
 }
 
 /// Retries a failed reconcile with an exponential backoff per job (1 s, 2 s, 4 s, … 5 min).
-pub fn error_policy(
-    job: Arc<DeserializeGuard<InferenceJob>>,
-    error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
+pub fn error_policy(job: Arc<CachedJob>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = job_key(&job);
     let failures = ctx.record_failure(&key);
     let delay = ctx.backoff(failures);
@@ -74,7 +68,7 @@ pub fn error_policy(
 }
 
 /// `namespace/name` of a job.
-pub fn job_key(job: &DeserializeGuard<InferenceJob>) -> String {
+pub fn job_key(job: &CachedJob) -> String {
     format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
 }
 
@@ -92,7 +86,9 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         let snapshot = observe::snapshot(job, ctx)?;
         // Pure.
         let decision = snapshot.decide(Time(Timestamp::now()), &ctx.settings.requeues)?;
-        // In memory: the chosen pod counts against its class until a store shows it.
+        // In memory: finished pods release their GPUs; the chosen pod counts against its
+        // class until a store shows it.
+        apply::release_finished(&snapshot, &job.namespace().unwrap_or_default(), ctx);
         apply::reserve(job, &decision, ctx);
         decision
     };

@@ -1,5 +1,6 @@
 //! Observe (reads the caches, writes nothing): the job, the pods the stores show for it, the
 //! pods this process created that no store shows yet, and the room in every class.
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use super::build::BuildError;
 use super::decide::{Decision, Observed, PodSeen, next_status};
 use crate::capacity::{Capacity, Inventory, PodConstraints};
 use crate::context::{Context, Requeues};
+use crate::stores::is_finished;
 
 /// How soon a job read from a cache that lags behind vramfit's own status write is looked at
 /// again (its watch event normally triggers the reconcile first).
@@ -36,6 +38,9 @@ pub struct Snapshot<'a> {
     namespace: String,
     input: Result<JobInput, SpecError>,
     inventory: Arc<Inventory>,
+    /// The job's pods this snapshot saw finished: their reservations can go (see
+    /// [`Snapshot::finished_pods`]).
+    finished: RefCell<Vec<String>>,
 }
 
 /// `Some(action)` when the job needs nothing now: the cached copy predates vramfit's own last
@@ -67,6 +72,7 @@ pub fn snapshot<'a>(job: &'a InferenceJob, ctx: &'a Context) -> Result<Snapshot<
         namespace,
         input: resolve_job(&job.spec),
         inventory: ctx.inventory(),
+        finished: RefCell::new(Vec::new()),
     })
 }
 
@@ -77,12 +83,22 @@ impl Snapshot<'_> {
             if !controlled_by(&pod, self.job) {
                 return PodSeen::Foreign;
             }
+            if is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref())) {
+                self.finished.borrow_mut().push(name.to_string());
+            }
             return PodSeen::Observed(pod);
         }
         match self.ctx.reservations.get(&self.namespace, name) {
             Some(reservation) => PodSeen::Applied(reservation.plan),
             None => PodSeen::Absent,
         }
+    }
+
+    /// The job's pods this snapshot saw finished. A finished pod takes no GPUs, so its
+    /// reservation ends; the apply step forgets it (a pod deleted after it finished would
+    /// otherwise count against its class until the reservation expires).
+    pub fn finished_pods(&self) -> Vec<String> {
+        self.finished.borrow().clone()
     }
 
     /// Free GPUs per class for this job's pods, after every reservation.

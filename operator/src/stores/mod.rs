@@ -1,5 +1,6 @@
 //! The caches reconcile reads instead of the API, and the reflectors that fill them.
 //!
+//! * [`cached_job`]: what the job cache holds of each InferenceJob.
 //! * [`reflectors`]: the four watches and what each keeps of its objects; [`slim`]: the pod
 //!   and job shapes the watches parse; [`relist`]: triggers that survive a relist;
 //!   [`watch_retry`]: how a failed watch resumes.
@@ -17,6 +18,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use vramfit_api::{GpuNodeClass, InferenceJob};
 
+pub mod cached_job;
 pub mod gpu_resources;
 pub mod gpu_usage;
 pub mod reflectors;
@@ -28,7 +30,7 @@ use gpu_usage::GpuUsage;
 use slim::SlimPod;
 
 /// A job whose pod changed, to reconcile.
-pub type JobRef = ObjectRef<DeserializeGuard<InferenceJob>>;
+pub type JobRef = ObjectRef<cached_job::CachedJob>;
 
 /// Whether a pod in `phase` has finished (and so takes no GPUs).
 pub fn is_finished(phase: Option<&str>) -> bool {

@@ -13,9 +13,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::Notify;
 use tracing::warn;
+use vramfit_api::GpuNodeClass;
 use vramfit_api::labels::is_gpu_resource;
 use vramfit_api::pod_keys::{JOB_LABEL, fnv1a64};
-use vramfit_api::{GpuNodeClass, InferenceJob};
 
 use super::gpu_resources::{GpuResources, is_schedulable, pod_gpu_request};
 use super::relist::ChangedPodOwners;
@@ -176,22 +176,6 @@ pub const LIST_PAGE: u32 = 250;
 pub fn list_config() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
-
-/// Keeps what reconcile reads from a job: the managed fields (the field sets of every writer,
-/// often larger than the job itself) and kubectl's last-applied copy of the object are dropped.
-pub fn trim_job(job: &mut DeserializeGuard<InferenceJob>) {
-    let metadata = match &mut job.0 {
-        Ok(job) => &mut job.metadata,
-        Err(invalid) => &mut invalid.metadata,
-    };
-    metadata.managed_fields = None;
-    if let Some(annotations) = metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
-}
-
-/// kubectl's client-side apply copy of the whole object.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// What of a node matters to classes and room: labels, allocatable GPUs, cordon, taints,
 /// readiness.
@@ -364,50 +348,6 @@ mod tests {
         );
         assert_eq!(status.conditions.map(|c| c.len()), Some(1));
         assert_eq!(trimmed.spec.and_then(|s| s.pod_cidr), None);
-    }
-
-    #[test]
-    fn trimmed_jobs_keep_spec_status_and_identity() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-        let mut job = fixtures::job("chat", fixtures::vllm_mistral_spec());
-        job.status = Some(vramfit_api::InferenceJobStatus {
-            phase: Some(vramfit_api::Phase::Scheduled),
-            ..Default::default()
-        });
-        job.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
-            manager: Some("vramfit-operator".into()),
-            subresource: Some("status".into()),
-            ..Default::default()
-        }]);
-        job.metadata.annotations = Some(
-            [
-                (LAST_APPLIED.to_string(), "{...}".to_string()),
-                ("team".to_string(), "a".to_string()),
-            ]
-            .into(),
-        );
-        let mut guard = DeserializeGuard(Ok(job.clone()));
-        trim_job(&mut guard);
-        let trimmed = guard.0.unwrap();
-        assert_eq!(trimmed.metadata.managed_fields, None);
-        assert_eq!(
-            trimmed.metadata.annotations,
-            Some([("team".to_string(), "a".to_string())].into())
-        );
-        assert_eq!(trimmed.spec, job.spec);
-        assert_eq!(trimmed.status, job.status);
-        assert_eq!(
-            (
-                &trimmed.metadata.uid,
-                &trimmed.metadata.resource_version,
-                &trimmed.metadata.generation
-            ),
-            (
-                &job.metadata.uid,
-                &job.metadata.resource_version,
-                &job.metadata.generation
-            )
-        );
     }
 
     #[test]

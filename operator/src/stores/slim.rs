@@ -5,18 +5,15 @@
 //!   `spec.nodeName`, each container's name and resources, and the status (env, args,
 //!   volumes, affinity and managed fields are most of a pod). At 5,000 jobs the full `Pod`s
 //!   were the largest share of the operator's memory and of its parsing time.
-//! * [`SlimJob`]: an InferenceJob without its managed fields, parsed as such (every status
-//!   write comes back through the watch: its managed fields, often larger than the job, were
-//!   built and thrown away each time) and handed on as an `InferenceJob`.
+//!
+//! Jobs have their own cached form, [`super::cached_job::CachedJob`].
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::{ListableResource, Metadata, NamespaceResourceScope, Resource};
-use kube::core::DeserializeGuard;
 use serde::{Deserialize, Deserializer, Serialize};
-use vramfit_api::{InferenceJob, InferenceJobSpec, InferenceJobStatus};
 
 /// A Pod with only what vramfit reads (see the module documentation).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -285,78 +282,6 @@ impl SlimPod {
     }
 }
 
-/// An InferenceJob, parsed without its managed fields (see the module documentation).
-#[derive(Clone, Debug, Deserialize)]
-pub struct SlimJob {
-    /// Metadata, without managed fields.
-    #[serde(deserialize_with = "slim_metadata")]
-    pub metadata: ObjectMeta,
-    /// The spec.
-    pub spec: InferenceJobSpec,
-    /// The status.
-    #[serde(default)]
-    pub status: Option<InferenceJobStatus>,
-}
-
-impl kube::Resource for SlimJob {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
-        InferenceJob::kind(dt)
-    }
-
-    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
-        InferenceJob::group(dt)
-    }
-
-    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
-        InferenceJob::version(dt)
-    }
-
-    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
-        InferenceJob::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl From<SlimJob> for InferenceJob {
-    fn from(job: SlimJob) -> Self {
-        InferenceJob {
-            metadata: job.metadata,
-            spec: job.spec,
-            status: job.status,
-        }
-    }
-}
-
-/// A guarded slim job as the guarded job the controller works on (an invalid one stays
-/// invalid, with its metadata).
-pub fn full_job(job: DeserializeGuard<SlimJob>) -> DeserializeGuard<InferenceJob> {
-    DeserializeGuard(job.0.map(InferenceJob::from))
-}
-
-/// A watch event of guarded slim jobs as one of guarded jobs.
-pub fn full_job_event(
-    event: kube::runtime::watcher::Event<DeserializeGuard<SlimJob>>,
-) -> kube::runtime::watcher::Event<DeserializeGuard<InferenceJob>> {
-    use kube::runtime::watcher::Event;
-    match event {
-        Event::Apply(job) => Event::Apply(full_job(job)),
-        Event::Delete(job) => Event::Delete(full_job(job)),
-        Event::InitApply(job) => Event::InitApply(full_job(job)),
-        Event::Init => Event::Init,
-        Event::InitDone => Event::InitDone,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,31 +333,6 @@ mod tests {
         assert_eq!(again, slim);
         let full: Pod = serde_json::from_value(text).unwrap();
         assert_eq!(SlimPod::of(&full), slim);
-    }
-
-    #[test]
-    fn slim_jobs_are_jobs_without_managed_fields() {
-        let mut job = fixtures::job("chat", fixtures::vllm_mistral_spec());
-        job.status = Some(InferenceJobStatus {
-            phase: Some(vramfit_api::Phase::Scheduled),
-            ..Default::default()
-        });
-        let mut text = serde_json::to_value(&job).unwrap();
-        text["metadata"]["managedFields"] = json!([{"manager": "vramfit-operator",
-            "operation": "Apply", "subresource": "status", "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:status": {"f:phase": {}}}}]);
-        let slim: DeserializeGuard<SlimJob> = serde_json::from_value(text).unwrap();
-        let seen = full_job(slim).0.unwrap();
-        assert_eq!(seen.metadata, job.metadata);
-        assert_eq!(seen.spec, job.spec);
-        assert_eq!(seen.status, job.status);
-        // A job that passes the schema but not vramfit's types stays reportable.
-        let invalid = json!({"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
-            "metadata": {"name": "bad", "namespace": "team-a", "uid": "u"},
-            "spec": {"runtime": 7}});
-        let slim: DeserializeGuard<SlimJob> = serde_json::from_value(invalid).unwrap();
-        let seen = full_job(slim).0.unwrap_err();
-        assert_eq!(seen.metadata.name.as_deref(), Some("bad"));
     }
 
     #[test]

@@ -4,8 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::DeserializeGuard;
-use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use vramfit_api::{InferenceJob, InferenceJobStatus};
@@ -17,6 +15,7 @@ use crate::reconcile::decide::Decision;
 use crate::reconcile::observe::snapshot;
 use crate::reconcile::reconcile;
 use crate::stores::StoreWriters;
+use crate::stores::cached_job::CachedJob;
 use crate::verifier::{ApiServerVerifier, test_context};
 
 /// Observes and decides on `job` at `now`, writing nothing.
@@ -40,10 +39,7 @@ pub(crate) async fn run<F>(
 where
     F: AsyncFnOnce(&mut ApiServerVerifier),
 {
-    let task = tokio::spawn(reconcile(
-        Arc::new(DeserializeGuard(Ok(job.clone()))),
-        ctx.clone(),
-    ));
+    let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(job)), ctx.clone()));
     script(api).await;
     api.no_more_requests().await;
     match tokio::time::timeout(Duration::from_secs(5), task).await {
@@ -402,10 +398,10 @@ async fn a_job_that_does_not_deserialize_is_reported_once() {
     a10g_cluster(&mut writers);
     let mut meta = fixtures::job("odd", fixtures::vllm_mistral_spec()).metadata;
     meta.generation = Some(4);
-    let object = Arc::new(DeserializeGuard::<InferenceJob>(Err(InvalidObject {
-        error: "spec.llamaCpp.gpuLayers: gpuLayers must be `auto` or a non-negative integer".into(),
-        metadata: meta,
-    })));
+    let object = Arc::new(CachedJob::invalid(
+        meta,
+        "spec.llamaCpp.gpuLayers: gpuLayers must be `auto` or a non-negative integer",
+    ));
     for first in [true, false] {
         let task = tokio::spawn(reconcile(object.clone(), ctx.clone()));
         if first {
@@ -532,10 +528,7 @@ async fn a_refused_pod_is_reported_in_status_and_retried_with_backoff() {
     let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
     let quota =
         "pods \"chat-1\" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1";
-    let task = tokio::spawn(reconcile(
-        Arc::new(DeserializeGuard(Ok(job.clone()))),
-        ctx.clone(),
-    ));
+    let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(&job)), ctx.clone()));
     api.pod_create_rejected("chat-1", 403, quota).await;
     let status = api.status_apply(&job).await;
     api.events("chat", &["PodRejected"]).await;
@@ -595,10 +588,7 @@ async fn a_foreign_pod_with_the_attempts_name_is_reported_not_taken_over() {
     let (ctx, mut api, mut writers) = test_context();
     a10g_cluster(&mut writers);
     let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
-    let task = tokio::spawn(reconcile(
-        Arc::new(DeserializeGuard(Ok(job.clone()))),
-        ctx.clone(),
-    ));
+    let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(&job)), ctx.clone()));
     api.pod_create_rejected("chat-1", 409, "pods \"chat-1\" already exists")
         .await;
     api.pod_get(
@@ -679,4 +669,44 @@ async fn a_metadata_only_change_applies_the_running_pod() {
         api.event("chat", "Running").await;
     })
     .await;
+}
+
+/// Regression (seen on a real API server, after the pipeline split): a pod that finished and
+/// was then deleted (its job's cleanup) kept its reservation until the TTL, and the class
+/// looked full to the next job. The reconcile that sees the pod finished releases it.
+#[tokio::test]
+async fn a_finished_pod_releases_its_reservation_before_it_is_deleted() {
+    use crate::reconcile::apply::{release_finished, reserve};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+
+    let (ctx, _api, mut writers) = test_context();
+    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 1, 1));
+    writers.mark_ready();
+    let now = || Time(Timestamp::now());
+    let first = fixtures::job("first", fixtures::vllm_mistral_spec());
+    let placed = decide(&first, &ctx, now()).unwrap();
+    reserve(&first, &placed, &ctx);
+    let pod = placed.apply_pod.clone().expect("the first job's pod");
+
+    // The pod ran and finished; the job's reconcile sees it finished.
+    let mut running = first.clone();
+    running.status = Some(placed.status.clone());
+    writers.apply_pod(fixtures::as_succeeded(pod.clone(), "a-1"));
+    let seen = snapshot(&running, &ctx).expect("a namespaced job");
+    let _ = seen.decide(now(), &ctx.settings.requeues).unwrap();
+    assert_eq!(seen.finished_pods(), ["first-1"]);
+    release_finished(&seen, NAMESPACE, &ctx);
+    // Then the job is deleted and the garbage collector deletes its pod.
+    writers.delete_pod(pod);
+
+    let second = fixtures::job("second", fixtures::vllm_mistral_spec());
+    let next = decide(&second, &ctx, now()).unwrap();
+    assert_eq!(
+        next.status.phase,
+        Some(Phase::Scheduled),
+        "the finished pod's GPU is free: {:?}",
+        next.status.conditions
+    );
 }
