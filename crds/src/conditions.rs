@@ -4,45 +4,10 @@
 //!
 //! `lastTransitionTime` changes only when a condition's status changes, so that a reconcile
 //! that learns nothing new writes nothing.
-use std::fmt;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::Condition;
-
-/// Defines a `Copy` enum of status words with `as_str` and `Display`.
-macro_rules! status_words {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vmeta])* $variant,)+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            /// The word as written in status.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                }
-            }
-
-            /// The value a status word names, if this version knows it.
-            pub fn parse(word: &str) -> Option<Self> {
-                Self::ALL.iter().copied().find(|known| known.as_str() == word)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
+use crate::words::status_words;
 
 status_words! {
     /// The condition types vramfit sets, in the order it writes them.

@@ -7,7 +7,7 @@
 //!   mapping from NVIDIA GPU Feature Discovery's labels; [`partitions`]: MIG slices and
 //!   shared GPUs read from them.
 //! * [`conditions`]: status condition types and reasons, and how they are set;
-//!   [`AttemptOutcome`]: how an attempt ended.
+//!   [`AttemptOutcome`]: how an attempt ended; [`event_reasons`]: the reasons of its Events.
 //! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
@@ -16,6 +16,7 @@
 
 pub mod conditions;
 pub mod crdgen;
+pub mod event_reasons;
 pub mod job;
 pub mod labels;
 pub mod nodeclass;
@@ -25,6 +26,7 @@ pub mod plan;
 pub mod pod_keys;
 pub mod pod_security;
 mod schema;
+mod words;
 pub mod workload_report;
 
 pub use job::*;

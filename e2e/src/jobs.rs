@@ -1,6 +1,7 @@
 //! InferenceJobs: creating them, reading their status and events, waiting for them, and
 //! deleting them.
 use std::time::Duration;
+use vramfit_api::event_reasons::EventReason;
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::core::v1::Pod;
@@ -173,7 +174,7 @@ impl Suite {
     }
 
     /// Waits (30 s) until every event reason in `reasons` is recorded on job `job`.
-    pub async fn wait_events(&self, job: &str, reasons: &[&str]) -> Result<()> {
+    pub async fn wait_events(&self, job: &str, reasons: &[EventReason]) -> Result<()> {
         eventually(
             &format!("events {reasons:?} on job {job}"),
             Duration::from_secs(30),
@@ -181,7 +182,7 @@ impl Suite {
                 let seen = self.event_reasons(job).await?;
                 let missing: Vec<_> = reasons
                     .iter()
-                    .filter(|r| !seen.iter().any(|s| s == *r))
+                    .filter(|r| !seen.iter().any(|s| s == r.as_str()))
                     .collect();
                 ensure!(missing.is_empty(), "missing {missing:?}; seen {seen:?}");
                 Ok(())

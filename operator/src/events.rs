@@ -19,48 +19,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-/// Event reasons.
-pub mod reasons {
-    /// The attempt's pod was created (note: the pod, the attempt, the class and the plan
-    /// summary). One event per placement: there is no separate "Planned" event.
-    pub const POD_CREATED: &str = "PodCreated";
-    /// The pod runs.
-    pub const RUNNING: &str = "Running";
-    /// The job finished successfully.
-    pub const SUCCEEDED: &str = "Succeeded";
-    /// An attempt ran out of memory (Warning).
-    pub const OUT_OF_MEMORY: &str = "OutOfMemory";
-    /// An attempt was killed at its host memory limit (Warning).
-    pub const HOST_OUT_OF_MEMORY: &str = "HostOutOfMemory";
-    /// An attempt's pod did not start within the job's start deadline (Warning).
-    pub const START_DEADLINE_EXCEEDED: &str = "StartDeadlineExceeded";
-    /// An attempt's output check found garbage (Warning).
-    pub const BAD_OUTPUT: &str = "BadOutput";
-    /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).
-    pub const DISRUPTED: &str = "Disrupted";
-    /// The next attempt steps down (note: the step).
-    pub const STEPPED_DOWN: &str = "SteppedDown";
-    /// The job failed for good (Warning).
-    pub const FAILED: &str = "Failed";
-    /// No node class can run the job now (Warning).
-    pub const UNSCHEDULABLE: &str = "Unschedulable";
-    /// The spec cannot be planned (Warning).
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    /// The API server refused the attempt's pod (quota, pod security, an invalid volume…)
-    /// (Warning).
-    pub const POD_REJECTED: &str = "PodRejected";
-    /// A pod of the attempt's name exists and is not this job's (Warning).
-    pub const POD_NAME_TAKEN: &str = "PodNameTaken";
-}
+use vramfit_api::event_reasons::EventReason;
 
 /// An event to publish on a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobEvent {
     /// Warning or Normal.
     pub warning: bool,
-    /// One of [`reasons`].
-    pub reason: &'static str,
+    /// Why: the word alerts match on.
+    pub reason: EventReason,
     /// What happened, one line.
     pub note: String,
     /// The pod the event is about, if any (the event's `related` object). Besides pointing
@@ -71,7 +38,7 @@ pub struct JobEvent {
 
 impl JobEvent {
     /// A Normal event.
-    pub fn normal(reason: &'static str, note: impl Into<String>) -> Self {
+    pub fn normal(reason: EventReason, note: impl Into<String>) -> Self {
         Self {
             warning: false,
             reason,
@@ -81,7 +48,7 @@ impl JobEvent {
     }
 
     /// A Warning event.
-    pub fn warning(reason: &'static str, note: impl Into<String>) -> Self {
+    pub fn warning(reason: EventReason, note: impl Into<String>) -> Self {
         Self {
             warning: true,
             reason,
@@ -176,7 +143,7 @@ impl EventRecorder {
             match self.publish_one(regarding, event).await {
                 Ok(()) => published += 1,
                 Err(error) => {
-                    tracing::warn!(%error, reason = event.reason, "could not publish an event")
+                    tracing::warn!(%error, reason = event.reason.as_str(), "could not publish an event")
                 }
             }
         }
@@ -343,8 +310,8 @@ mod tests {
     #[tokio::test]
     async fn events_carry_what_kube_runtime_sets_and_repeats_patch_the_series() {
         let created =
-            JobEvent::normal(reasons::POD_CREATED, "pod chat-1 (attempt 1)").about("chat-1");
-        let rejected = JobEvent::warning(reasons::POD_REJECTED, "quota").about("chat-1");
+            JobEvent::normal(EventReason::PodCreated, "pod chat-1 (attempt 1)").about("chat-1");
+        let rejected = JobEvent::warning(EventReason::PodRejected, "quota").about("chat-1");
         let seen = recorded(4, async |recorder| {
             assert_eq!(
                 recorder
@@ -359,7 +326,7 @@ mod tests {
                 1
             );
             // The same warning again, another note: one series.
-            let again = JobEvent::warning(reasons::POD_REJECTED, "quota, again").about("chat-1");
+            let again = JobEvent::warning(EventReason::PodRejected, "quota, again").about("chat-1");
             assert_eq!(
                 recorder
                     .publish(&job_reference(), std::slice::from_ref(&again))
@@ -409,8 +376,8 @@ mod tests {
     #[tokio::test]
     async fn another_pod_or_job_is_another_event() {
         let seen = recorded(2, async |recorder| {
-            let first = JobEvent::normal(reasons::POD_CREATED, "x").about("chat-1");
-            let second = JobEvent::normal(reasons::POD_CREATED, "x").about("chat-2");
+            let first = JobEvent::normal(EventReason::PodCreated, "x").about("chat-1");
+            let second = JobEvent::normal(EventReason::PodCreated, "x").about("chat-2");
             recorder.publish(&job_reference(), &[first, second]).await;
         })
         .await;
@@ -418,7 +385,7 @@ mod tests {
         let regarding = job_reference();
         let mut other = regarding.clone();
         other.uid = Some("u-2".into());
-        let event = JobEvent::normal(reasons::RUNNING, "x");
+        let event = JobEvent::normal(EventReason::Running, "x");
         assert_ne!(
             series_key(&regarding, None, &event),
             series_key(&other, None, &event),

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
+use vramfit_api::conditions::{self, ConditionType};
 
 use kube::Api;
 use kube::api::ListParams;
@@ -22,12 +23,8 @@ pub enum Observation {
     Waiting(String),
 }
 
-fn condition<'a>(job: &'a InferenceJob, type_: &str) -> Option<&'a vramfit_api::Condition> {
-    job.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
+fn condition(job: &InferenceJob, type_: ConditionType) -> Option<&vramfit_api::Condition> {
+    conditions::get(&job.status.as_ref()?.conditions, type_)
 }
 
 /// What `job` (pinned to `class`; `None`: not found) says of its run; `known`: whether the
@@ -42,12 +39,12 @@ pub fn observe(job: Option<&InferenceJob>, class: &str, known: bool) -> Observat
     let status = job.status.clone().unwrap_or_default();
     let problem = |text: String| Observation::Final(RunState::Problem(text));
     match status.phase.unwrap_or(Phase::Pending) {
-        Phase::Pending => match condition(job, "InvalidSpec").filter(|c| c.status == "True") {
+        Phase::Pending => match condition(job, ConditionType::InvalidSpec).filter(|c| c.status == "True") {
             Some(c) => problem(format!("invalid spec: {}", c.message)),
             None => Observation::Waiting("Pending".into()),
         },
         Phase::Unschedulable => {
-            let scheduled = condition(job, "Scheduled")
+            let scheduled = condition(job, ConditionType::Scheduled)
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             if status.rejected_classes.is_empty() {
@@ -98,7 +95,7 @@ pub fn observe(job: Option<&InferenceJob>, class: &str, known: bool) -> Observat
             ),
         },
         Phase::Failed => {
-            let why = condition(job, "Ready")
+            let why = condition(job, ConditionType::Ready)
                 .map(|c| c.message.clone())
                 .filter(|m| !m.is_empty())
                 .or_else(|| status.attempts.last().and_then(|a| a.message.clone()))

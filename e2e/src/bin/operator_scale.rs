@@ -91,6 +91,10 @@ struct Args {
     /// would otherwise mark them NotReady; it adds K/15 writes per second).
     #[arg(long)]
     heartbeat: bool,
+    /// KiB of incompressible env values added to every job of phase 3 (in 32 KiB variables,
+    /// the largest value the CRD allows): the operator's memory with large jobs.
+    #[arg(long, default_value_t = 0)]
+    job_padding_kib: usize,
     /// Longest the whole run may take before it gives up (cleanup comes on top).
     #[arg(long, default_value_t = 1800)]
     timeout_secs: u64,
@@ -306,8 +310,8 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     let raw_pods = args.raw_pods.unwrap_or(args.jobs.min(2000));
     let mut report = Report {
         args_line: format!(
-            "--jobs {} --nodes {} --clients {} --raw-pods {raw_pods}",
-            args.jobs, args.nodes, args.clients
+            "--jobs {} --nodes {} --clients {} --raw-pods {raw_pods} --job-padding-kib {}",
+            args.jobs, args.nodes, args.clients, args.job_padding_kib
         ),
         server: format!(
             "{}.{} ({})",
@@ -467,11 +471,14 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     {
         let created = created.clone();
         let ns = &ns;
+        let padding_kib = args.job_padding_kib;
         create_all(&clients, args.jobs, move |i, client| {
             let created = created.clone();
             async move {
                 let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
-                let job: InferenceJob = serde_json::from_value(job_manifest(i))?;
+                let mut manifest = job_manifest(i);
+                pad_job(&mut manifest, padding_kib, i);
+                let job: InferenceJob = serde_json::from_value(manifest)?;
                 let answer = jobs.create(&PostParams::default(), &job).await?;
                 let at = Instant::now();
                 created.lock().unwrap_or_else(|e| e.into_inner()).insert(
@@ -891,6 +898,38 @@ fn job_manifest(i: usize) -> Value {
         "metadata": {"name": job_name(i)},
         "spec": spec,
     })
+}
+
+/// The largest value an env variable of a job may have (the CRD's bound).
+const MAX_ENV_VALUE: usize = 32 * 1024;
+
+/// Adds `kib` KiB of env values to job `i`'s pod, as the fewest variables the CRD allows.
+/// Pseudo-random letters and digits, different per job and variable, so that nothing along
+/// the way (the operator's cache included) could share or compress them.
+fn pad_job(manifest: &mut Value, kib: usize, i: usize) {
+    let mut left = kib * 1024;
+    let mut env = Vec::new();
+    let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    while left > 0 {
+        let len = left.min(MAX_ENV_VALUE);
+        let value: String = (0..len)
+            .map(|_| {
+                // xorshift64*
+                state ^= state >> 12;
+                state ^= state << 25;
+                state ^= state >> 27;
+                let n = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 58;
+                char::from(
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[n as usize],
+                )
+            })
+            .collect();
+        env.push(json!({"name": format!("PAD_{}", env.len()), "value": value}));
+        left -= len;
+    }
+    if !env.is_empty() {
+        manifest["spec"]["pod"] = json!({"env": env});
+    }
 }
 
 /// When the benchmark's create of a job returned.

@@ -1,6 +1,7 @@
 //! The OOM ladder: a CUDA out-of-memory failure starts the next attempt one step down, until
 //! `maxAttempts` fails the job.
 use std::time::Duration;
+use vramfit_api::event_reasons::EventReason;
 
 use anyhow::{Result, ensure};
 use kube::ResourceExt as _;
@@ -49,12 +50,13 @@ pub async fn oom_steps_down(s: &mut Suite) -> Result<()> {
     println!("     step after OOM: {:?}", status.attempts[1].step);
     let nodes = s.sim_nodes().await?;
     check_placed_job(&job, &second, &nodes)?;
-    s.wait_events(name, &["OutOfMemory", "SteppedDown"]).await?;
+    s.wait_events(name, &[EventReason::OutOfMemory, EventReason::SteppedDown])
+        .await?;
 
     s.set_pod_ended(&second, 1, "Error", CUDA_OOM_MESSAGE)
         .await?;
     let job = s.wait_phase(name, &[Phase::Failed]).await?;
-    s.wait_events(name, &["Failed"]).await?;
+    s.wait_events(name, &[EventReason::Failed]).await?;
     consistently("no third attempt", Duration::from_secs(5), || async {
         let pods = s.pods_of(&job).await?;
         ensure!(

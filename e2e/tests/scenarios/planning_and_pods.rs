@@ -4,6 +4,7 @@
 use anyhow::{Context as _, Result, ensure};
 use kube::ResourceExt as _;
 use vramfit_api::Phase;
+use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::{Suite, check_placed_job, conditions_of, read_yaml_documents};
 
 /// Every `examples/*.yaml` is planned: placed jobs get a complete pod, unplaceable ones say
@@ -51,7 +52,7 @@ pub async fn examples_are_planned(s: &mut Suite) -> Result<()> {
                     problems.push(format!("{e:#}"));
                     continue;
                 }
-                if let Err(e) = s.wait_events(name, &["PodCreated"]).await {
+                if let Err(e) = s.wait_events(name, &[EventReason::PodCreated]).await {
                     problems.push(format!("{e:#}"));
                     continue;
                 }
@@ -76,7 +77,7 @@ pub async fn examples_are_planned(s: &mut Suite) -> Result<()> {
                     "job {name} is Unschedulable without a False condition: {:?}",
                     conditions_of(&job)
                 );
-                s.wait_events(name, &["Unschedulable"]).await?;
+                s.wait_events(name, &[EventReason::Unschedulable]).await?;
                 let pods = s.pods_of(&job).await?;
                 ensure!(
                     pods.is_empty(),

@@ -2,6 +2,7 @@
 //! through a whole job life, with the RBAC that `deploy/` (the chart's render) grants; then
 //! `kubectl auth can-i --list` shows that identity holds exactly what the code declares.
 use std::collections::{BTreeMap, BTreeSet};
+use vramfit_api::event_reasons::EventReason;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -111,8 +112,15 @@ pub async fn operator_under_chart_rbac(s: &mut Suite) -> Result<()> {
     s.wait_phase(name, &[Phase::Running]).await?;
     s.set_pod_ended(&pod, 0, "Completed", "").await?;
     s.wait_phase(name, &[Phase::Succeeded]).await?;
-    s.wait_events(name, &["PodCreated", "Running", "Succeeded"])
-        .await?;
+    s.wait_events(
+        name,
+        &[
+            EventReason::PodCreated,
+            EventReason::Running,
+            EventReason::Succeeded,
+        ],
+    )
+    .await?;
     let log = s.last_operator_log();
     let forbidden: Vec<&str> = log.lines().filter(|l| l.contains("forbidden")).collect();
     ensure!(

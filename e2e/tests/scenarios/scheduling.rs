@@ -2,6 +2,7 @@
 //! the reason when none does, and starting by itself when a GPU frees up.
 use anyhow::{Result, ensure};
 use vramfit_api::Phase;
+use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::{Suite, check_placed_job, conditions_of, expect_eq, node_of, pinned_job};
 
 /// Fills a class (its one GPU taken by a running job): the next job goes to another class
@@ -69,7 +70,8 @@ pub async fn full_class_overflows_then_frees(s: &mut Suite) -> Result<()> {
         "no False condition names {small}: {:?}",
         conditions_of(&job)
     );
-    s.wait_events(&names[2], &["Unschedulable"]).await?;
+    s.wait_events(&names[2], &[EventReason::Unschedulable])
+        .await?;
     ensure!(
         s.pods_of(&job).await?.is_empty(),
         "an Unschedulable job has a pod"

@@ -1,5 +1,6 @@
 //! A job's status and events follow its pod as the simulated kubelet runs and finishes it.
 use std::time::Duration;
+use vramfit_api::event_reasons::EventReason;
 
 use anyhow::{Result, ensure};
 use vramfit_api::{AttemptOutcome, Phase};
@@ -13,7 +14,7 @@ pub async fn kubelet_success(s: &mut Suite) -> Result<()> {
     let (_, pod) = s.wait_pod(name, 1).await?;
     s.set_pod_running(&pod).await?;
     s.wait_phase(name, &[Phase::Running]).await?;
-    s.wait_events(name, &["Running"]).await?;
+    s.wait_events(name, &[EventReason::Running]).await?;
     s.set_pod_ended(&pod, 0, "Completed", "").await?;
     let job = s.wait_phase(name, &[Phase::Succeeded]).await?;
     let status = job.status.clone().unwrap_or_default();
@@ -26,7 +27,7 @@ pub async fn kubelet_success(s: &mut Suite) -> Result<()> {
         "attempts[0].outcome should be Succeeded: {:?}",
         status.attempts
     );
-    s.wait_events(name, &["Succeeded"]).await?;
+    s.wait_events(name, &[EventReason::Succeeded]).await?;
     consistently(
         "exactly one pod for the Succeeded job",
         Duration::from_secs(5),

@@ -3,6 +3,7 @@
 //! bfloat16 starts the next attempt in float16; a result summary lands in `status.result`
 //! and in `kubectl get ij -o wide`.
 use anyhow::{Context as _, Result};
+use vramfit_api::event_reasons::EventReason;
 use vramfit_api::{AttemptOutcome, Dtype, Phase};
 use vramfit_e2e::{Suite, expect_eq, parse_table, pinned_job};
 
@@ -34,7 +35,8 @@ pub async fn garbage_then_result(s: &mut Suite) -> Result<()> {
         status.attempts.get(1).and_then(|a| a.step.clone()),
         Some("float16 instead of bfloat16".to_string()),
     )?;
-    s.wait_events(name, &["BadOutput", "SteppedDown"]).await?;
+    s.wait_events(name, &[EventReason::BadOutput, EventReason::SteppedDown])
+        .await?;
 
     s.set_pod_running(&second).await?;
     s.set_pod_ended(&second, 0, "Completed", RESULT).await?;

@@ -42,9 +42,10 @@ use vramfit_api::pod_keys::pod_name;
 use super::build::{BuildError, desired_pod, metadata_matches, recorded_spec_hash};
 use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
-use crate::events::{JobEvent, reasons as er};
+use crate::events::JobEvent;
 use crate::reconcile::pod_outcome::start_deadline;
 use crate::reconcile::pod_outcome::{PodState, classify};
+use vramfit_api::event_reasons::EventReason;
 
 /// What the stores say of a pod name.
 #[derive(Clone, Debug)]
@@ -271,7 +272,7 @@ impl Draft<'_> {
                     .is_some_and(|c| c.status == "True" && c.message == message);
                 if !already {
                     self.events
-                        .push(JobEvent::warning(er::INVALID_SPEC, message.clone()));
+                        .push(JobEvent::warning(EventReason::InvalidSpec, message.clone()));
                 }
                 self.set(
                     ConditionType::InvalidSpec,
@@ -387,7 +388,7 @@ impl Draft<'_> {
         self.end_attempt(AttemptOutcome::StartTimeout, message.clone());
         self.events.push(
             JobEvent::warning(
-                er::START_DEADLINE_EXCEEDED,
+                EventReason::StartDeadlineExceeded,
                 format!("attempt {attempt}: {message}"),
             )
             .about(name),
@@ -610,7 +611,7 @@ impl Draft<'_> {
                 self.end_attempt(AttemptOutcome::BadOutput, message.clone());
                 self.events.push(
                     JobEvent::warning(
-                        er::BAD_OUTPUT,
+                        EventReason::BadOutput,
                         format!("attempt {attempt} (pod {name}) answered garbage: {message}"),
                     )
                     .about(name),
@@ -623,7 +624,7 @@ impl Draft<'_> {
                 self.end_attempt(AttemptOutcome::OutOfMemory, message.clone());
                 self.events.push(
                     JobEvent::warning(
-                        er::OUT_OF_MEMORY,
+                        EventReason::OutOfMemory,
                         format!("attempt {attempt} (pod {name}) ran out of memory: {message}"),
                     )
                     .about(name),
@@ -635,7 +636,7 @@ impl Draft<'_> {
                 self.end_attempt(AttemptOutcome::HostOutOfMemory, message.clone());
                 self.events.push(
                     JobEvent::warning(
-                        er::HOST_OUT_OF_MEMORY,
+                        EventReason::HostOutOfMemory,
                         format!("attempt {attempt} (pod {name}) ran out of host memory: {message}"),
                     )
                     .about(name),
@@ -646,7 +647,7 @@ impl Draft<'_> {
                 self.end_attempt(AttemptOutcome::Disrupted, message.clone());
                 self.events.push(
                     JobEvent::warning(
-                        er::DISRUPTED,
+                        EventReason::Disrupted,
                         format!(
                             "attempt {attempt} (pod {name}) was ended by Kubernetes: {message}"
                         ),
@@ -802,20 +803,23 @@ impl Draft<'_> {
         match after {
             Some(Phase::Running) => {
                 let note = message(self, ConditionType::Ready);
-                self.events.push(about(JobEvent::normal(er::RUNNING, note)));
+                self.events
+                    .push(about(JobEvent::normal(EventReason::Running, note)));
             }
             Some(Phase::Succeeded) => {
                 let note = message(self, ConditionType::Ready);
                 self.events
-                    .push(about(JobEvent::normal(er::SUCCEEDED, note)));
+                    .push(about(JobEvent::normal(EventReason::Succeeded, note)));
             }
             Some(Phase::Failed) => {
                 let note = message(self, ConditionType::Ready);
-                self.events.push(about(JobEvent::warning(er::FAILED, note)));
+                self.events
+                    .push(about(JobEvent::warning(EventReason::Failed, note)));
             }
             Some(Phase::Unschedulable) => {
                 let note = message(self, ConditionType::Scheduled);
-                self.events.push(JobEvent::warning(er::UNSCHEDULABLE, note));
+                self.events
+                    .push(JobEvent::warning(EventReason::Unschedulable, note));
             }
             _ => {}
         }

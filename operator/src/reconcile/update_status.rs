@@ -21,8 +21,9 @@ use super::decide::Decision;
 use super::observe::ObserveError;
 use crate::context::Context;
 use crate::error::Error;
-use crate::events::{JobEvent, reasons as er};
+use crate::events::JobEvent;
 use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
+use vramfit_api::event_reasons::EventReason;
 
 /// Why a status write failed.
 #[derive(Debug, Error)]
@@ -84,7 +85,7 @@ pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &A
         ApplyError::PodNameTaken { pod } => Some((
             pod,
             Reason::PodNameTaken,
-            er::POD_NAME_TAKEN,
+            EventReason::PodNameTaken,
             format!(
                 "pod {pod} exists but this job does not own it (an earlier job of the same name, or not vramfit's); waiting for it to be deleted"
             ),
@@ -93,7 +94,7 @@ pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &A
             (
                 pod,
                 Reason::PodRejected,
-                er::POD_REJECTED,
+                EventReason::PodRejected,
                 format!("the API server refused pod {pod}: {why}"),
             )
         }),
@@ -111,7 +112,7 @@ async fn report_rejection(
     job: &InferenceJob,
     ctx: &Context,
     pod: &str,
-    (reason, event_reason): (Reason, &'static str),
+    (reason, event_reason): (Reason, EventReason),
     message: String,
 ) {
     let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
@@ -226,7 +227,10 @@ pub async fn report_malformed(invalid: &InvalidObject, ctx: &Context) -> Result<
         ..ObjectReference::default()
     };
     ctx.recorder
-        .publish(&reference, &[JobEvent::warning(er::INVALID_SPEC, message)])
+        .publish(
+            &reference,
+            &[JobEvent::warning(EventReason::InvalidSpec, message)],
+        )
         .await;
     Ok(Action::await_change())
 }

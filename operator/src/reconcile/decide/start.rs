@@ -15,8 +15,9 @@ use vramfit_planner::{JobInput, NodeClass};
 
 use super::placement::{Choice, choose, plan_summary};
 use super::{Draft, PodSeen, Start, step_kind};
-use crate::events::{JobEvent, reasons as er};
+use crate::events::JobEvent;
 use crate::reconcile::build::{BuildError, desired_pod, recorded_plan};
+use vramfit_api::event_reasons::EventReason;
 
 /// Where the attempt's plan comes from.
 struct Placed {
@@ -229,8 +230,11 @@ impl Draft<'_> {
                 self.steps.push(step_kind(failed_plan, current, &fallback));
             }
             self.events.push(
-                JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
-                    .about(&name),
+                JobEvent::normal(
+                    EventReason::SteppedDown,
+                    format!("attempt {number}: {step_text}"),
+                )
+                .about(&name),
             );
             let failure = self.last_failure_message();
             self.set(
@@ -248,14 +252,17 @@ impl Draft<'_> {
                 "flash_attention"
             });
             self.events.push(
-                JobEvent::normal(er::STEPPED_DOWN, format!("attempt {number}: {step_text}"))
-                    .about(&name),
+                JobEvent::normal(
+                    EventReason::SteppedDown,
+                    format!("attempt {number}: {step_text}"),
+                )
+                .about(&name),
             );
         }
         // One event per placement: the pod, with the plan it runs.
         self.events.push(
             JobEvent::normal(
-                er::POD_CREATED,
+                EventReason::PodCreated,
                 format!("pod {name} (attempt {number}) created: {summary}"),
             )
             .about(&name),

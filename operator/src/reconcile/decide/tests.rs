@@ -89,7 +89,7 @@ fn written(job: &InferenceJob, decision: &Decision) -> InferenceJob {
 }
 
 fn reasons(decision: &Decision) -> Vec<&'static str> {
-    decision.events.iter().map(|e| e.reason).collect()
+    decision.events.iter().map(|e| e.reason.as_str()).collect()
 }
 
 fn condition<'a>(decision: &'a Decision, type_: &str) -> &'a vramfit_api::Condition {

@@ -1,0 +1,39 @@
+//! The reasons of the Events vramfit publishes on InferenceJobs: what alerts and `kubectl get
+//! events --field-selector reason=…` match on.
+use crate::words::status_words;
+
+status_words! {
+    /// An Event's reason.
+    EventReason {
+        /// The attempt's pod was created (note: the pod, the attempt, the class and the plan
+        /// summary). One event per placement: there is no separate "Planned" event.
+        PodCreated = "PodCreated",
+        /// The pod runs.
+        Running = "Running",
+        /// The job finished successfully.
+        Succeeded = "Succeeded",
+        /// An attempt ran out of memory (Warning).
+        OutOfMemory = "OutOfMemory",
+        /// An attempt was killed at its host memory limit (Warning).
+        HostOutOfMemory = "HostOutOfMemory",
+        /// An attempt's pod did not start within the job's start deadline (Warning).
+        StartDeadlineExceeded = "StartDeadlineExceeded",
+        /// An attempt's output check found garbage (Warning).
+        BadOutput = "BadOutput",
+        /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).
+        Disrupted = "Disrupted",
+        /// The next attempt steps down (note: the step).
+        SteppedDown = "SteppedDown",
+        /// The job failed for good (Warning).
+        Failed = "Failed",
+        /// No node class can run the job now (Warning).
+        Unschedulable = "Unschedulable",
+        /// The spec cannot be planned (Warning).
+        InvalidSpec = "InvalidSpec",
+        /// The API server refused the attempt's pod (quota, pod security, an invalid volume…)
+        /// (Warning).
+        PodRejected = "PodRejected",
+        /// A pod of the attempt's name exists and is not this job's (Warning).
+        PodNameTaken = "PodNameTaken",
+    }
+}
