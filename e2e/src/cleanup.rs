@@ -18,6 +18,8 @@ use crate::namespaces;
 pub struct CleanupPlan {
     pub run: String,
     pub namespace: Option<String>,
+    /// More namespaces a scenario created.
+    pub namespaces: Vec<String>,
     pub nodes: Vec<String>,
     pub crds: Vec<String>,
     /// Cluster-scoped objects (kind, name) a scenario created: RBAC, PersistentVolumes.
@@ -54,10 +56,10 @@ impl Drop for CleanupGuard {
 pub async fn cleanup(plan: CleanupPlan) -> Result<()> {
     let client = Client::try_default().await?;
     let mut problems = vec![];
-    if let Some(ns) = &plan.namespace
-        && let Err(e) = namespaces::remove(&client, ns, Duration::from_secs(60)).await
-    {
-        problems.push(format!("{e:#}"));
+    for ns in plan.namespace.iter().chain(&plan.namespaces) {
+        if let Err(e) = namespaces::remove(&client, ns, Duration::from_secs(60)).await {
+            problems.push(format!("{e:#}"));
+        }
     }
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");

@@ -41,24 +41,34 @@ pub fn pinned_job(s: &Suite, name: &str, classes: &[&str], preference: &str) -> 
 impl Suite {
     /// InferenceJobs in the test namespace.
     pub fn jobs(&self) -> Api<InferenceJob> {
-        Api::namespaced(self.client.clone(), &self.ns)
+        self.jobs_in(&self.ns)
+    }
+
+    /// InferenceJobs in `namespace`.
+    pub fn jobs_in(&self, namespace: &str) -> Api<InferenceJob> {
+        Api::namespaced(self.client.clone(), namespace)
     }
 
     /// Server-side applies a job manifest into the test namespace.
     pub async fn apply_job(&self, manifest: Value) -> Result<InferenceJob> {
+        self.apply_job_in(&self.ns, manifest).await
+    }
+
+    /// Server-side applies a job manifest into `namespace`.
+    pub async fn apply_job_in(&self, namespace: &str, manifest: Value) -> Result<InferenceJob> {
         let name = manifest["metadata"]["name"]
             .as_str()
             .ok_or_else(|| anyhow!("manifest has no name"))?
             .to_string();
-        let manifest = with_namespace(manifest, &self.ns)?;
-        self.jobs()
+        let manifest = with_namespace(manifest, namespace)?;
+        self.jobs_in(namespace)
             .patch(
                 &name,
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(&manifest),
             )
             .await
-            .with_context(|| format!("applying InferenceJob {name}"))
+            .with_context(|| format!("applying InferenceJob {namespace}/{name}"))
     }
 
     /// A small job of the suite's own (Mistral 7B under transformers, 1 to 4 GPUs).

@@ -1,13 +1,26 @@
-//! Removing a run's namespace from a cluster with no kubelet.
+//! A run's namespaces: creating them, and removing them from a cluster with no kubelet.
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
 
 use crate::crds::is_not_found;
-use crate::eventually;
+use crate::{RUN_LABEL, eventually};
+
+/// Creates namespace `ns`, labelled with the run id `run`.
+pub async fn create(client: &Client, ns: &str, run: &str) -> Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": ns, "labels": {RUN_LABEL: run}}
+    }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .with_context(|| format!("creating namespace {ns}"))?;
+    Ok(())
+}
 
 /// Deletes namespace `ns` and waits up to `timeout` until it is gone. Pods bound to
 /// simulated nodes have no kubelet to confirm their deletion, so they are force-deleted,

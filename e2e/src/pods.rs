@@ -114,11 +114,12 @@ impl Suite {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    /// Pods whose controller owner is the job.
+    /// Pods whose controller owner is the job (in the job's namespace).
     pub async fn pods_of(&self, job: &InferenceJob) -> Result<Vec<Pod>> {
         let uid = job.uid().unwrap_or_default();
-        Ok(self
-            .pods()
+        let namespace = job.namespace().unwrap_or_else(|| self.ns.clone());
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        Ok(pods
             .list(&ListParams::default())
             .await?
             .items

@@ -4,15 +4,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, Result, ensure};
-use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, PostParams};
-use serde_json::json;
 
 use crate::cleanup::CleanupPlan;
 use crate::nodes::{SIM_NODES, heartbeat, node_manifest, node_status_patch, register_node};
 use crate::processes::{Binaries, ChildProcess};
-use crate::{PREFIX, RUN_LABEL, crds, now, run_id, target_dir, workspace_root};
+use crate::{PREFIX, crds, namespaces, now, run_id, target_dir, workspace_root};
 
 /// What the scenarios share; each gets it `&mut`, one after the other.
 pub struct Suite {
@@ -90,12 +87,7 @@ impl Suite {
         );
 
         // Test namespace.
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let namespace: Namespace = serde_json::from_value(json!({
-            "metadata": {"name": ns, "labels": {RUN_LABEL: run}}
-        }))?;
-        namespaces
-            .create(&PostParams::default(), &namespace)
+        namespaces::create(&client, &ns, &run)
             .await
             .context("creating the test namespace")?;
         plan.lock().unwrap_or_else(|e| e.into_inner()).namespace = Some(ns.clone());

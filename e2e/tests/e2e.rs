@@ -33,6 +33,8 @@ mod invalid_manifests;
 mod kubectl_columns;
 #[path = "scenarios/leader_election.rs"]
 mod leader_election;
+#[path = "scenarios/namespace_scope.rs"]
+mod namespace_scope;
 #[path = "scenarios/oom_retries.rs"]
 mod oom_retries;
 #[path = "scenarios/operator_endpoints.rs"]
@@ -148,6 +150,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("operator-under-chart-rbac", |s| {
             Box::pin(rbac::operator_under_chart_rbac(s))
+        }),
+        ("namespace-scoped-install", |s| {
+            Box::pin(namespace_scope::namespace_scoped_install(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;

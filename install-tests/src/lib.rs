@@ -19,6 +19,9 @@ pub const NAMESPACE: &str = "vramfit";
 /// The operator's and the agent's ServiceAccounts (and workload names) in `deploy/`.
 pub const OPERATOR_NAME: &str = "vramfit-operator";
 pub const AGENT_NAME: &str = "vramfit-agent";
+/// The namespaces whose InferenceJobs the namespace-scoped render's operator reconciles
+/// (`charts/vramfit/ci/watch-namespaces-values.yaml`).
+pub const WATCHED_NAMESPACES: [&str; 2] = ["team-a", "team-b"];
 /// The generated CRD files, in `crds/` and copied into the chart.
 pub const CRD_FILES: [&str; 2] = [
     "inferencejobs.vramfit.io.yaml",
@@ -107,6 +110,18 @@ pub fn deploy_objects() -> Vec<Object> {
         "deploy/ holds no manifest: run scripts/helm-check.sh --update"
     );
     files.iter().flat_map(|f| read_yaml_documents(f)).collect()
+}
+
+/// Every object of the chart rendered with `ci/watch-namespaces-values.yaml` (the operator
+/// reconciles [`WATCHED_NAMESPACES`] only), kept in `install-tests/rendered/` by
+/// `scripts/helm-check.sh` (`deploy/` holds only the default render).
+pub fn watch_namespaces_objects() -> Vec<Object> {
+    read_yaml_documents(
+        &repo_root()
+            .join("install-tests")
+            .join("rendered")
+            .join("watch-namespaces.yaml"),
+    )
 }
 
 /// The generated CRD `file` in `crds/`; fails clearly when it has not been generated.

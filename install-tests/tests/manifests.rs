@@ -1,14 +1,17 @@
 //! deploy/: every object is typed (no unknown field), in the right namespace, and the
-//! install is complete.
+//! install is complete. The namespace-scoped render (install-tests/rendered/) is typed too.
 
 use std::collections::BTreeSet;
 
-use vramfit_install_tests::{NAMESPACE, deploy_objects, typed_round_trip};
+use vramfit_install_tests::{
+    NAMESPACE, deploy_objects, typed_round_trip, watch_namespaces_objects,
+};
 
 #[test]
 fn every_deploy_object_round_trips_through_its_typed_struct() {
     let failures: Vec<String> = deploy_objects()
         .iter()
+        .chain(&watch_namespaces_objects())
         .filter_map(|object| {
             typed_round_trip(object)
                 .err()

@@ -1,10 +1,19 @@
-//! RBAC in deploy/: least privilege, exactly the verbs the code uses, no wildcard.
+//! RBAC of the chart's renders: least privilege, exactly the verbs the code uses, no wildcard.
+//! Checked in both installs: `deploy/` (the default render: the operator watches every
+//! namespace) and `install-tests/rendered/watch-namespaces.yaml` (`operator.watchNamespaces`:
+//! a Role per watched namespace, a read-only ClusterRole).
 
 use std::collections::BTreeSet;
 
+use clap::Parser as _;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, Subject};
-use vramfit_install_tests::{AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, deploy_objects};
-use vramfit_operator::permissions;
+use vramfit_install_tests::{
+    AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, WATCHED_NAMESPACES, deploy_objects,
+    watch_namespaces_objects,
+};
+use vramfit_operator::cli::Args;
+use vramfit_operator::permissions::{self, Grant, Install};
 
 /// Where a permission holds: the whole cluster, or one namespace.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -14,38 +23,29 @@ enum Scope {
 }
 
 /// (scope, API group, resource, verb): one permission.
-type Grant = (Scope, String, String, String);
+type Grants = BTreeSet<(Scope, String, String, String)>;
 
 /// The verbs the agent code uses: read its Node, server-side apply its vramfit.io/ labels.
 const AGENT_CLUSTER_VERBS: &[(&str, &str, &[&str])] = &[("", "nodes", &["get", "patch"])];
 
-fn expected(
-    cluster: &[(&str, &str, &[&str])],
-    namespaced: &[(&str, &str, &[&str])],
-) -> BTreeSet<Grant> {
-    let expand = |scope: Scope, list: &[(&str, &str, &[&str])]| -> Vec<Grant> {
-        list.iter()
-            .flat_map(|(group, resource, verbs)| {
-                let scope = scope.clone();
-                verbs.iter().map(move |verb| {
-                    (
-                        scope.clone(),
-                        group.to_string(),
-                        resource.to_string(),
-                        verb.to_string(),
-                    )
-                })
+/// Each verb of `list` in `scope`.
+fn expand(scope: &Scope, list: &[(&str, &str, &[&str])]) -> Grants {
+    list.iter()
+        .flat_map(|(group, resource, verbs)| {
+            verbs.iter().map(move |verb| {
+                (
+                    scope.clone(),
+                    group.to_string(),
+                    resource.to_string(),
+                    verb.to_string(),
+                )
             })
-            .collect()
-    };
-    expand(Scope::Cluster, cluster)
-        .into_iter()
-        .chain(expand(Scope::Namespace(NAMESPACE.into()), namespaced))
+        })
         .collect()
 }
 
-fn grants(scope: &Scope, rules: &[PolicyRule]) -> Vec<Grant> {
-    let mut out = Vec::new();
+fn grants(scope: &Scope, rules: &[PolicyRule]) -> Grants {
+    let mut out = Grants::new();
     for rule in rules {
         assert!(
             rule.non_resource_urls.is_none() && rule.resource_names.is_none(),
@@ -54,7 +54,7 @@ fn grants(scope: &Scope, rules: &[PolicyRule]) -> Vec<Grant> {
         for group in rule.api_groups.iter().flatten() {
             for resource in rule.resources.iter().flatten() {
                 for verb in &rule.verbs {
-                    out.push((scope.clone(), group.clone(), resource.clone(), verb.clone()));
+                    out.insert((scope.clone(), group.clone(), resource.clone(), verb.clone()));
                 }
             }
         }
@@ -72,14 +72,13 @@ fn find<'a>(objects: &'a [Object], kind: &str, name: &str, namespace: Option<&st
     objects
         .iter()
         .find(|o| o.kind() == kind && o.name() == name && o.namespace() == namespace)
-        .unwrap_or_else(|| panic!("deploy/ lacks the {kind} {name} that a binding refers to"))
+        .unwrap_or_else(|| panic!("the render lacks the {kind} {name} that a binding refers to"))
 }
 
-/// Every permission deploy/ grants to the ServiceAccount `account` of the release namespace.
-fn granted_to(account: &str) -> BTreeSet<Grant> {
-    let objects = deploy_objects();
-    let mut out = BTreeSet::new();
-    for object in &objects {
+/// Every permission `objects` grant to the ServiceAccount `account` of the release namespace.
+fn granted_to(objects: &[Object], account: &str) -> Grants {
+    let mut out = Grants::new();
+    for object in objects {
         let (scope, subjects, role_ref) = match object.kind() {
             "ClusterRoleBinding" => {
                 let b: k8s_openapi::api::rbac::v1::ClusterRoleBinding = object.typed();
@@ -101,7 +100,7 @@ fn granted_to(account: &str) -> BTreeSet<Grant> {
         }
         let rules = match role_ref.kind.as_str() {
             "ClusterRole" => {
-                let role: ClusterRole = find(&objects, "ClusterRole", &role_ref.name, None).typed();
+                let role: ClusterRole = find(objects, "ClusterRole", &role_ref.name, None).typed();
                 assert!(
                     role.aggregation_rule.is_none(),
                     "{}: no aggregation",
@@ -113,7 +112,7 @@ fn granted_to(account: &str) -> BTreeSet<Grant> {
                 let Scope::Namespace(namespace) = &scope else {
                     unreachable!("a ClusterRoleBinding cannot refer to a Role")
                 };
-                let role: Role = find(&objects, "Role", &role_ref.name, Some(namespace)).typed();
+                let role: Role = find(objects, "Role", &role_ref.name, Some(namespace)).typed();
                 role.rules.unwrap_or_default()
             }
             other => panic!("{object}: roleRef kind {other}"),
@@ -123,50 +122,121 @@ fn granted_to(account: &str) -> BTreeSet<Grant> {
     out
 }
 
-fn assert_same(account: &str, actual: &BTreeSet<Grant>, expected: &BTreeSet<Grant>) {
-    let extra: Vec<&Grant> = actual.difference(expected).collect();
-    let missing: Vec<&Grant> = expected.difference(actual).collect();
+fn assert_same(what: &str, actual: &Grants, expected: &Grants) {
+    let extra: Vec<_> = actual.difference(expected).collect();
+    let missing: Vec<_> = expected.difference(actual).collect();
     assert!(
         extra.is_empty() && missing.is_empty(),
-        "RBAC of ServiceAccount {account}:\n  granted but not used by the code: {extra:?}\n  used by the code but not granted: {missing:?}"
+        "RBAC of {what}:\n  granted but not used by the code: {extra:?}\n  used by the code but not granted: {missing:?}"
     );
 }
 
-/// The operator's permissions as its code declares them (`vramfit_operator::permissions`).
-fn operator_permissions(
-    scope: permissions::Scope,
-) -> Vec<(&'static str, &'static str, &'static [&'static str])> {
-    permissions::PERMISSIONS
-        .iter()
-        .filter(|p| p.scope == scope)
-        .map(|p| (p.api_group, p.resource, p.verbs))
-        .collect()
+/// What the operator's code declares (`vramfit_operator::permissions`) for `install`, where
+/// the Roles of [`Grant::WatchedNamespaceRole`] are in `watched` and the Lease in the release
+/// namespace.
+fn operator_permissions(install: Install, watched: &[&str]) -> Grants {
+    let mut out = Grants::new();
+    for p in permissions::PERMISSIONS {
+        let scopes = match p.scope.granted_by(install) {
+            Grant::ClusterRole => vec![Scope::Cluster],
+            Grant::WatchedNamespaceRole => watched
+                .iter()
+                .map(|namespace| Scope::Namespace(namespace.to_string()))
+                .collect(),
+            Grant::LeaseNamespaceRole => vec![Scope::Namespace(NAMESPACE.into())],
+        };
+        for scope in scopes {
+            out.extend(expand(&scope, &[(p.api_group, p.resource, p.verbs)]));
+        }
+    }
+    out
+}
+
+/// Both renders, named.
+fn renders() -> [(&'static str, Vec<Object>); 2] {
+    [
+        ("deploy/", deploy_objects()),
+        (
+            "install-tests/rendered/watch-namespaces.yaml",
+            watch_namespaces_objects(),
+        ),
+    ]
+}
+
+/// The operator's flags in `objects`' Deployment, as the operator reads them.
+fn operator_args(objects: &[Object]) -> Args {
+    let deployment: Deployment =
+        find(objects, "Deployment", OPERATOR_NAME, Some(NAMESPACE)).typed();
+    let container = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .expect("the operator Deployment has a container");
+    let argv = container
+        .command
+        .unwrap_or_default()
+        .into_iter()
+        .chain(container.args.unwrap_or_default());
+    Args::try_parse_from(argv)
+        .unwrap_or_else(|e| panic!("the operator refuses the chart's flags: {e}"))
 }
 
 #[test]
 fn operator_gets_exactly_the_verbs_its_code_uses() {
+    let objects = deploy_objects();
+    assert_eq!(
+        operator_args(&objects).watch_namespaces.listed(),
+        None,
+        "the default install watches every namespace"
+    );
     assert_same(
-        OPERATOR_NAME,
-        &granted_to(OPERATOR_NAME),
-        &expected(
-            &operator_permissions(permissions::Scope::Cluster),
-            &operator_permissions(permissions::Scope::LeaseNamespace),
-        ),
+        &format!("ServiceAccount {OPERATOR_NAME} in deploy/"),
+        &granted_to(&objects, OPERATOR_NAME),
+        &operator_permissions(Install::AllNamespaces, &[]),
+    );
+}
+
+#[test]
+fn operator_watching_listed_namespaces_gets_exactly_the_verbs_its_code_uses() {
+    let objects = watch_namespaces_objects();
+    let watched: Vec<String> = WATCHED_NAMESPACES.iter().map(|n| n.to_string()).collect();
+    assert_eq!(
+        operator_args(&objects).watch_namespaces.listed(),
+        Some(watched.as_slice()),
+        "the operator is started with --watch-namespaces naming the namespaces of its Roles"
+    );
+    let granted = granted_to(&objects, OPERATOR_NAME);
+    assert_same(
+        &format!("ServiceAccount {OPERATOR_NAME} in the namespace-scoped render"),
+        &granted,
+        &operator_permissions(Install::WatchedNamespaces, &WATCHED_NAMESPACES),
+    );
+    let cluster_writes: Vec<_> = granted
+        .iter()
+        .filter(|(scope, _, _, verb)| {
+            *scope == Scope::Cluster && !["get", "list", "watch"].contains(&verb.as_str())
+        })
+        .collect();
+    assert!(
+        cluster_writes.is_empty(),
+        "cluster-wide, the namespace-scoped operator only reads: {cluster_writes:?}"
     );
 }
 
 #[test]
 fn agent_may_only_get_and_patch_nodes() {
-    assert_same(
-        AGENT_NAME,
-        &granted_to(AGENT_NAME),
-        &expected(AGENT_CLUSTER_VERBS, &[]),
-    );
+    for (render, objects) in renders() {
+        assert_same(
+            &format!("ServiceAccount {AGENT_NAME} in {render}"),
+            &granted_to(&objects, AGENT_NAME),
+            &expand(&Scope::Cluster, AGENT_CLUSTER_VERBS),
+        );
+    }
 }
 
 #[test]
 fn no_rule_uses_a_wildcard() {
-    for object in deploy_objects() {
+    for object in renders().into_iter().flat_map(|(_, objects)| objects) {
         if !matches!(object.kind(), "ClusterRole" | "Role") {
             continue;
         }
@@ -192,7 +262,7 @@ fn no_rule_uses_a_wildcard() {
 
 #[test]
 fn only_the_chart_service_accounts_are_bound() {
-    for object in deploy_objects() {
+    for object in renders().into_iter().flat_map(|(_, objects)| objects) {
         if !matches!(object.kind(), "ClusterRoleBinding" | "RoleBinding") {
             continue;
         }

@@ -78,9 +78,11 @@ async fn lead(
     if !wait_for_crds(&client, &mut stop).await {
         return Ok(());
     }
+    info!(namespaces = %args.watch_namespaces, "watching InferenceJobs and their pods");
     let config = ControllerConfig {
         concurrency: args.concurrency,
         instance: Some(leader::identity()),
+        namespaces: args.watch_namespaces.clone(),
         ..ControllerConfig::default()
     };
     if !args.leader_election {

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use clap::Parser;
 pub use vramfit_runtime::logging::LogFormat;
 
+use crate::stores::namespaces::WatchNamespaces;
+
 /// vramfit operator: plans InferenceJobs for the GPU class they land on and runs their pods.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "vramfit-operator", version, about)]
@@ -39,6 +41,20 @@ pub struct Args {
     /// arena (each more thread added tens of MiB of memory at that scale).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub worker_threads: u16,
+
+    /// Reconcile only the InferenceJobs of these namespaces (comma-separated, e.g.
+    /// `team-a,team-b`); empty or unset: every namespace. Jobs and their pods are then watched
+    /// per namespace, and pods are written only there, so Roles in those namespaces suffice;
+    /// pods, nodes and GpuNodeClasses are still read cluster-wide (GPUs any pod takes count).
+    #[arg(
+        long,
+        env = "VRAMFIT_WATCH_NAMESPACES",
+        value_name = "NAMESPACES",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = WatchNamespaces::parse
+    )]
+    pub watch_namespaces: WatchNamespaces,
 }
 
 #[cfg(test)]
@@ -56,6 +72,7 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.concurrency, 64);
         assert_eq!(args.worker_threads, 1);
+        assert_eq!(args.watch_namespaces.listed(), None);
         let args = Args::try_parse_from([
             "vramfit-operator",
             "--metrics-addr=0.0.0.0:9090",
@@ -65,6 +82,7 @@ mod tests {
             "--log-format=json",
             "--concurrency=4",
             "--worker-threads=2",
+            "--watch-namespaces=team-a,team-b",
         ])
         .unwrap();
         assert!(args.leader_election);
@@ -72,6 +90,27 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Json);
         assert_eq!(args.concurrency, 4);
         assert_eq!(args.worker_threads, 2);
+        assert_eq!(
+            args.watch_namespaces.listed(),
+            Some(&["team-a".to_string(), "team-b".to_string()][..])
+        );
         assert!(Args::try_parse_from(["vramfit-operator", "--concurrency=0"]).is_err());
+    }
+
+    #[test]
+    fn an_invalid_watched_namespace_stops_the_start_with_a_clear_error() {
+        let error =
+            Args::try_parse_from(["vramfit-operator", "--watch-namespaces", "team-a,Team_B"])
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("--watch-namespaces"), "{error}");
+        assert!(error.contains("\"Team_B\""), "{error}");
+        assert!(error.contains("DNS-1123"), "{error}");
+        let all = Args::try_parse_from(["vramfit-operator", "--watch-namespaces="]).unwrap();
+        assert_eq!(
+            all.watch_namespaces.listed(),
+            None,
+            "empty: every namespace"
+        );
     }
 }

@@ -5,9 +5,9 @@
 //!
 //! | what | selector | why |
 //! |---|---|---|
-//! | InferenceJobs | all | the controller's own objects, cached compact ([`CachedJob`]: the spec and status as JSON, identity metadata only; a job that does not deserialize is kept with its error and reported, not fatal) |
-//! | Pods (store) | `vramfit.io/job` | the attempts' pods, every phase, as [`SlimPod`]s: what reconcile observes; each change reconciles the job that controls the pod, once the store holds it |
-//! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed` | GPUs taken per node, summed event by event (no pod kept; read as [`SlimPod`]s) |
+//! | InferenceJobs | all (with `--watch-namespaces`, one watch per listed namespace) | the controller's own objects, cached compact ([`CachedJob`]: the spec and status as JSON, identity metadata only; a job that does not deserialize is kept with its error and reported, not fatal) |
+//! | Pods (store) | `vramfit.io/job` (with `--watch-namespaces`, one watch per listed namespace) | the attempts' pods, every phase, as [`SlimPod`]s: what reconcile observes; each change reconciles the job that controls the pod, once the store holds it |
+//! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed`, always cluster-wide | GPUs taken per node by any pod, summed event by event (no pod kept; read as [`SlimPod`]s) |
 //! | Nodes (store) | all | classes and allocatable GPUs, trimmed of images and managed fields |
 //! | GpuNodeClasses (store) | all | class overrides and definitions (`DeserializeGuard`) |
 //!
@@ -23,6 +23,8 @@
 //! resumes.
 //! A relist (after `410 Expired`, e.g. once the API server is back) triggers
 //! reconciles only when the store holds the whole new list: see [`crate::stores::relist`].
+//! The per-namespace watches of `--watch-namespaces` are merged into one store each, a
+//! namespace's relist changing only that namespace's objects: see [`crate::stores::namespaces`].
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,7 @@ use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
 use crate::stores::cached_job::CachedJob;
+use crate::stores::namespaces::{WatchNamespaces, watch_namespaces};
 use crate::stores::reflectors::{drive_reflectors, list_config};
 use crate::stores::relist::applied_after_relist;
 use crate::stores::watch_retry::relist_expired_at_once;
@@ -57,6 +60,8 @@ pub struct ControllerConfig {
     pub settings: Settings,
     /// Window in which store changes are coalesced into one re-queue of the waiting jobs.
     pub wake_coalesce: Duration,
+    /// Where InferenceJobs and their pods are watched (`--watch-namespaces`).
+    pub namespaces: WatchNamespaces,
 }
 
 impl Default for ControllerConfig {
@@ -66,6 +71,7 @@ impl Default for ControllerConfig {
             instance: None,
             settings: Settings::default(),
             wake_coalesce: Duration::from_secs(1),
+            namespaces: WatchNamespaces::all(),
         }
     }
 }
@@ -89,6 +95,7 @@ pub async fn run(
         writers,
         wake.clone(),
         pod_changes,
+        config.namespaces.clone(),
     ));
 
     // The job reflector is ours, not the Controller's: its first full list (`InitDone`) is
@@ -97,15 +104,24 @@ pub async fn run(
     // Controller's own runner would never wake.
     let (job_store, job_writer) = reflector::store::<CachedJob>();
     let ready_health = health.clone();
-    let job_events = reflector(
-        job_writer,
+    let job_watch = match config.namespaces.listed() {
         // The Controller backs its trigger stream off after an error.
-        relist_expired_at_once(
+        None => relist_expired_at_once(
             "inferencejobs",
             watcher(Api::<CachedJob>::all(client.clone()), list_config()),
-        ),
-    )
-    .inspect(move |event| {
+        )
+        .boxed(),
+        // Each namespace backs off on its own; the first `InitDone` comes once all have listed.
+        Some(namespaces) => watch_namespaces(
+            &client,
+            namespaces,
+            &list_config(),
+            job_store.clone(),
+            "inferencejobs",
+        )
+        .boxed(),
+    };
+    let job_events = reflector(job_writer, job_watch).inspect(move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {
             ready_health.set_synced(true);
         }
@@ -300,6 +316,97 @@ mod tests {
         assert!(stopped.is_ok(), "the controller stops on the signal");
         assert_eq!(health.readiness(), Err("caches not synced yet".into()));
         server.abort();
+    }
+
+    /// With `--watch-namespaces`, jobs and job pods are listed per namespace, the rest
+    /// cluster-wide, and the replica is ready only once every namespace has listed.
+    #[tokio::test]
+    async fn with_watched_namespaces_the_replica_is_ready_once_every_namespace_listed() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        use vramfit_runtime::admin_server::ReadinessSource;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let release_team_b = Arc::new(Notify::new());
+        let release = release_team_b.clone();
+        let lists = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+        let listed = lists.clone();
+        let server = tokio::spawn(async move {
+            let mut open_watches = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                let query = request.uri().query().unwrap_or_default().to_string();
+                if query.contains("watch=true") {
+                    open_watches.push(send);
+                    continue;
+                }
+                let path = request.uri().path().to_string();
+                let selector = if query.contains("labelSelector") {
+                    " (job pods)"
+                } else if query.contains("fieldSelector") {
+                    " (GPU accounting)"
+                } else {
+                    ""
+                };
+                listed.lock().unwrap().insert(format!("{path}{selector}"));
+                let body = br#"{"metadata":{"resourceVersion":"1"},"items":[]}"#.to_vec();
+                let answer = Response::builder().body(Body::from(body)).unwrap();
+                if path.ends_with("/namespaces/team-b/inferencejobs") {
+                    // team-b's job list comes late.
+                    let release = release.clone();
+                    tokio::spawn(async move {
+                        release.notified().await;
+                        send.send_response(answer);
+                    });
+                } else {
+                    send.send_response(answer);
+                }
+            }
+        });
+        let health = Arc::new(Health::new(false));
+        let (stop_tx, stop) = watch::channel(false);
+        let config = ControllerConfig {
+            namespaces: WatchNamespaces::parse("team-a,team-b").unwrap(),
+            ..ControllerConfig::default()
+        };
+        let controller = tokio::spawn(run(
+            Client::new(service, "default"),
+            Arc::new(Metrics::new()),
+            health.clone(),
+            config,
+            stop,
+        ));
+        let ready = || async {
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while health.readiness().is_err() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            health.readiness().is_err(),
+            "ready before team-b's jobs were listed"
+        );
+        release_team_b.notify_one();
+        assert!(ready().await.is_ok(), "not ready: {:?}", health.readiness());
+        let _ = stop_tx.send(true);
+        let stopped = tokio::time::timeout(Duration::from_secs(10), controller).await;
+        assert!(stopped.is_ok(), "the controller stops on the signal");
+        server.abort();
+        let jobs = "/apis/vramfit.io/v1alpha1/namespaces";
+        assert_eq!(
+            lists.lock().unwrap().iter().collect::<Vec<_>>(),
+            [
+                "/api/v1/namespaces/team-a/pods (job pods)",
+                "/api/v1/namespaces/team-b/pods (job pods)",
+                "/api/v1/nodes",
+                "/api/v1/pods (GPU accounting)",
+                "/apis/vramfit.io/v1alpha1/gpunodeclasses",
+                &format!("{jobs}/team-a/inferencejobs"),
+                &format!("{jobs}/team-b/inferencejobs"),
+            ],
+            "jobs and job pods per namespace, the rest cluster-wide"
+        );
     }
 
     #[tokio::test]

@@ -1,13 +1,51 @@
 //! Every permission the operator's code uses, and nothing more. The Helm chart's RBAC is
-//! compared with this list by a test, so a new API call must be added here first.
+//! compared with this list by a test, in both installs (every namespace, and
+//! `operator.watchNamespaces`), so a new API call must be added here first.
 
-/// Where a permission is granted.
+/// Where a permission is needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// A ClusterRole.
+    /// Cluster-wide in every install (a ClusterRole): cluster-scoped objects, and the reads
+    /// that must see every namespace (every pod's GPUs count).
     Cluster,
+    /// Where the InferenceJobs are: cluster-wide (the same ClusterRole) when the operator
+    /// watches every namespace; with `--watch-namespaces`, a Role in each watched namespace.
+    JobNamespaces,
     /// A Role in the namespace of the lease (`--lease-namespace`), only with `--leader-election`.
     LeaseNamespace,
+}
+
+/// How the operator is installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Install {
+    /// It reconciles InferenceJobs in every namespace (no `--watch-namespaces`).
+    AllNamespaces,
+    /// It reconciles only those of the namespaces `--watch-namespaces` lists.
+    WatchedNamespaces,
+}
+
+/// What grants a permission in an install.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// The operator's ClusterRole.
+    ClusterRole,
+    /// A Role in each watched namespace.
+    WatchedNamespaceRole,
+    /// The Role in the lease namespace.
+    LeaseNamespaceRole,
+}
+
+impl Scope {
+    /// What grants a permission of this scope in `install`.
+    pub fn granted_by(self, install: Install) -> Grant {
+        match (self, install) {
+            (Scope::Cluster, _) | (Scope::JobNamespaces, Install::AllNamespaces) => {
+                Grant::ClusterRole
+            }
+            (Scope::JobNamespaces, Install::WatchedNamespaces) => Grant::WatchedNamespaceRole,
+            (Scope::LeaseNamespace, _) => Grant::LeaseNamespaceRole,
+        }
+    }
 }
 
 /// One RBAC rule.
@@ -25,20 +63,21 @@ pub struct Permission {
 
 const READ: &[&str] = &["get", "list", "watch"];
 
-/// The operator's permissions, in the order of the chart's rules.
+/// The operator's permissions, in the order of the chart's rules. A resource appears once per
+/// scope (pods: read cluster-wide, written where the jobs are).
 pub const PERMISSIONS: &[Permission] = &[
     // Jobs are watched; only their status is written.
     Permission {
         api_group: "vramfit.io",
         resource: "inferencejobs",
         verbs: READ,
-        scope: Scope::Cluster,
+        scope: Scope::JobNamespaces,
     },
     Permission {
         api_group: "vramfit.io",
         resource: "inferencejobs/status",
         verbs: &["get", "patch"],
-        scope: Scope::Cluster,
+        scope: Scope::JobNamespaces,
     },
     // Pods carry an owner reference with blockOwnerDeletion: clusters that run the
     // OwnerReferencesPermissionEnforcement admission plugin (OpenShift, hardened clusters)
@@ -47,7 +86,7 @@ pub const PERMISSIONS: &[Permission] = &[
         api_group: "vramfit.io",
         resource: "inferencejobs/finalizers",
         verbs: &["update"],
-        scope: Scope::Cluster,
+        scope: Scope::JobNamespaces,
     },
     Permission {
         api_group: "vramfit.io",
@@ -55,13 +94,21 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: READ,
         scope: Scope::Cluster,
     },
-    // Workload pods: created for each attempt, server-side applied when only their metadata
-    // changes, deleted on a spec change; every pod is watched for the GPUs it takes.
+    // Every pod of the cluster is watched for the GPUs it takes (any pod bound to a node
+    // counts), the jobs' own pods by label.
     Permission {
         api_group: "",
         resource: "pods",
-        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        verbs: READ,
         scope: Scope::Cluster,
+    },
+    // Workload pods: created for each attempt, server-side applied when only their metadata
+    // changes, deleted on a spec change; always in their job's namespace.
+    Permission {
+        api_group: "",
+        resource: "pods",
+        verbs: &["create", "patch", "delete"],
+        scope: Scope::JobNamespaces,
     },
     Permission {
         api_group: "",
@@ -69,12 +116,12 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: READ,
         scope: Scope::Cluster,
     },
-    // The event recorder creates events and patches their series.
+    // The event recorder creates events (in the job's namespace) and patches their series.
     Permission {
         api_group: "events.k8s.io",
         resource: "events",
         verbs: &["create", "patch"],
-        scope: Scope::Cluster,
+        scope: Scope::JobNamespaces,
     },
     // Start-up waits until the CRDs are established.
     Permission {
@@ -100,16 +147,65 @@ mod tests {
     fn no_wildcards_and_no_duplicates() {
         for (i, p) in PERMISSIONS.iter().enumerate() {
             assert!(!p.verbs.contains(&"*") && p.resource != "*");
-            assert!(
-                PERMISSIONS[..i]
-                    .iter()
-                    .all(|q| (q.api_group, q.resource) != (p.api_group, p.resource))
-            );
+            for q in &PERMISSIONS[..i] {
+                if (q.api_group, q.resource) == (p.api_group, p.resource) {
+                    assert_ne!(q.scope, p.scope, "{} twice in one scope", p.resource);
+                    assert!(
+                        q.verbs.iter().all(|verb| !p.verbs.contains(verb)),
+                        "{}: a verb in two scopes",
+                        p.resource
+                    );
+                }
+            }
         }
         let status = PERMISSIONS
             .iter()
             .find(|p| p.resource == "inferencejobs/status")
             .unwrap();
         assert_eq!(status.verbs, ["get", "patch"]);
+    }
+
+    /// With `--watch-namespaces` nothing that writes is cluster-wide, and what stays
+    /// cluster-wide is reads: cluster-scoped objects, and every pod for GPU accounting.
+    #[test]
+    fn watching_listed_namespaces_needs_only_reads_cluster_wide() {
+        let cluster_wide: Vec<(&str, &[&str])> = PERMISSIONS
+            .iter()
+            .filter(|p| p.scope.granted_by(Install::WatchedNamespaces) == Grant::ClusterRole)
+            .map(|p| (p.resource, p.verbs))
+            .collect();
+        assert_eq!(
+            cluster_wide,
+            [
+                ("gpunodeclasses", READ),
+                ("pods", READ),
+                ("nodes", READ),
+                ("customresourcedefinitions", READ),
+            ]
+        );
+        let in_watched: Vec<&str> = PERMISSIONS
+            .iter()
+            .filter(|p| {
+                p.scope.granted_by(Install::WatchedNamespaces) == Grant::WatchedNamespaceRole
+            })
+            .map(|p| p.resource)
+            .collect();
+        assert_eq!(
+            in_watched,
+            [
+                "inferencejobs",
+                "inferencejobs/status",
+                "inferencejobs/finalizers",
+                "pods",
+                "events"
+            ]
+        );
+        assert!(
+            PERMISSIONS
+                .iter()
+                .filter(|p| p.scope != Scope::LeaseNamespace)
+                .all(|p| p.scope.granted_by(Install::AllNamespaces) == Grant::ClusterRole),
+            "watching every namespace, one ClusterRole grants all but the lease"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The whole controller (`controller::run`) against a scripted API server whose job-pod watch
-//! expires: after the relist the job must follow what the pod did while the watch was away.
+//! expires: after the relist the job must follow what the pod did while the watch was away,
+//! watching every namespace or, with `--watch-namespaces`, the job's and another one.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::tests::{
     a10g_cluster, created_pod, first_reconcile, run as reconcile_once, with_status,
 };
+use crate::stores::namespaces::WatchNamespaces;
 use crate::verifier::{respond, test_context};
 
 /// A job whose pod runs, with the status reconcile wrote for that (so the operator's first
@@ -59,16 +61,49 @@ fn expired() -> Vec<u8> {
 
 #[tokio::test]
 async fn a_pod_that_ended_while_its_watch_was_away_ends_the_job_after_the_relist() {
+    pod_ended_while_the_watch_was_away(WatchNamespaces::all()).await;
+}
+
+/// The same with one watch per namespace: the relist of the job's namespace (its pod watch
+/// expired) is merged into the store without the other namespace's list.
+#[tokio::test]
+async fn with_watched_namespaces_a_relist_of_the_jobs_namespace_ends_the_job() {
+    let namespaces = WatchNamespaces::parse(&format!("{},team-b", fixtures::NAMESPACE));
+    pod_ended_while_the_watch_was_away(namespaces.unwrap()).await;
+}
+
+async fn pod_ended_while_the_watch_was_away(namespaces: WatchNamespaces) {
     let (job, running, ended) = running_job().await;
+    let namespaced = namespaces.listed().is_some();
+    let job_pods_path = match namespaced {
+        true => format!("/api/v1/namespaces/{}/pods", fixtures::NAMESPACE),
+        false => "/api/v1/pods".to_string(),
+    };
     let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
     let (status_writes, mut written) = mpsc::unbounded_channel::<Value>();
+    let cluster_wide_requests = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen_cluster_wide = cluster_wide_requests.clone();
     let server = tokio::spawn(async move {
         let mut open: Vec<SendResponse<Response<Body>>> = Vec::new();
         let (mut job_pod_lists, mut job_pod_watches) = (0, 0);
         while let Some((request, send)) = handle.next_request().await {
             let (method, path) = (request.method().clone(), request.uri().path().to_string());
             let query = request.uri().query().unwrap_or_default().to_string();
-            let job_pods = path == "/api/v1/pods" && query.contains("labelSelector");
+            let job_pods = path == job_pods_path && query.contains("labelSelector");
+            // Every other namespace is empty; with watched namespaces nothing is listed or
+            // watched cluster-wide but the GPU accounting pods, nodes and GpuNodeClasses.
+            let other_namespace = path.contains("/namespaces/")
+                && !path.contains(&format!("/namespaces/{}/", fixtures::NAMESPACE));
+            let cluster_wide = !path.contains("/namespaces/");
+            if namespaced
+                && cluster_wide
+                && (path.ends_with("/inferencejobs") || query.contains("labelSelector"))
+            {
+                seen_cluster_wide
+                    .lock()
+                    .unwrap()
+                    .push(format!("{path}?{query}"));
+            }
             if query.contains("watch=true") {
                 if job_pods && job_pod_watches == 0 {
                     job_pod_watches += 1;
@@ -85,6 +120,7 @@ async fn a_pod_that_ended_while_its_watch_was_away_ends_the_job_after_the_relist
             if method == Method::GET {
                 let pod = |pod: &Pod| serde_json::to_value(pod).unwrap_or_default();
                 let body = match path.as_str() {
+                    _ if other_namespace => list("List", "1", vec![], None),
                     "/api/v1/nodes" => list(
                         "NodeList",
                         "1",
@@ -95,13 +131,13 @@ async fn a_pod_that_ended_while_its_watch_was_away_ends_the_job_after_the_relist
                         None,
                     ),
                     "/api/v1/pods" if !job_pods => list("PodList", "10", vec![pod(&running)], None),
-                    "/api/v1/pods" if query.contains("continue=") => {
+                    _ if job_pods && query.contains("continue=") => {
                         // The relist's last page is slow: reconciles triggered before it read the
                         // store as it was before the relist.
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         list("PodList", "20", vec![], None)
                     }
-                    "/api/v1/pods" => {
+                    _ if job_pods => {
                         job_pod_lists += 1;
                         match job_pod_lists {
                             1 => list("PodList", "10", vec![pod(&running)], None),
@@ -143,7 +179,10 @@ async fn a_pod_that_ended_while_its_watch_was_away_ends_the_job_after_the_relist
         Client::new(service, "default"),
         Arc::new(Metrics::new()),
         Arc::new(Health::new(false)),
-        ControllerConfig::default(),
+        ControllerConfig {
+            namespaces,
+            ..ControllerConfig::default()
+        },
         stop,
     ));
     let succeeded = tokio::time::timeout(Duration::from_secs(10), async {
@@ -162,5 +201,10 @@ async fn a_pod_that_ended_while_its_watch_was_away_ends_the_job_after_the_relist
         succeeded,
         Ok(true),
         "the job's status never turned Succeeded"
+    );
+    assert_eq!(
+        *cluster_wide_requests.lock().unwrap(),
+        Vec::<String>::new(),
+        "with --watch-namespaces, jobs and job pods are watched per namespace only"
     );
 }

@@ -120,6 +120,25 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
+{{/*
+The operator's rules on InferenceJobs: in its ClusterRole when it watches every namespace,
+in a Role per namespace of operator.watchNamespaces otherwise.
+*/}}
+{{- define "vramfit.operator.jobRules" -}}
+# Watch jobs and write their status (plan, phase, conditions).
+- apiGroups: ["vramfit.io"]
+  resources: ["inferencejobs"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["vramfit.io"]
+  resources: ["inferencejobs/status"]
+  verbs: ["get", "patch"]
+# Setting blockOwnerDeletion on the pods' owner reference needs this where the
+# OwnerReferencesPermissionEnforcement admission plugin runs (OpenShift).
+- apiGroups: ["vramfit.io"]
+  resources: ["inferencejobs/finalizers"]
+  verbs: ["update"]
+{{- end }}
+
 {{/* Checks across values that the JSON schema cannot express; fail with a clear message. */}}
 {{- define "vramfit.validate" -}}
 {{- if and (gt (int .Values.operator.replicas) 1) (not .Values.operator.leaderElection.enabled) }}

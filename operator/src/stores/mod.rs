@@ -3,7 +3,8 @@
 //! * [`cached_job`]: what the job cache holds of each InferenceJob.
 //! * [`reflectors`]: the four watches and what each keeps of its objects; [`slim`]: the pod
 //!   and job shapes the watches parse; [`relist`]: triggers that survive a relist;
-//!   [`watch_retry`]: how a failed watch resumes.
+//!   [`watch_retry`]: how a failed watch resumes; [`namespaces`]: the job and job-pod watches
+//!   of `--watch-namespaces`, one per namespace, merged into one store each.
 //! * [`gpu_resources`]: GPU resources of nodes and pods; [`gpu_usage`]: GPUs taken per node,
 //!   summed as the pod watch goes.
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,7 @@ use vramfit_api::{GpuNodeClass, InferenceJob};
 pub mod cached_job;
 pub mod gpu_resources;
 pub mod gpu_usage;
+pub mod namespaces;
 pub mod reflectors;
 pub mod relist;
 pub mod slim;

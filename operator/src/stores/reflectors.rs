@@ -18,6 +18,7 @@ use vramfit_api::labels::is_gpu_resource;
 use vramfit_api::pod_keys::{JOB_LABEL, fnv1a64};
 
 use super::gpu_resources::{GpuResources, is_schedulable, pod_gpu_request};
+use super::namespaces::{WatchNamespaces, watch_namespaces};
 use super::relist::ChangedPodOwners;
 use super::slim::SlimPod;
 use super::watch_retry::with_backoff;
@@ -28,12 +29,16 @@ pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Faile
 
 /// Runs the four reflectors that fill the stores; returns only if all of them end. Each job
 /// pod's change is sent on `pod_changes` (as its job) once the store holds it (after a relist:
-/// once the whole new list is in, see [`crate::stores::relist`]).
+/// once the whole new list is in, see [`crate::stores::relist`]). The job pods are watched in
+/// `namespaces` (one watch per namespace with `--watch-namespaces`, see
+/// [`crate::stores::namespaces`]); nodes, GpuNodeClasses and the GPU accounting pods always
+/// cluster-wide (a GPU any pod of a node takes is taken).
 pub async fn drive_reflectors(
     client: Client,
     writers: StoreWriters,
     wake: Arc<Notify>,
     pod_changes: UnboundedSender<JobRef>,
+    namespaces: WatchNamespaces,
 ) {
     let StoreWriters {
         nodes,
@@ -145,12 +150,23 @@ pub async fn drive_reflectors(
 
     let job_pod_store = job_pods.as_reader();
     let mut changed_owners = ChangedPodOwners::default();
-    let job_pods = with_backoff(
-        "pods (job pods)",
-        watcher(Api::<SlimPod>::all(client), list_config().labels(JOB_LABEL)),
-    )
-    .reflect(job_pods)
-    .for_each(move |event| {
+    let job_pod_config = list_config().labels(JOB_LABEL);
+    let job_pod_events = match namespaces.listed() {
+        None => with_backoff(
+            "pods (job pods)",
+            watcher(Api::<SlimPod>::all(client), job_pod_config),
+        )
+        .boxed(),
+        Some(listed) => watch_namespaces(
+            &client,
+            listed,
+            &job_pod_config,
+            job_pod_store.clone(),
+            "pods (job pods)",
+        )
+        .boxed(),
+    };
+    let job_pods = job_pod_events.reflect(job_pods).for_each(move |event| {
         match event {
             Ok(event) => {
                 for job in changed_owners.observe(&event, &job_pod_store) {
