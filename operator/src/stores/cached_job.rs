@@ -13,15 +13,14 @@
 //! (as `DeserializeGuard` would), so one malformed object cannot break the watch.
 use std::borrow::Cow;
 
-use flate2::Compression;
-use flate2::read::DeflateDecoder;
-use flate2::write::DeflateEncoder;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::core::error_boundary::InvalidObject;
 use serde::{Deserialize, Deserializer, Serialize};
 use vramfit_api::{InferenceJob, InferenceJobSpec, InferenceJobStatus, Phase};
+
+use super::deflate::{deflate, inflate};
 
 /// One cached InferenceJob.
 #[derive(Clone, Debug)]
@@ -121,7 +120,7 @@ impl CachedJob {
         spec: &InferenceJobSpec,
         status: Option<&InferenceJobStatus>,
     ) -> Self {
-        let content = match deflate(&BodyOut { spec, status }) {
+        let content = match deflate_json(&BodyOut { spec, status }) {
             Ok(body) => Content::Valid {
                 body,
                 phase: status.and_then(|s| s.phase),
@@ -152,8 +151,9 @@ impl CachedJob {
         };
         match &self.content {
             Content::Valid { body, .. } => {
-                let body: BodyIn = serde_json::from_reader(DeflateDecoder::new(&body[..]))
-                    .map_err(|e| invalid(e.to_string()))?;
+                let json = inflate(body).map_err(|e| invalid(e.to_string()))?;
+                let body: BodyIn =
+                    serde_json::from_slice(&json).map_err(|e| invalid(e.to_string()))?;
                 Ok(InferenceJob {
                     metadata: self.metadata.clone(),
                     spec: body.spec,
@@ -195,12 +195,8 @@ impl CachedJob {
 }
 
 /// `body` as deflated JSON.
-fn deflate(body: &BodyOut<'_>) -> Result<Box<[u8]>, serde_json::Error> {
-    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
-    serde_json::to_writer(&mut encoder, body)?;
-    // Writing into a Vec cannot fail.
-    let bytes = encoder.finish().map_err(serde_json::Error::io)?;
-    Ok(bytes.into_boxed_slice())
+fn deflate_json(body: &BodyOut<'_>) -> Result<Box<[u8]>, serde_json::Error> {
+    Ok(deflate(&serde_json::to_vec(body)?))
 }
 
 impl<'de> Deserialize<'de> for CachedJob {

@@ -20,6 +20,7 @@ use kube::{Resource, ResourceExt};
 use vramfit_api::{GpuNodeClass, InferenceJob};
 
 pub mod cached_job;
+pub mod deflate;
 pub mod gpu_resources;
 pub mod gpu_usage;
 pub mod namespaces;

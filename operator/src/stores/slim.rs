@@ -7,6 +7,7 @@
 //!   were the largest share of the operator's memory and of its parsing time.
 //!
 //! Jobs have their own cached form, [`super::cached_job::CachedJob`].
+use super::deflate::CompactText;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
@@ -22,7 +23,9 @@ pub struct SlimPod {
     /// Metadata, without managed fields; its labels and annotations are kept as [`Pairs`].
     pub metadata: ObjectMeta,
     labels: Option<Pairs<String>>,
-    annotations: Option<Pairs<String>>,
+    /// Long values (the plan annotation, ~1 KiB of JSON) deflated: most of a pod's cached
+    /// bytes otherwise.
+    annotations: Option<Pairs<CompactText>>,
     /// The node and the containers' resources.
     pub spec: Option<SlimPodSpec>,
     /// The whole status.
@@ -45,7 +48,7 @@ impl From<WirePod> for SlimPod {
         let mut metadata = wire.metadata;
         Self {
             labels: metadata.labels.take().map(Pairs::from),
-            annotations: metadata.annotations.take().map(Pairs::from),
+            annotations: metadata.annotations.take().map(Pairs::compact),
             metadata,
             spec: wire.spec,
             status: wire.status,
@@ -72,6 +75,25 @@ impl<V> From<BTreeMap<String, V>> for Pairs<V> {
                 .map(|(k, v)| (k.into_boxed_str(), v))
                 .collect(),
         )
+    }
+}
+
+impl Pairs<CompactText> {
+    /// Text pairs with long values deflated.
+    pub fn compact(map: BTreeMap<String, String>) -> Self {
+        Self(
+            map.into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), CompactText::from(v)))
+                .collect(),
+        )
+    }
+
+    /// The pairs as a map of text again.
+    pub fn to_text_map(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_text()))
+            .collect()
     }
 }
 
@@ -246,7 +268,7 @@ impl SlimPod {
         };
         Self {
             labels: metadata.labels.take().map(Pairs::from),
-            annotations: metadata.annotations.take().map(Pairs::from),
+            annotations: metadata.annotations.take().map(Pairs::compact),
             metadata,
             spec: pod.spec.as_ref().map(|spec| SlimPodSpec {
                 node_name: spec.node_name.clone(),
@@ -267,7 +289,7 @@ impl SlimPod {
         Pod {
             metadata: ObjectMeta {
                 labels: self.labels.as_ref().map(Pairs::to_map),
-                annotations: self.annotations.as_ref().map(Pairs::to_map),
+                annotations: self.annotations.as_ref().map(Pairs::to_text_map),
                 ..self.metadata.clone()
             },
             spec: self.spec.as_ref().map(|spec| PodSpec {
