@@ -4,7 +4,7 @@ use vramfit_api::{Fallback, GpuLayers, KvCacheType, LlamaCppPlan, MemoryEstimate
 
 use crate::error::PlanError;
 use crate::job_input::JobInput;
-use crate::memory::{self, LLAMACPP_OVERHEAD_MIB, MIB};
+use crate::memory::{self, LLAMACPP_OVERHEAD_MIB};
 use crate::node_class::NodeClass;
 use crate::plan_common::gib;
 use crate::plan_transformers::gpu_range;
@@ -77,17 +77,34 @@ impl Budget<'_> {
         self.weights_bytes(n) + self.kv_bytes(n, kv)
     }
 
+    /// Per GPU, MiB, for `--n-gpu-layers n` on `gpus` GPUs: the weights and the KV cache, each
+    /// rounded up as the plan's memory estimate shows them.
+    fn weights_and_kv_per_gpu_mib(&self, n: u32, kv: KvCacheType, gpus: u32) -> (u64, u64) {
+        let per_gpu = |bytes: u64| memory::mib(bytes).div_ceil(u64::from(gpus.max(1)));
+        (
+            per_gpu(self.weights_bytes(n)),
+            per_gpu(self.kv_bytes(n, kv)),
+        )
+    }
+
+    /// Whether `n` layers fit on `gpus` GPUs, judged on the rounded-up figures the estimate
+    /// reports (exact bytes could fit while the reported MiB, each rounded up, exceed the
+    /// budget by one).
+    fn fits(&self, n: u32, kv: KvCacheType, gpus: u32) -> bool {
+        let (weights, kv_cache) = self.weights_and_kv_per_gpu_mib(n, kv, gpus);
+        weights + kv_cache <= self.per_gpu_mib()
+    }
+
     /// The largest `--n-gpu-layers` whose layers fit on `gpus` GPUs (llama.cpp splits layers
     /// across GPUs), at most `blocks + 1`.
     fn layers_that_fit(&self, gpus: u32, kv: KvCacheType) -> u32 {
-        let budget = self.per_gpu_mib() * MIB * u64::from(gpus);
         let all = total_layers(self.job);
-        if self.bytes(all, kv) <= budget {
+        if self.fits(all, kv, gpus) {
             return all;
         }
         (0..=self.blocks())
             .rev()
-            .find(|&n| self.bytes(n, kv) <= budget)
+            .find(|&n| self.fits(n, kv, gpus))
             .unwrap_or(0)
     }
 }
@@ -240,9 +257,7 @@ pub fn size(
             job.model.layers - layers
         ));
     }
-    let per_gpu = |bytes: u64| memory::mib(bytes).div_ceil(u64::from(gpus));
-    let weights_mib = per_gpu(budget.weights_bytes(layers));
-    let kv_cache_mib = per_gpu(budget.kv_bytes(layers, kv));
+    let (weights_mib, kv_cache_mib) = budget.weights_and_kv_per_gpu_mib(layers, kv, gpus);
     Ok(LlamaCppSizing {
         gpu_count: gpus,
         llama_cpp,
