@@ -69,9 +69,9 @@ impl ApplyError {
 }
 
 /// Forgets the reservations of the pods a snapshot saw finished (they take no GPUs).
-pub fn release_finished(snapshot: &Snapshot<'_>, namespace: &str, ctx: &Context) {
+pub fn release_finished(snapshot: &Snapshot<'_>, ctx: &Context) {
     for pod in snapshot.finished_pods() {
-        ctx.reservations.forget(namespace, &pod);
+        ctx.reservations.forget(snapshot.namespace(), &pod);
     }
 }
 

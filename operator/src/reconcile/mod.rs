@@ -88,7 +88,7 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         let decision = snapshot.decide(Time(Timestamp::now()), &ctx.settings.requeues)?;
         // In memory: finished pods release their GPUs; the chosen pod counts against its
         // class until a store shows it.
-        apply::release_finished(&snapshot, &job.namespace().unwrap_or_default(), ctx);
+        apply::release_finished(&snapshot, ctx);
         apply::reserve(job, &decision, ctx);
         decision
     };

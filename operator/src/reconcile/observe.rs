@@ -94,6 +94,11 @@ impl Snapshot<'_> {
         }
     }
 
+    /// The job's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The job's pods this snapshot saw finished. A finished pod takes no GPUs, so its
     /// reservation ends; the apply step forgets it (a pod deleted after it finished would
     /// otherwise count against its class until the reservation expires).

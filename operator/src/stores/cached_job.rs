@@ -132,7 +132,9 @@ impl CachedJob {
         Self { metadata, content }
     }
 
-    /// An object that is not a valid InferenceJob, with its identity and why.
+    /// An object that is not a valid InferenceJob, with its identity and why (the watch builds
+    /// these by deserializing; tests build one directly).
+    #[cfg(test)]
     pub fn invalid(metadata: ObjectMeta, error: impl Into<String>) -> Self {
         Self {
             metadata: identity(&metadata),
@@ -185,8 +187,9 @@ impl CachedJob {
         }
     }
 
-    /// Bytes held on the heap for this job (for the benchmarks' accounting).
-    pub fn body_len(&self) -> usize {
+    /// Bytes of the kept body (or error).
+    #[cfg(test)]
+    fn body_len(&self) -> usize {
         match &self.content {
             Content::Valid { body, .. } => body.len(),
             Content::Invalid(error) => error.len(),

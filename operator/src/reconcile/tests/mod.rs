@@ -697,7 +697,7 @@ async fn a_finished_pod_releases_its_reservation_before_it_is_deleted() {
     let seen = snapshot(&running, &ctx).expect("a namespaced job");
     let _ = seen.decide(now(), &ctx.settings.requeues).unwrap();
     assert_eq!(seen.finished_pods(), ["first-1"]);
-    release_finished(&seen, NAMESPACE, &ctx);
+    release_finished(&seen, &ctx);
     // Then the job is deleted and the garbage collector deletes its pod.
     writers.delete_pod(pod);
 
