@@ -739,6 +739,16 @@ async def check_rejected(report: Report, label: str, values: dict[str, Any], exp
         report.ok(f"rejects {label}: {linted}install: {first[:160]}")
 
 
+async def check_policy_refusals(report: Report, key: str, accept: str, policy: str) -> None:
+    """The chart refuses to render without the admission policy at `key` denying (off, or
+    validationActions without Deny), naming `<key>.<accept>`, the value that accepts it."""
+    await check_rejected(report, f"{policy} off ({key}.enabled: false)", {key: {"enabled": False}}, accept,
+                         by_schema=False)
+    await check_rejected(report, f"{policy} without Deny ({key}.validationActions: [Warn, Audit])",
+                         {key: {"validationActions": ["Warn", "Audit"]}}, accept, by_schema=False)
+    await check_rejected(report, f'{key}.{accept}: "yes"', {key: {accept: "yes"}}, accept)
+
+
 async def check_unguarded_accepted(report: Report) -> None:
     """agentLabelGuard.enabled: false with acceptUnguardedAgent: the agent without a policy."""
     what = "renders the agent unguarded when agentLabelGuard.acceptUnguardedAgent is true"
@@ -881,8 +891,7 @@ async def check_network_policy(report: Report, default: list[dict[str, Any]],
         operator_only = split_manifest(await render({"networkPolicy": {"enabled": True, "metricsFrom": peers},
                                                      "agent": {"enabled": False}}))
         check(operator_only, "agent.enabled: false", peers)
-        errors = k8s_schema_errors(operator_only)
-        problems += errors
+        problems += k8s_schema_errors(operator_only)
     except helm_sdkpy.HelmError as e:
         problems.append(f"helm: {e}")
     if problems:
@@ -1057,21 +1066,9 @@ async def main() -> int:
     await check_rejected(report, "operator.watchNamespaces: [team-a, team-a]",
                          {"operator": {"watchNamespaces": ["team-a", "team-a"]}}, "watchNamespaces")
     await check_rejected(report, "agent.repairInterval: 0s", {"agent": {"repairInterval": "0s"}}, "repairInterval")
-    await check_rejected(report, "the agent without its label guard (agentLabelGuard.enabled: false)",
-                         {"agentLabelGuard": {"enabled": False}}, "acceptUnguardedAgent", by_schema=False)
-    await check_rejected(report, "the agent label guard without Deny (validationActions: [Warn, Audit])",
-                         {"agentLabelGuard": {"validationActions": ["Warn", "Audit"]}}, "acceptUnguardedAgent",
-                         by_schema=False)
-    await check_rejected(report, 'agentLabelGuard.acceptUnguardedAgent: "yes"',
-                         {"agentLabelGuard": {"acceptUnguardedAgent": "yes"}}, "acceptUnguardedAgent")
+    await check_policy_refusals(report, "agentLabelGuard", "acceptUnguardedAgent", "the agent label guard")
     await check_unguarded_accepted(report)
-    await check_rejected(report, "InferenceJobs without the pod trust policy (inferenceJobPodTrust.enabled: false)",
-                         {"inferenceJobPodTrust": {"enabled": False}}, "acceptUnguardedJobs", by_schema=False)
-    await check_rejected(report, "the pod trust policy without Deny (validationActions: [Warn, Audit])",
-                         {"inferenceJobPodTrust": {"validationActions": ["Warn", "Audit"]}}, "acceptUnguardedJobs",
-                         by_schema=False)
-    await check_rejected(report, 'inferenceJobPodTrust.acceptUnguardedJobs: "yes"',
-                         {"inferenceJobPodTrust": {"acceptUnguardedJobs": "yes"}}, "acceptUnguardedJobs")
+    await check_policy_refusals(report, "inferenceJobPodTrust", "acceptUnguardedJobs", "the pod trust policy")
     await check_rejected(report, 'inferenceJobPodTrust.allowedLabelKeys: ["a b"]',
                          {"inferenceJobPodTrust": {"allowedLabelKeys": ["a b"]}}, "allowedLabelKeys")
     await check_unguarded_jobs_accepted(report)
