@@ -388,13 +388,16 @@ pub struct PodTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub service_account_name: Option<String>,
-    /// Extra pod labels.
+    /// Extra pod labels. `vramfit.io/*` and the `app.kubernetes.io/` name, instance,
+    /// managed-by and component are vramfit's, set on every pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "schema::bounded_string_map")]
+    #[schemars(schema_with = "schema::pod_labels")]
     pub labels: BTreeMap<String, String>,
-    /// Extra pod annotations.
+    /// Extra pod annotations. `vramfit.io/*` is vramfit's; AppArmor and seccomp annotations,
+    /// container-runtime options (`io.kubernetes.cri-o.*`, `io.katacontainers.*`) and CDI
+    /// devices (`cdi.k8s.io/*`) would change the pod's security and are refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "schema::bounded_string_map")]
+    #[schemars(schema_with = "schema::pod_annotations")]
     pub annotations: BTreeMap<String, String>,
     /// Priority class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,8 @@
 //! Hand-written schema fragments for shapes schemars cannot express structurally.
 use schemars::{Schema, generate::SchemaGenerator, json_schema};
 
+use crate::reserved_pod_keys::{PodKeyField, cel_rules};
+
 /// `conditions`: a list-map keyed by `type`, as `kubectl` and dashboards expect.
 pub fn conditions(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
@@ -89,6 +91,28 @@ pub fn bounded_string_map(_: &mut SchemaGenerator) -> Schema {
         "maxProperties": 64,
         "additionalProperties": { "type": "string", "maxLength": 4096 }
     })
+}
+
+/// `pod.labels`: a bounded string map without the keys vramfit sets itself.
+pub fn pod_labels(generator: &mut SchemaGenerator) -> Schema {
+    with_rules(
+        bounded_string_map(generator),
+        cel_rules(PodKeyField::Labels),
+    )
+}
+
+/// `pod.annotations`: a bounded string map without vramfit's keys and those that would change
+/// the pod's security.
+pub fn pod_annotations(generator: &mut SchemaGenerator) -> Schema {
+    with_rules(
+        bounded_string_map(generator),
+        cel_rules(PodKeyField::Annotations),
+    )
+}
+
+fn with_rules(mut schema: Schema, rules: Vec<serde_json::Value>) -> Schema {
+    schema.insert("x-kubernetes-validations".into(), rules.into());
+    schema
 }
 
 /// A free-form object (resource requirements), passed to the pod as written.

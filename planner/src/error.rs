@@ -65,6 +65,17 @@ pub enum SpecError {
         /// Who owns it.
         why: &'static str,
     },
+    /// `pod.labels` or `pod.annotations` sets a key vramfit reserves
+    /// (`vramfit_api::reserved_pod_keys`).
+    #[error("{field} may not set {key}: {why}")]
+    ReservedPodKey {
+        /// `spec.pod.labels` or `spec.pod.annotations`.
+        field: &'static str,
+        /// The key.
+        key: String,
+        /// Why it is reserved.
+        why: &'static str,
+    },
     /// The job's command or args contradict the planned flags.
     #[error("command/args: {contradiction}")]
     CommandArgs {

@@ -92,6 +92,15 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
             why,
         });
     }
+    if let Some((field, key, why)) = spec.pod.as_ref().and_then(|pod| {
+        vramfit_api::reserved_pod_keys::first_reserved(pod.labels.keys(), pod.annotations.keys())
+    }) {
+        return Err(SpecError::ReservedPodKey {
+            field: field.path(),
+            key: key.to_string(),
+            why,
+        });
+    }
     if let Some(why) =
         crate::user_args::first_contradiction(spec.runtime, &spec.command, &spec.args)
     {

@@ -44,6 +44,25 @@ pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
             }),
             vec!["gpuLayers must be `auto` or a non-negative integer"],
         ),
+        // Pod keys that are vramfit's, or that would change the pod's security: from 1.30 the
+        // API server turns the AppArmor annotation into the container's appArmorProfile.
+        (
+            case("unconfined-apparmor", &|v| {
+                v["spec"]["pod"] = json!({"annotations": {
+                    "container.apparmor.security.beta.kubernetes.io/inference": "unconfined"}});
+            }),
+            vec![
+                "spec.pod.annotations may not set container.apparmor.security.beta.kubernetes.io/inference",
+                "it would change the pod's security",
+            ],
+        ),
+        (
+            case("vramfit-label", &|v| {
+                v["spec"]["pod"] =
+                    json!({"labels": {"team": "a", "vramfit.io/node-class": "h100-x8"}});
+            }),
+            vec!["spec.pod.labels may not set vramfit.io/node-class: vramfit sets it on every pod"],
+        ),
         // The spec's bounds (no job makes the operator's cache grow without limit).
         (
             case("too-many-env", &|v| {
