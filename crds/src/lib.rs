@@ -25,7 +25,9 @@ pub mod partitions;
 pub mod plan;
 pub mod pod_keys;
 pub mod pod_security;
+pub mod reserved_env;
 mod schema;
+pub mod schema_check;
 mod words;
 pub mod workload_report;
 
