@@ -67,7 +67,7 @@ fn refusals_name_the_field_as_golden_lines_with_exit_2() {
         ),
         (
             "pod: {env: [{name: CUDA_VISIBLE_DEVICES, value: '0'}]}",
-            "spec.pod.env: pod.env may not set CUDA_VISIBLE_DEVICES: it selects GPUs, which only the device plugin assigns (reserved: NVIDIA_*, CUDA_VISIBLE_DEVICES)",
+            "spec.pod.env: pod.env may not set NVIDIA_*, CUDA_VISIBLE_DEVICES: it selects GPUs, which only the device plugin assigns",
         ),
         (
             "gpus: {min: 4, max: 2}",
@@ -435,17 +435,17 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
         (
             "spec.pod.env",
             spec(json!({"pod": {"env": [{"name": "VRAMFIT_MODEL"}]}})),
-            "pod.env may not set VRAMFIT_MODEL: vramfit plans it from the node class",
+            "pod.env may not set VRAMFIT_*, TORCH_DTYPE",
         ),
         (
             "spec.pod.env",
             spec(json!({"pod": {"env": [{"name": "LLAMA_ARG_CTX_SIZE"}]}})),
-            "pod.env may not set LLAMA_ARG_CTX_SIZE: it sets a llama.cpp flag that vramfit plans",
+            "pod.env may not set LLAMA_ARG_N_GPU_LAYERS, LLAMA_ARG_CTX_SIZE",
         ),
         (
             "spec.pod.env",
             spec(json!({"pod": {"env": [{"name": "NVIDIA_VISIBLE_DEVICES"}]}})),
-            "pod.env may not set NVIDIA_VISIBLE_DEVICES: it selects GPUs",
+            "pod.env may not set NVIDIA_*, CUDA_VISIBLE_DEVICES: it selects GPUs",
         ),
         (
             "spec.pod.securityContext",

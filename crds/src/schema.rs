@@ -64,7 +64,7 @@ pub fn env_list(_: &mut SchemaGenerator) -> Schema {
         .map(|rule| {
             serde_json::json!({
                 "rule": rule.rule,
-                "messageExpression": rule.message_expression,
+                "message": rule.message,
             })
         })
         .collect();
