@@ -371,7 +371,8 @@ pub struct NodeClassSelection {
 pub struct PodTemplate {
     /// Extra environment variables. Names vramfit plans (`VRAMFIT_*`, `TORCH_DTYPE`,
     /// `PYTORCH_CUDA_ALLOC_CONF`, …) and names that select GPUs (`NVIDIA_*`,
-    /// `CUDA_VISIBLE_DEVICES`) are reserved: a job that sets one is InvalidSpec.
+    /// `CUDA_VISIBLE_DEVICES`) are reserved: the API server refuses a job that sets one (and
+    /// the operator marks it InvalidSpec should one get past).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::env_list")]
     pub env: Vec<EnvVar>,
