@@ -6,17 +6,26 @@
 use kube::CustomResourceExt;
 use kube::core::cel::{Validator, apply_defaults};
 use serde_json::Value;
-use vramfit_api::schema_check::{self, openapi_schema};
+use vramfit_api::schema_check::{self, Problem, openapi_schema};
 
 /// Checks `object` against `K`'s CRD as the API server admits it, and leaves it as the server
 /// would store it (nulls pruned, integral floats made integers, schema defaults applied).
-/// Every refusal as one line naming its field, structural ones first; none when admitted.
+/// Every refusal as one line naming its field, in the API server's order: unknown fields
+/// (strict decoding stops there), then the structural checks, then the rules; none when
+/// admitted.
 pub fn admit<K: CustomResourceExt>(object: &mut Value) -> Vec<String> {
     let schema = openapi_schema::<K>();
-    let structural: Vec<String> = schema_check::check(&schema, object)
+    let violations = schema_check::check(&schema, object);
+    // Strict decoding fails on an unknown field before any other check runs: only those.
+    let unknown: Vec<String> = violations
         .iter()
+        .filter(|v| matches!(v.problem, Problem::UnknownField { .. }))
         .map(ToString::to_string)
         .collect();
+    if !unknown.is_empty() {
+        return unknown;
+    }
+    let structural: Vec<String> = violations.iter().map(ToString::to_string).collect();
     if !structural.is_empty() {
         // The rules read typed values: on a structurally broken object they would only add
         // noise (the API server reports the structural errors first too).
