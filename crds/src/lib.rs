@@ -26,8 +26,10 @@ pub mod partitions;
 pub mod plan;
 pub mod pod_keys;
 pub mod pod_security;
+pub mod reserved_env;
 pub mod reserved_pod_keys;
 mod schema;
+pub mod schema_check;
 mod words;
 pub mod workload_report;
 

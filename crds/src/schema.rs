@@ -30,8 +30,8 @@ pub fn int_or_auto(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-int-or-string": true,
         "description": "`auto` (default) or a number of layers to offload.",
         "x-kubernetes-validations": [{
-            "rule": "string(self) == 'auto' || string(self).matches('^[0-9]+$')",
-            "message": "gpuLayers must be `auto` or a non-negative integer"
+            "rule": "string(self) == 'auto' || (string(self).matches('^[0-9]{1,4}$') && int(string(self)) <= 1025)",
+            "message": "gpuLayers must be `auto` or a number of layers from 0 to 1025 (model.layers is at most 1024, plus the output layer)"
         }]
     })
 }
@@ -58,8 +58,18 @@ fn bounded_passthrough_list(max_items: u32) -> Schema {
 }
 
 /// `env`: at most 128 variables; a name of at most 256 and a value of at most 32 KiB
-/// characters (`valueFrom` passes through as written).
+/// characters (`valueFrom` passes through as written). The reserved names
+/// ([`crate::reserved_env`]) are refused by the API server itself, one rule per reason.
 pub fn env_list(_: &mut SchemaGenerator) -> Schema {
+    let validations: Vec<serde_json::Value> = crate::reserved_env::cel_rules()
+        .into_iter()
+        .map(|rule| {
+            serde_json::json!({
+                "rule": rule.rule,
+                "message": rule.message,
+            })
+        })
+        .collect();
     json_schema!({
         "type": "array",
         "maxItems": 128,
@@ -70,7 +80,8 @@ pub fn env_list(_: &mut SchemaGenerator) -> Schema {
                 "name": { "type": "string", "maxLength": 256 },
                 "value": { "type": "string", "maxLength": 32768 }
             }
-        }
+        },
+        "x-kubernetes-validations": validations
     })
 }
 

@@ -60,7 +60,7 @@ pub struct JobInput {
 impl JobInput {
     /// Tokens held at once: batch × context.
     pub fn tokens(&self) -> u64 {
-        u64::from(self.batch_size) * u64::from(self.context_length)
+        crate::memory::tokens(self.batch_size, self.context_length)
     }
 
     /// Tokens processed at once during prefill: all of them, except under vLLM's chunked
