@@ -39,6 +39,7 @@ use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 
 use crate::context::{Context, Settings};
+use crate::error::StartupError;
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
@@ -76,21 +77,24 @@ impl Default for ControllerConfig {
     }
 }
 
-/// Runs the controller until `stop` turns true and in-flight reconciles finish.
+/// Runs the controller until `stop` turns true and in-flight reconciles finish (`Ok`). Any
+/// other end — a reflector or the controller's own stream ending — is an `Err`: the process
+/// must not stay up claiming work nobody does. (A reconcile's panic is contained to its job:
+/// [`crate::reconcile::contain_panics`].)
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     config: ControllerConfig,
     stop: watch::Receiver<bool>,
-) {
+) -> Result<(), StartupError> {
     let (stores, writers) = Stores::writable();
     let wake = Arc::new(Notify::new());
     // Pod changes reach their job through the job-pod store's own stream, after the store
     // holds them: a separate `.owns()` watch could trigger a reconcile that reads the store
     // before the change arrives there, and then nothing would trigger another.
     let (pod_changes, changed_jobs) = futures::channel::mpsc::unbounded();
-    let reflectors = tokio::spawn(drive_reflectors(
+    let mut reflectors = tokio::spawn(drive_reflectors(
         client.clone(),
         writers,
         wake.clone(),
@@ -144,40 +148,60 @@ pub async fn run(
     let mut waiting = stop.clone();
     tokio::select! {
         synced = stores.wait_until_ready() => if synced.is_err() {
-            warn!("a store's reflector ended before it synced");
             reflectors.abort();
-            return;
+            return Err(StartupError::ControllerEnded("a store's reflector ended before it synced".into()));
         },
         _ = waiting.wait_for(|stopped| *stopped) => {
             reflectors.abort();
-            return;
+            return Ok(());
         }
     }
     info!("caches synced; starting the controller (ready once the jobs are listed)");
 
-    controller
+    let reconciling = controller
         .reconcile_on(changed_jobs)
         .reconcile_on(waiting_jobs_on(
             wake_stream(wake, config.wake_coalesce),
             job_store.clone(),
         ))
         .with_config(controller::Config::default().concurrency(config.concurrency))
-        .graceful_shutdown_on(shutdown_future(stop))
+        .graceful_shutdown_on(shutdown_future(stop.clone()))
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             match result {
-                Ok((job, _)) => debug!(job = %job, "reconciled"),
+                Ok((job, _)) => {
+                    debug!(job = %job, "reconciled");
+                    #[cfg(feature = "fault-injection")]
+                    crate::fault_injection::controller_checkpoint(&job.name);
+                }
                 Err(controller::Error::ObjectNotFound(job)) => {
                     debug!(job = %job, "job gone before its reconcile")
                 }
                 Err(controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
                 Err(error) => warn!(%error, "controller"),
             }
-        })
-        .await;
+        });
+    // The reflectors feed every store the reconciles read: if they end, the controller would
+    // go on deciding from stale caches.
+    let ended = tokio::select! {
+        () = reconciling => None,
+        joined = &mut reflectors => Some(match joined {
+            Ok(()) => "the reflectors ended".to_string(),
+            Err(error) => format!("the reflectors' task failed: {error}"),
+        }),
+    };
     health.set_synced(false);
     reflectors.abort();
-    info!("controller stopped");
+    match ended {
+        Some(why) => Err(StartupError::ControllerEnded(why)),
+        None if *stop.borrow() => {
+            info!("controller stopped");
+            Ok(())
+        }
+        None => Err(StartupError::ControllerEnded(
+            "the controller's streams ended".into(),
+        )),
+    }
 }
 
 /// A `Send + Sync` future that resolves once `stop` turns true (what

@@ -176,6 +176,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
     };
     draft.status.observed_generation = draft.generation;
     draft.validate(&old);
+    draft.clear_internal_error();
     draft.advance(&old)?;
     draft.fill_conditions();
     draft.phase_events(&old);
@@ -251,6 +252,19 @@ impl Draft<'_> {
                 );
             }
             _ => {}
+        }
+    }
+
+    /// A reconcile that gets this far no longer fails: `ReconcileFailed` turns False (only if
+    /// it was ever set).
+    fn clear_internal_error(&mut self) {
+        if conditions::is_true(&self.status.conditions, ConditionType::ReconcileFailed) {
+            self.set(
+                ConditionType::ReconcileFailed,
+                false,
+                Reason::Reconciled,
+                "the operator reconciles this job again",
+            );
         }
     }
 
