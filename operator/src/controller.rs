@@ -33,7 +33,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::reflector::{Store, reflector};
 use kube::runtime::watcher;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
@@ -48,7 +48,7 @@ use crate::stores::namespaces::{WatchNamespaces, watch_namespaces};
 use crate::stores::reflectors::{drive_reflectors, list_config};
 use crate::stores::relist::applied_after_relist;
 use crate::stores::watch_retry::relist_expired_at_once;
-use crate::stores::{JobRef, Stores};
+use crate::stores::{JobRef, PodChange, Stores, holds_job};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -88,12 +88,17 @@ pub async fn run(
     config: ControllerConfig,
     stop: watch::Receiver<bool>,
 ) -> Result<(), StartupError> {
-    let (stores, writers) = Stores::writable();
+    let (stores, mut writers) = Stores::writable();
+    // The job store is the Controller's, filled by the job reflector below; reconciles read it
+    // through `stores.jobs` (whose pod a pod is).
+    let job_writer = std::mem::take(&mut writers.jobs);
+    let job_store = stores.jobs.clone();
     let wake = Arc::new(Notify::new());
     // Pod changes reach their job through the job-pod store's own stream, after the store
     // holds them: a separate `.owns()` watch could trigger a reconcile that reads the store
     // before the change arrives there, and then nothing would trigger another.
-    let (pod_changes, changed_jobs) = futures::channel::mpsc::unbounded();
+    let (pod_changes, pod_changed) = futures::channel::mpsc::unbounded();
+    let changed_jobs = jobs_to_reconcile(pod_changed, job_store.clone());
     let mut reflectors = tokio::spawn(drive_reflectors(
         client.clone(),
         writers,
@@ -106,7 +111,6 @@ pub async fn run(
     // the readiness signal. A second waiter on the Controller's store would not do: kube's
     // `Store::wait_until_ready` wakes only its latest poller, so either that waiter or the
     // Controller's own runner would never wake.
-    let (job_store, job_writer) = reflector::store::<CachedJob>();
     let ready_health = health.clone();
     let job_watch = match config.namespaces.listed() {
         // The Controller backs its trigger stream off after an error.
@@ -229,6 +233,24 @@ fn gauge_source(job_store: Store<CachedJob>, ctx: Arc<Context>) -> Box<dyn Fn() 
         }));
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
+    })
+}
+
+/// The jobs whose pods changed, as far as the pods are theirs: a pod whose controller owner
+/// reference names a job triggers it when the uid matches the job in the store (anyone who may
+/// create pods can point a reference at someone's job), or when the pod went (its name may be
+/// the one a job waits for: `PodNameTaken`).
+pub fn jobs_to_reconcile(
+    changes: impl Stream<Item = PodChange> + Send + 'static,
+    jobs: Store<CachedJob>,
+) -> impl Stream<Item = JobRef> + Send + 'static {
+    changes.filter_map(move |change| {
+        let theirs = if change.gone {
+            jobs.get(&change.owner.job).is_some()
+        } else {
+            holds_job(&jobs, &change.owner)
+        };
+        futures::future::ready(theirs.then_some(change.owner.job))
     })
 }
 
@@ -431,6 +453,43 @@ mod tests {
             ],
             "jobs and job pods per namespace, the rest cluster-wide"
         );
+    }
+
+    /// A pod is a job's only when its owner reference's uid is the job's: someone else's pod
+    /// pointing at the job triggers nothing, except when it goes (its name may be the one the
+    /// job waits for).
+    #[tokio::test]
+    async fn pod_changes_trigger_only_the_job_that_really_owns_the_pod() {
+        use crate::stores::{PodChange, PodOwner};
+        use kube::runtime::reflector;
+        let (store, mut writer) = reflector::store::<CachedJob>();
+        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        writer.apply_watcher_event(&watcher::Event::Apply(CachedJob::of(&job)));
+        let change = |name: &str, uid: String, gone: bool| PodChange {
+            owner: PodOwner {
+                job: JobRef::new(name).within(fixtures::NAMESPACE),
+                uid,
+            },
+            gone,
+        };
+        let triggers = |change: PodChange| {
+            let jobs = jobs_to_reconcile(futures::stream::iter([change]), store.clone());
+            async move { jobs.collect::<Vec<_>>().await.len() == 1 }
+        };
+        assert!(triggers(change("chat", fixtures::uid("chat"), false)).await);
+        assert!(
+            !triggers(change("chat", "forged".into(), false)).await,
+            "a reference to the job with another uid"
+        );
+        assert!(
+            triggers(change("chat", "an-earlier-chat".into(), true)).await,
+            "a pod of the job's name that went"
+        );
+        assert!(
+            !triggers(change("gone-job", fixtures::uid("gone-job"), false)).await,
+            "a job the store does not hold"
+        );
+        assert!(!triggers(change("gone-job", fixtures::uid("gone-job"), true)).await);
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 use super::*;
 use crate::fixtures;
 use crate::stores::gpu_usage::{GpuUsage, gpu_usage, pod_key};
+use crate::stores::{JobRef, PodOwner};
 use vramfit_api::labels::GPU_RESOURCE;
 
 #[test]
@@ -107,11 +108,17 @@ fn free_gpus_subtract_bound_unbound_and_reserved_pods() {
     assert_eq!(usage.used_on("a-2", GPU_RESOURCE), 1);
     assert_eq!(usage.len(), 2, "the finished pod takes nothing");
     let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
-    let capacity = Capacity::compute(&inventory, &usage, &[], &constraints);
+    let capacity = Capacity::compute(&inventory, &usage, &[], &constraints, &|_| true);
     assert!(capacity.has_room("a10g-x4", 3));
     assert!(!capacity.has_room("a10g-x4", 4));
     // A reservation of 2 takes the best fit (a-2, 3 free → 1), leaving a-1's 1 and a-2's 1.
-    let capacity = Capacity::compute(&inventory, &usage, &[("a10g-x4".into(), 2)], &constraints);
+    let capacity = Capacity::compute(
+        &inventory,
+        &usage,
+        &[("a10g-x4".into(), 2)],
+        &constraints,
+        &|_| true,
+    );
     assert!(capacity.has_room("a10g-x4", 1));
     assert!(!capacity.has_room("a10g-x4", 2));
     assert_eq!(
@@ -144,9 +151,13 @@ fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
     let nodes = vec![Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))];
     let inventory = build_inventory(&nodes, &[]);
     let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+    // The job store holds `chat`, with its uid.
+    let known = |owner: &PodOwner| {
+        owner.job == JobRef::new("chat").within("tenant") && owner.uid == fixtures::uid("chat")
+    };
     let room_for_4 = |pods: Vec<Pod>| {
         let usage = gpu_usage(&pods.into_iter().map(Arc::new).collect::<Vec<_>>());
-        Capacity::compute(&inventory, &usage, &[], &constraints).has_room("a10g-x4", 4)
+        Capacity::compute(&inventory, &usage, &[], &constraints, &known).has_room("a10g-x4", 4)
     };
     // A pending pod that asks for every GPU of the class and carries the class label,
     // created by someone else: it may never bind, and holds no room.
@@ -169,6 +180,19 @@ fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
         owner[0].api_version = "batch/v1".into();
     }
     assert!(room_for_4(vec![other_kind]));
+    // A controller reference to a job that is not in the store, or to a job of that name with
+    // another uid: anyone who may create pods can write one.
+    let mut no_such_job = forged.clone();
+    if let Some(owner) = no_such_job.metadata.owner_references.as_mut() {
+        owner[0].name = "nobody".into();
+        owner[0].uid = fixtures::uid("nobody");
+    }
+    assert!(room_for_4(vec![no_such_job]));
+    let mut other_uid = forged.clone();
+    if let Some(owner) = other_uid.metadata.owner_references.as_mut() {
+        owner[0].uid = "00000000-0000-4000-8000-000000000bad".into();
+    }
+    assert!(room_for_4(vec![other_uid]));
     // A job's own unbound pod holds its room; any pod bound to the node takes its real
     // request, whoever made it.
     assert!(!room_for_4(vec![forged]));
@@ -184,7 +208,13 @@ fn usage_follows_watch_events_and_relists() {
     let mut ours = job_pod_of_class(ours, "chat", "a10g-x4");
     usage.apply_event(&watcher::Event::Apply(ours.clone()));
     assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 2);
-    assert_eq!(usage.unbound_in("a10g-x4").collect::<Vec<_>>(), [1]);
+    assert_eq!(
+        usage
+            .unbound_in("a10g-x4")
+            .map(|(gpus, owner)| (gpus, owner.job.name.clone()))
+            .collect::<Vec<_>>(),
+        [(1, "chat".to_string())]
+    );
     // Bound by the scheduler: it moves from the class to the node.
     ours.spec.get_or_insert_default().node_name = Some("a-1".into());
     usage.apply_event(&watcher::Event::Apply(ours.clone()));
@@ -229,13 +259,21 @@ fn cordoned_not_ready_and_tainted_nodes_do_not_count() {
     let nodes = vec![Arc::new(cordoned), Arc::new(tainted), Arc::new(gpu_tainted)];
     let inventory = build_inventory(&nodes, &[]);
     let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
-    let capacity = Capacity::compute(&inventory, &GpuUsage::default(), &[], &constraints);
+    let capacity = Capacity::compute(&inventory, &GpuUsage::default(), &[], &constraints, &|_| {
+        true
+    });
     assert!(
         capacity.has_room("a10g-x1", 1),
         "the GPU taint is tolerated"
     );
     let only_tainted = build_inventory(&nodes[..2], &[]);
-    let capacity = Capacity::compute(&only_tainted, &GpuUsage::default(), &[], &constraints);
+    let capacity = Capacity::compute(
+        &only_tainted,
+        &GpuUsage::default(),
+        &[],
+        &constraints,
+        &|_| true,
+    );
     assert!(!capacity.has_room("a10g-x1", 1));
     assert!(
         capacity

@@ -80,7 +80,9 @@ pub fn reserve(job: &InferenceJob, decision: &Decision, ctx: &Context) {
     if let (Some(pod), Some(plan), Some(namespace)) =
         (&decision.apply_pod, &decision.applied_plan, job.namespace())
     {
-        ctx.reservations.record(&namespace, &pod.name_any(), plan);
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        ctx.reservations
+            .record(&namespace, &pod.name_any(), uid, plan);
     }
 }
 

@@ -89,7 +89,13 @@ impl Snapshot<'_> {
             return PodSeen::Observed(pod);
         }
         match self.ctx.reservations.get(&self.namespace, name) {
-            Some(reservation) => PodSeen::Applied(reservation.plan),
+            Some(reservation)
+                if Some(reservation.job_uid.as_str()) == self.job.metadata.uid.as_deref() =>
+            {
+                PodSeen::Applied(reservation.plan)
+            }
+            // Applied moments ago for an earlier job of the same name: not this job's.
+            Some(_) => PodSeen::Foreign,
             None => PodSeen::Absent,
         }
     }
@@ -121,6 +127,7 @@ impl Snapshot<'_> {
             &usage,
             &reserved,
             &PodConstraints::of_job(self.job),
+            &|owner| stores.is_job_of(owner),
         )
     }
 

@@ -17,18 +17,19 @@ use vramfit_api::GpuNodeClass;
 use vramfit_api::labels::is_gpu_resource;
 use vramfit_api::pod_keys::{JOB_LABEL, fnv1a64};
 
+use super::StoreWriters;
 use super::gpu_resources::{GpuResources, is_schedulable, pod_gpu_request};
 use super::namespaces::{WatchNamespaces, watch_namespaces};
 use super::relist::ChangedPodOwners;
+use super::relist::PodChange;
 use super::slim::SlimPod;
 use super::watch_retry::with_backoff;
-use super::{JobRef, StoreWriters};
 
 /// Field selector of the GPU accounting pod store.
 pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// Runs the four reflectors that fill the stores; returns only if all of them end. Each job
-/// pod's change is sent on `pod_changes` (as its job) once the store holds it (after a relist:
+/// pod's change is sent on `pod_changes` (with the job it names) once the store holds it (after a relist:
 /// once the whole new list is in, see [`crate::stores::relist`]). The job pods are watched in
 /// `namespaces` (one watch per namespace with `--watch-namespaces`, see
 /// [`crate::stores::namespaces`]); nodes, GpuNodeClasses and the GPU accounting pods always
@@ -37,7 +38,7 @@ pub async fn drive_reflectors(
     client: Client,
     writers: StoreWriters,
     wake: Arc<Notify>,
-    pod_changes: UnboundedSender<JobRef>,
+    pod_changes: UnboundedSender<PodChange>,
     namespaces: WatchNamespaces,
 ) {
     let StoreWriters {
@@ -46,6 +47,7 @@ pub async fn drive_reflectors(
         gpu_usage,
         node_classes,
         inventory_version,
+        jobs: _,
     } = writers;
 
     let node_wake = wake.clone();
@@ -169,9 +171,9 @@ pub async fn drive_reflectors(
     let job_pods = job_pod_events.reflect(job_pods).for_each(move |event| {
         match event {
             Ok(event) => {
-                for job in changed_owners.observe(&event, &job_pod_store) {
+                for change in changed_owners.observe(&event, &job_pod_store) {
                     // Fails only once the controller has stopped: nothing left to trigger.
-                    let _ = pod_changes.unbounded_send(job);
+                    let _ = pod_changes.unbounded_send(change);
                 }
             }
             Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
@@ -267,7 +269,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::stores::gpu_resources::allocatable_gpus;
-    use crate::stores::owning_job;
+    use crate::stores::{JobRef, owning_job};
 
     #[test]
     fn a_pod_change_triggers_only_the_job_that_controls_the_pod() {

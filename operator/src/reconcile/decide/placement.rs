@@ -135,7 +135,7 @@ mod tests {
     fn capacity(inventory: &Inventory, usage: &GpuUsage) -> Capacity {
         let constraints =
             PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
-        Capacity::compute(inventory, usage, &[], &constraints)
+        Capacity::compute(inventory, usage, &[], &constraints, &|_| true)
     }
 
     #[test]

@@ -484,6 +484,101 @@ async fn a_reserved_pod_takes_its_gpus_before_the_apply_returns() {
     assert!(after.apply_pod.is_none());
 }
 
+/// The same before any store shows the predecessor's pod: the reservation this process made
+/// for it belongs to the earlier job (by uid), so the new job neither adopts its plan nor
+/// counts the pod as its own.
+#[tokio::test]
+async fn a_pod_an_earlier_job_of_the_same_name_just_applied_is_not_adopted() {
+    use crate::reconcile::apply::reserve;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+
+    let (ctx, _api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let placed = decide(&job, &ctx, Time(Timestamp::now())).unwrap();
+    reserve(&job, &placed, &ctx);
+
+    let mut reborn = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    reborn.metadata.uid = Some("a-new-uid".to_string());
+    let decision = decide(&reborn, &ctx, Time(Timestamp::now())).unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::Pending));
+    assert!(decision.apply_pod.is_none());
+    assert!(
+        decision.status.attempts.is_empty(),
+        "the predecessor's plan is not recorded as this job's attempt: {:?}",
+        decision.status.attempts
+    );
+    let scheduled = decision
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Scheduled")
+        .unwrap();
+    assert_eq!(scheduled.reason, "PodNameTaken");
+}
+
+/// A pod holds room in a class before it binds only when the job its controller reference
+/// names is in the job store with that very uid: anyone who may create pods can write the
+/// reference and the class label, and would make the class look full to every tenant.
+#[tokio::test]
+async fn an_unbound_pod_holds_room_only_for_the_job_that_really_owns_it() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+    use vramfit_api::pod_keys::{JOB_LABEL, NODE_CLASS_LABEL};
+
+    let pending_pod_of = |job: &InferenceJob, uid: &str| {
+        let mut pod = fixtures::gpu_pod(NAMESPACE, "squat", None, 4);
+        pod.metadata.labels = Some(
+            [(JOB_LABEL, "holder"), (NODE_CLASS_LABEL, "a10g-x4")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        );
+        pod.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "vramfit.io/v1alpha1".into(),
+            kind: "InferenceJob".into(),
+            name: job.metadata.name.clone().unwrap_or_default(),
+            uid: uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        pod
+    };
+    let holder = fixtures::job("holder", fixtures::vllm_mistral_spec());
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let phase_with = |pod| {
+        let (ctx, _api, mut writers) = test_context();
+        writers.apply_node(fixtures::gpu_node("a-1", "a10g", 4, 4));
+        writers.apply_job(&holder);
+        writers.apply_pod(pod);
+        writers.mark_ready();
+        decide(&job, &ctx, Time(Timestamp::now()))
+            .unwrap()
+            .status
+            .phase
+    };
+    let real_uid = holder.metadata.uid.clone().unwrap_or_default();
+    assert_eq!(
+        phase_with(pending_pod_of(&holder, &real_uid)),
+        Some(Phase::Unschedulable),
+        "the holder's own pod, waiting for the scheduler, holds the class's four GPUs"
+    );
+    assert_eq!(
+        phase_with(pending_pod_of(&holder, "not-the-holders-uid")),
+        Some(Phase::Scheduled),
+        "a forged reference holds nothing"
+    );
+    let nobody = fixtures::job("nobody", fixtures::vllm_mistral_spec());
+    let nobody_uid = nobody.metadata.uid.clone().unwrap_or_default();
+    assert_eq!(
+        phase_with(pending_pod_of(&nobody, &nobody_uid)),
+        Some(Phase::Scheduled),
+        "a reference to a job that does not exist holds nothing"
+    );
+}
+
 /// A job deleted and created again under the same name finds its predecessor's pod (the
 /// garbage collector has not removed it yet): it must neither adopt nor follow that pod.
 #[tokio::test]
