@@ -365,6 +365,7 @@ pub fn trim_message(text: &str) -> String {
     cut
 }
 
+pub mod schedule_deadline;
 pub mod start_deadline;
 
 #[cfg(test)]

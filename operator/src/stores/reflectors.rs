@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tracing::warn;
 use vramfit_api::GpuNodeClass;
 use vramfit_api::labels::is_gpu_resource;
-use vramfit_api::pod_keys::{JOB_LABEL, fnv1a64};
+use vramfit_api::pod_keys::{JOB_LABEL, NODE_CLASS_LABEL, fnv1a64};
 
 use super::StoreWriters;
 use super::gpu_resources::{GpuResources, is_schedulable, pod_gpu_request};
@@ -125,15 +125,9 @@ pub async fn drive_reflectors(
     .for_each(move |event| {
         match event.map(|event| full_pods(&event)) {
             Ok(event) => {
-                // GPUs freed on a node: waiting jobs may fit now.
+                // GPUs freed on a node or in a class: waiting jobs may fit now.
                 let freed = match &event {
-                    watcher::Event::Delete(pod) => {
-                        pod.spec
-                            .as_ref()
-                            .and_then(|s| s.node_name.as_ref())
-                            .is_some()
-                            && pod_gpu_request(pod) > 0
-                    }
+                    watcher::Event::Delete(pod) => frees_room(pod),
                     watcher::Event::InitDone => true,
                     _ => false,
                 };
@@ -182,6 +176,18 @@ pub async fn drive_reflectors(
     });
 
     futures::join!(nodes, classes, gpu_pods, job_pods);
+}
+
+/// Whether a pod that went gave GPUs back: bound to a node, or, not bound yet, holding room in
+/// a class (an attempt's pod whose schedule deadline passed, say).
+fn frees_room(pod: &Pod) -> bool {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some();
+    let held_in_class = pod.labels().contains_key(NODE_CLASS_LABEL);
+    pod_gpu_request(pod) > 0 && (bound || held_in_class)
 }
 
 /// Objects per page of a watch's (re)list.
@@ -294,6 +300,25 @@ mod tests {
         assert_eq!(owned_by("InferenceJob", None), None, "not the controller");
         assert_eq!(owned_by("Job", Some(true)), None, "another kind");
         assert_eq!(owning_job(&fixtures::pending_pod("loose", None)), None);
+    }
+
+    #[test]
+    fn a_deleted_pod_frees_room_when_bound_or_held_in_a_class() {
+        let bound = fixtures::gpu_pod("other", "train", Some("a-1"), 2);
+        assert!(frees_room(&bound));
+        let unbound = fixtures::gpu_pod("other", "train", None, 2);
+        assert!(!frees_room(&unbound), "it held nothing");
+        let mut attempt = unbound.clone();
+        attempt
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(NODE_CLASS_LABEL.into(), "a10g-x4".into());
+        assert!(
+            frees_room(&attempt),
+            "an attempt's unbound pod held its class's GPUs"
+        );
+        assert!(!frees_room(&fixtures::pending_pod("cpu-only", None)));
     }
 
     #[test]

@@ -75,13 +75,13 @@ impl Draft<'_> {
                 let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
                 Some((how, current.clone(), Some(format!("new pod: {why}"))))
             }
-            Start::AfterDisruption | Start::AfterStuckPod => {
+            Start::AfterDisruption | Start::AfterStuckPod | Start::AfterUnscheduledPod => {
                 let why = self.last_failure_message();
                 if previous >= max {
-                    let ended = if how == Start::AfterStuckPod {
-                        "did not start in time"
-                    } else {
-                        "was ended by Kubernetes"
+                    let ended = match how {
+                        Start::AfterStuckPod => "did not start in time",
+                        Start::AfterUnscheduledPod => "was not scheduled in time",
+                        _ => "was ended by Kubernetes",
                     };
                     let message = format!(
                         "attempt {previous} {ended} and all {max} attempts are used: {why}"
@@ -89,11 +89,12 @@ impl Draft<'_> {
                     self.fail(Reason::AttemptsExhausted, message, false);
                     return None;
                 }
-                Some((
-                    how,
-                    current.clone(),
-                    Some(format!("same plan again: {why}")),
-                ))
+                let step = if how == Start::AfterUnscheduledPod {
+                    format!("another class: {why}")
+                } else {
+                    format!("same plan again: {why}")
+                };
+                Some((how, current.clone(), Some(step)))
             }
             Start::AfterOutOfMemory => {
                 let failure = self.last_failure_message();
@@ -179,7 +180,14 @@ impl Draft<'_> {
             }
             PodSeen::Applied(plan) => Ok(Some(adopted((*plan).clone()))),
             PodSeen::Absent => {
-                match choose(input, self.obs.inventory, &(self.obs.capacity)(), fallback) {
+                let excluded = self.unschedulable_classes();
+                match choose(
+                    input,
+                    self.obs.inventory,
+                    &(self.obs.capacity)(),
+                    fallback,
+                    &excluded,
+                ) {
                     Ok(Choice {
                         plan,
                         class,
@@ -194,6 +202,18 @@ impl Draft<'_> {
                             class: class.name,
                             passed_over,
                         }))
+                    }
+                    // Every class that could run the job was tried and its pod never
+                    // scheduled: waiting would change nothing.
+                    Err(none) if !excluded.is_empty() && !none.room_may_free => {
+                        let failure = self.last_failure_message();
+                        self.status.rejected_classes = none.rejections;
+                        self.fail(
+                            Reason::ScheduleDeadlineExceeded,
+                            format!("{failure}; {}", none.message),
+                            false,
+                        );
+                        Ok(None)
                     }
                     Err(none) => {
                         let previous = number - 1;

@@ -18,6 +18,13 @@ use crate::stores::StoreWriters;
 use crate::stores::cached_job::CachedJob;
 use crate::verifier::{ApiServerVerifier, test_context};
 
+// (partitions, start_deadline and workload_report were undeclared, so neither built nor run,
+// from the move of the tests into this folder until they were declared here.)
+mod partitions;
+mod schedule_deadline;
+mod start_deadline;
+mod workload_report;
+
 /// Observes and decides on `job` at `now`, writing nothing.
 pub(crate) fn decide(
     job: &InferenceJob,
