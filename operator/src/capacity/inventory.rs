@@ -20,10 +20,11 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
-use vramfit_api::GpuNodeClass;
 use vramfit_api::labels::gpu_facts;
+use vramfit_api::{ClassRejection, GpuNodeClass};
 use vramfit_planner::{NodeClass, classes_from_facts};
 
+use super::extended_resources;
 use crate::stores::gpu_resources::{GpuResources, advertised_mig_strategy, is_schedulable};
 
 /// A GPU node as placement sees it.
@@ -35,6 +36,9 @@ pub struct NodeInfo {
     pub node: Arc<Node>,
     /// Allocatable GPU resources (whole, shared, MIG slices), by name.
     pub allocatable: GpuResources,
+    /// Allocatable extended resources other than GPUs, by name (what a job's
+    /// `spec.pod.resources` may ask for: [`super::extended_resources`]).
+    pub extended: BTreeMap<String, u64>,
     /// Not cordoned, and Ready.
     pub schedulable: bool,
     /// Indices of the classes it belongs to in [`Inventory::classes`].
@@ -56,6 +60,36 @@ impl Inventory {
     /// A class by name.
     pub fn class(&self, name: &str) -> Option<&NodeClass> {
         self.classes.iter().find(|c| c.name == name)
+    }
+
+    /// The classes none of whose nodes offers one of the extended resources in `wanted` (as
+    /// many as wanted), each with the first such resource named: the job's pod could never be
+    /// scheduled there.
+    pub fn lacking_resources(&self, wanted: &BTreeMap<String, u64>) -> Vec<ClassRejection> {
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let offers = |index: usize, name: &str, count: u64| {
+            self.nodes
+                .iter()
+                .filter(|n| n.classes.contains(&index))
+                .any(|n| n.extended.get(name).is_some_and(|has| *has >= count))
+        };
+        self.classes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, class)| {
+                let (name, count) = wanted
+                    .iter()
+                    .find(|(name, count)| !offers(index, name, **count))?;
+                Some(ClassRejection {
+                    node_class: class.name.clone(),
+                    reason: format!(
+                        "spec.pod.resources asks for {count} {name}, which no node of the class offers"
+                    ),
+                })
+            })
+            .collect()
     }
 
     /// GPUs per class: `(class, product, allocatable GPUs summed over its nodes)`.
@@ -140,6 +174,7 @@ pub fn build_inventory(
             (!member.is_empty()).then(|| NodeInfo {
                 name: node.name_any(),
                 allocatable: GpuResources::allocatable(node),
+                extended: extended_resources::allocatable(node),
                 schedulable: is_schedulable(node),
                 node: node.clone(),
                 classes: member,

@@ -24,6 +24,7 @@ use super::relist::ChangedPodOwners;
 use super::relist::PodChange;
 use super::slim::SlimPod;
 use super::watch_retry::with_backoff;
+use crate::capacity::extended_resources::{self, is_extended_resource};
 
 /// Field selector of the GPU accounting pod store.
 pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
@@ -201,14 +202,15 @@ pub fn list_config() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
 
-/// What of a node matters to classes and room: labels, allocatable GPUs, cordon, taints,
-/// readiness.
+/// What of a node matters to classes and room: labels, allocatable GPUs and extended
+/// resources, cordon, taints, readiness.
 pub fn node_fingerprint(node: &Node) -> u64 {
     let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
     let text = format!(
-        "{:?}|{:?}|{}|{:?}",
+        "{:?}|{:?}|{:?}|{}|{:?}",
         node.labels(),
         GpuResources::allocatable(node),
+        extended_resources::allocatable(node),
         is_schedulable(node),
         taints.map(|t| t
             .iter()
@@ -230,7 +232,7 @@ fn full_pods(event: &watcher::Event<SlimPod>) -> watcher::Event<Pod> {
 }
 
 /// Keeps only what classes and placement read from a node: its identity and labels, cordon
-/// and taints, allocatable GPUs, and whether it is Ready. A real node also carries its images,
+/// and taints, allocatable GPUs and extended resources, and whether it is Ready. A real node also carries its images,
 /// addresses, system info, every condition with its messages and every allocatable resource:
 /// several KiB per node, at 1,000 nodes several MiB of cache nobody reads.
 pub fn trim_node(node: &mut Node) {
@@ -248,7 +250,7 @@ pub fn trim_node(node: &mut Node) {
     }
     if let Some(status) = node.status.as_mut() {
         let allocatable = status.allocatable.take().map(|mut resources| {
-            resources.retain(|name, _| is_gpu_resource(name));
+            resources.retain(|name, _| is_gpu_resource(name) || is_extended_resource(name));
             resources
         });
         let ready = status.conditions.take().map(|conditions| {
@@ -359,6 +361,7 @@ mod tests {
         let allocatable = status.allocatable.get_or_insert_default();
         allocatable.insert("cpu".into(), Quantity("32".into()));
         allocatable.insert("nvidia.com/mig-3g.40gb".into(), Quantity("2".into()));
+        allocatable.insert("example.com/fpga".into(), Quantity("1".into()));
         status
             .conditions
             .get_or_insert_default()
@@ -385,9 +388,15 @@ mod tests {
         let status = trimmed.status.unwrap_or_default();
         assert_eq!((status.images, status.node_info), (None, None));
         assert_eq!(
-            status.allocatable.map(|a| a.len()),
-            Some(2),
-            "nvidia.com/gpu and the slices"
+            status
+                .allocatable
+                .map(|a| a.into_keys().collect::<Vec<_>>()),
+            Some(vec![
+                "example.com/fpga".to_string(),
+                "nvidia.com/gpu".to_string(),
+                "nvidia.com/mig-3g.40gb".to_string()
+            ]),
+            "nvidia.com/gpu, the slices and extended resources a job may ask for"
         );
         assert_eq!(status.conditions.map(|c| c.len()), Some(1));
         assert_eq!(trimmed.spec.and_then(|s| s.pod_cidr), None);

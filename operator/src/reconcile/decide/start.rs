@@ -15,6 +15,7 @@ use vramfit_planner::{JobInput, NodeClass};
 
 use super::placement::{Choice, choose, plan_summary};
 use super::{Draft, PodSeen, Start, step_kind};
+use crate::capacity::extended_resources;
 use crate::events::JobEvent;
 use crate::reconcile::build::{BuildError, desired_pod, recorded_plan};
 use vramfit_api::event_reasons::EventReason;
@@ -180,7 +181,14 @@ impl Draft<'_> {
             }
             PodSeen::Applied(plan) => Ok(Some(adopted((*plan).clone()))),
             PodSeen::Absent => {
-                let excluded = self.unschedulable_classes();
+                let timed_out = self.unschedulable_classes();
+                let wanted = extended_resources::requested(self.obs.job);
+                let mut excluded = timed_out.clone();
+                for lacking in self.obs.inventory.lacking_resources(&wanted) {
+                    if !excluded.iter().any(|e| e.node_class == lacking.node_class) {
+                        excluded.push(lacking);
+                    }
+                }
                 match choose(
                     input,
                     self.obs.inventory,
@@ -205,7 +213,7 @@ impl Draft<'_> {
                     }
                     // Every class that could run the job was tried and its pod never
                     // scheduled: waiting would change nothing.
-                    Err(none) if !excluded.is_empty() && !none.room_may_free => {
+                    Err(none) if !timed_out.is_empty() && !none.room_may_free => {
                         let failure = self.last_failure_message();
                         self.status.rejected_classes = none.rejections;
                         self.fail(

@@ -491,6 +491,67 @@ async fn a_reserved_pod_takes_its_gpus_before_the_apply_returns() {
     assert!(after.apply_pod.is_none());
 }
 
+/// `spec.pod.resources` passes through to the pod: a class none of whose nodes offers an
+/// extended resource the job asks for is rejected up front, with the resource named; when no
+/// class offers it, the job waits Unschedulable with that reason and gets no pod (which would
+/// never be scheduled, holding its class's GPUs).
+#[tokio::test]
+async fn a_class_without_the_extended_resource_the_job_asks_for_is_rejected_up_front() {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.pod.get_or_insert_default().resources = Some(ResourceRequirements {
+        limits: Some([("example.com/never".to_string(), Quantity("1".into()))].into()),
+        ..ResourceRequirements::default()
+    });
+    let job = fixtures::job("chat", spec);
+    let now = || Time(Timestamp::now());
+
+    let (ctx, _api, mut writers) = test_context();
+    a10g_cluster(&mut writers);
+    let decision = decide(&job, &ctx, now()).unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::Unschedulable));
+    assert!(decision.apply_pod.is_none());
+    assert_eq!(
+        decision.status.rejected_classes,
+        [vramfit_api::ClassRejection {
+            node_class: "a10g-x4".into(),
+            reason:
+                "spec.pod.resources asks for 1 example.com/never, which no node of the class offers"
+                    .into(),
+        }]
+    );
+
+    // A node of another class offers it: the job goes there, and says why not the first.
+    let (ctx, _api, mut writers) = test_context();
+    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 4, 4));
+    let mut offering = fixtures::gpu_node("l-1", "l40s", 1, 1);
+    offering
+        .status
+        .get_or_insert_default()
+        .allocatable
+        .get_or_insert_default()
+        .insert("example.com/never".into(), Quantity("1".into()));
+    writers.apply_node(offering);
+    writers.mark_ready();
+    let decision = decide(&job, &ctx, now()).unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::Scheduled));
+    assert_eq!(decision.status.node_class.as_deref(), Some("l40s-x1"));
+    assert!(
+        decision
+            .status
+            .rejected_classes
+            .iter()
+            .any(|r| r.node_class == "a10g-x4" && r.reason.contains("example.com/never")),
+        "{:?}",
+        decision.status.rejected_classes
+    );
+}
+
 /// The same before any store shows the predecessor's pod: the reservation this process made
 /// for it belongs to the earlier job (by uid), so the new job neither adopts its plan nor
 /// counts the pod as its own.
