@@ -131,7 +131,9 @@ impl ChildProcess {
 
     /// How it exited, once it has (`None` while it runs, or once killed).
     pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// Its log so far (empty when there is none yet).

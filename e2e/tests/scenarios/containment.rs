@@ -95,7 +95,10 @@ pub async fn a_panicking_reconcile_is_contained(s: &mut Suite) -> Result<()> {
     for op in &mut s.operators {
         op.check_alive()?;
     }
-    println!("     {bad} reports ReconcileFailed; {} and {} were placed", names[0], names[2]);
+    println!(
+        "     {bad} reports ReconcileFailed; {} and {} were placed",
+        names[0], names[2]
+    );
     s.stop_operators();
     s.delete_jobs(&names).await
 }
@@ -116,7 +119,8 @@ pub async fn an_ended_controller_ends_the_process(s: &mut Suite) -> Result<()> {
     ];
     let trigger = "controller-panics";
     let env = [("VRAMFIT_FAULT_PANIC_IN_CONTROLLER", trigger.to_string())];
-    s.start_operator_with_env("ends", &flags, &env, true).await?;
+    s.start_operator_with_env("ends", &flags, &env, true)
+        .await?;
     if !s.last_operator_log().contains(ARMED) {
         s.stop_operators();
         return Err(Skipped(

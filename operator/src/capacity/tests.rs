@@ -7,6 +7,7 @@ use kube::runtime::watcher;
 use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 
 use super::*;
+use crate::capacity::inventory::admin_exclusions;
 use crate::fixtures;
 use crate::stores::gpu_usage::{GpuUsage, gpu_usage, pod_key};
 use crate::stores::{JobRef, PodOwner};
@@ -281,5 +282,147 @@ fn cordoned_not_ready_and_tainted_nodes_do_not_count() {
             .starts_with("no usable node"),
         "{}",
         capacity.shortage("a10g-x1", 1)
+    );
+}
+
+/// `node` with extra labels (an admin's pool label on an agent-labelled GPU node).
+fn relabelled(
+    mut node: k8s_openapi::api::core::v1::Node,
+    extra: &[(&str, &str)],
+) -> Arc<k8s_openapi::api::core::v1::Node> {
+    let labels = node.metadata.labels.get_or_insert_default();
+    for (k, v) in extra {
+        labels.insert(k.to_string(), v.to_string());
+    }
+    Arc::new(node)
+}
+
+/// An admin class "sandboxed" (a runtime class, no jobs) defined on `pool=sandbox`.
+fn sandbox_class(
+    selector: &[(&str, &str)],
+) -> Arc<kube::core::DeserializeGuard<vramfit_api::GpuNodeClass>> {
+    let defined =
+        fixtures::gpu_node_class_definition("sandboxed", selector, "NVIDIA A10G", 4, 23_028, "8.6");
+    let mut object = defined.0.clone().unwrap();
+    object.spec.runtime_class_name = Some("kata".into());
+    object.spec.allow_jobs = false;
+    Arc::new(kube::core::DeserializeGuard(Ok(object)))
+}
+
+/// Regression: a node of an admin-defined class was also a node of the discovered class of its
+/// GPU model, so a job could land there through the discovered class, without the admin class's
+/// runtime class and despite its allowJobs: false.
+#[test]
+fn a_node_of_an_admin_class_is_no_node_of_a_discovered_class() {
+    let sandboxed = relabelled(
+        fixtures::gpu_node("s-1", "a10g", 4, 4),
+        &[("pool", "sandbox")],
+    );
+    let open = Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4));
+    let inventory = build_inventory(
+        &[sandboxed.clone(), open.clone()],
+        &[sandbox_class(&[("pool", "sandbox")])],
+    );
+    let members = |class: &str| -> Vec<String> {
+        let index = inventory
+            .classes
+            .iter()
+            .position(|c| c.name == class)
+            .unwrap();
+        inventory
+            .nodes
+            .iter()
+            .filter(|n| n.classes.contains(&index))
+            .map(|n| n.name.clone())
+            .collect()
+    };
+    assert_eq!(members("a10g-x4"), ["a-1"]);
+    assert_eq!(members("sandboxed"), ["s-1"]);
+    let gpus: HashMap<_, _> = inventory
+        .gpu_inventory()
+        .into_iter()
+        .map(|(c, _, g)| (c, g))
+        .collect();
+    assert_eq!((gpus["a10g-x4"], gpus["sandboxed"]), (4, 4));
+    let discovered = inventory.class("a10g-x4").unwrap();
+    assert_eq!(
+        discovered.excluded_selectors,
+        [BTreeMap::from([(
+            "pool".to_string(),
+            "sandbox".to_string()
+        )])]
+    );
+    assert!(!discovered.selects(sandboxed.metadata.labels.as_ref().unwrap()));
+
+    // Every A10G node in the admin's class: there is no discovered A10G class at all.
+    let only_sandboxed = build_inventory(&[sandboxed], &[sandbox_class(&[("pool", "sandbox")])]);
+    let names: Vec<_> = only_sandboxed
+        .classes
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["sandboxed"]);
+}
+
+#[test]
+fn admin_selectors_are_reduced_to_what_tells_a_class_s_nodes_apart() {
+    let class = fixtures::class("a10g", 4);
+    let product = class
+        .node_selector
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    let pinned_same = BTreeMap::from([product.clone(), ("pool".into(), "sandbox".into())]);
+    let pinned_other = BTreeMap::from([
+        (product.0.clone(), "NVIDIA-H100".into()),
+        ("pool".into(), "x".into()),
+    ]);
+    let excluded = admin_exclusions(&class, &[&pinned_same, &pinned_other]).unwrap();
+    assert_eq!(
+        excluded,
+        [BTreeMap::from([(
+            "pool".to_string(),
+            "sandbox".to_string()
+        )])],
+        "the label every node of the class has is dropped; a selector for another product never matches"
+    );
+    // Every node of the class would be the admin's: nothing can tell them apart.
+    let whole = BTreeMap::from([product]);
+    assert_eq!(admin_exclusions(&class, &[&whole]), None);
+    // Five classes of two labels each: 32 terms, more than a pod should carry.
+    let many: Vec<BTreeMap<String, String>> = (0..5)
+        .map(|i| BTreeMap::from([(format!("a{i}"), "x".into()), (format!("b{i}"), "y".into())]))
+        .collect();
+    let refs: Vec<&BTreeMap<String, String>> = many.iter().collect();
+    assert_eq!(
+        admin_exclusions(&class, &refs[..4]).map(|e| e.len()),
+        Some(4)
+    );
+    assert_eq!(admin_exclusions(&class, &refs), None);
+    let inventory = build_inventory(
+        &[Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))],
+        &(0..5)
+            .map(|i| {
+                let (a, b) = (format!("a{i}"), format!("b{i}"));
+                fixtures::gpu_node_class_definition(
+                    &format!("admin-{i}"),
+                    &[(a.as_str(), "x"), (b.as_str(), "y")],
+                    "NVIDIA A10G",
+                    4,
+                    23_028,
+                    "8.6",
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    assert!(inventory.class("a10g-x4").is_none());
+    assert!(
+        inventory
+            .problems
+            .iter()
+            .any(|p| p.starts_with("node class a10g-x4 is left out")),
+        "{:?}",
+        inventory.problems
     );
 }

@@ -552,6 +552,111 @@ async fn a_class_without_the_extended_resource_the_job_asks_for_is_rejected_up_f
     );
 }
 
+/// Whether a pod's required node affinity admits a node with `labels` (as the scheduler
+/// reads it: terms ORed, expressions ANDed).
+fn affinity_admits(pod: &Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    let terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    terms.iter().any(|term| {
+        term["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|expression| {
+                let key = expression["key"].as_str().unwrap_or_default();
+                let values: Vec<&str> = expression["values"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let value = labels.get(key).map(String::as_str);
+                match expression["operator"].as_str() {
+                    Some("In") => value.is_some_and(|v| values.contains(&v)),
+                    Some("NotIn") => value.is_none_or(|v| !values.contains(&v)),
+                    other => panic!("operator {other:?}"),
+                }
+            })
+    })
+}
+
+/// A node in an admin-defined class (its own runtime class, `allowJobs: false`) is also an
+/// A10G×4 by its labels: a job that chose the discovered class must not land there, neither by
+/// room (the node is no member of the discovered class) nor by the scheduler (the pod's node
+/// affinity excludes the admin class's nodes).
+#[tokio::test]
+async fn a_job_cannot_land_on_an_admin_class_s_node_through_the_discovered_class() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::Phase;
+
+    let admin_class = || {
+        let defined = fixtures::gpu_node_class_definition(
+            "sandboxed-a10g",
+            &[("pool", "sandbox"), ("zone", "a")],
+            "NVIDIA A10G",
+            4,
+            23_028,
+            "8.6",
+        );
+        let mut object = defined.0.clone().unwrap();
+        object.spec.runtime_class_name = Some("kata".into());
+        object.spec.allow_jobs = false;
+        kube::core::DeserializeGuard(Ok(object))
+    };
+    let node = |name: &str, extra: &[(&str, &str)]| {
+        let mut node = fixtures::gpu_node(name, "a10g", 4, 4);
+        let labels = node.metadata.labels.get_or_insert_default();
+        for (k, v) in extra {
+            labels.insert(k.to_string(), v.to_string());
+        }
+        node
+    };
+    let sandboxed = node("s-1", &[("pool", "sandbox"), ("zone", "a")]);
+    let same_pool_elsewhere = node("s-2", &[("pool", "sandbox"), ("zone", "b")]);
+    let open = node("a-1", &[]);
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.node_classes = Some(vramfit_api::NodeClassSelection {
+        allowed: vec!["a10g-x4".into()],
+        ..Default::default()
+    });
+    let job = fixtures::job("chat", spec);
+    let now = || Time(Timestamp::now());
+
+    // Only the admin's node: the job has no A10G×4 class to land in.
+    let (ctx, _api, mut writers) = test_context();
+    writers.apply_node(sandboxed.clone());
+    writers.apply_node_class(admin_class());
+    writers.mark_ready();
+    let decision = decide(&job, &ctx, now()).unwrap();
+    assert_eq!(decision.status.phase, Some(Phase::Unschedulable));
+    assert!(decision.apply_pod.is_none());
+
+    // With an open node too: placed in the discovered class, and its pod's affinity admits the
+    // open node and the one outside the admin's selector, never the admin's.
+    let (ctx, _api, mut writers) = test_context();
+    for n in [&sandboxed, &same_pool_elsewhere, &open] {
+        writers.apply_node(n.clone());
+    }
+    writers.apply_node_class(admin_class());
+    writers.mark_ready();
+    let decision = decide(&job, &ctx, now()).unwrap();
+    assert_eq!(decision.status.node_class.as_deref(), Some("a10g-x4"));
+    let pod = serde_json::to_value(decision.apply_pod.unwrap()).unwrap();
+    let labels = |n: &k8s_openapi::api::core::v1::Node| n.metadata.labels.clone().unwrap();
+    assert!(
+        !affinity_admits(&pod, &labels(&sandboxed)),
+        "{}",
+        pod["spec"]["affinity"]
+    );
+    assert!(affinity_admits(&pod, &labels(&same_pool_elsewhere)));
+    assert!(affinity_admits(&pod, &labels(&open)));
+    assert_eq!(pod["spec"]["runtimeClassName"], Value::Null);
+}
+
 /// The same before any store shows the predecessor's pod: the reservation this process made
 /// for it belongs to the earlier job (by uid), so the new job neither adopts its plan nor
 /// counts the pod as its own.
