@@ -41,6 +41,7 @@ use tracing::{debug, info, warn};
 use crate::context::{Context, Settings};
 use crate::error::StartupError;
 use crate::health::Health;
+use crate::job_gauges::JobGauges;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
 use crate::stores::cached_job::CachedJob;
@@ -129,7 +130,12 @@ pub async fn run(
         )
         .boxed(),
     };
+    let job_gauges = Arc::new(JobGauges::default());
+    let counted = job_gauges.clone();
     let job_events = reflector(job_writer, job_watch).inspect(move |event| {
+        if let Ok(event) = event {
+            counted.apply(event);
+        }
         if matches!(event, Ok(watcher::Event::InitDone)) {
             ready_health.set_synced(true);
         }
@@ -145,7 +151,7 @@ pub async fn run(
         config.settings.clone(),
         config.instance.clone(),
     ));
-    health.set_gauge_source(gauge_source(job_store.clone(), ctx.clone()));
+    health.set_gauge_source(gauge_source(job_gauges, ctx.clone()));
 
     // Reconciling before the stores have listed would see no nodes and park every job.
     info!("waiting for the node, pod and GpuNodeClass caches");
@@ -221,16 +227,11 @@ fn shutdown_future(
     rx.map(|_| ())
 }
 
-/// The function `/metrics` calls to refresh the job and inventory gauges.
-fn gauge_source(job_store: Store<CachedJob>, ctx: Arc<Context>) -> Box<dyn Fn() + Send + Sync> {
+/// The function `/metrics` calls to refresh the job and inventory gauges: it copies counts
+/// kept up to date as the watches go (one per phase and class), and reads no job or node.
+fn gauge_source(jobs: Arc<JobGauges>, ctx: Arc<Context>) -> Box<dyn Fn() + Send + Sync> {
     Box::new(move || {
-        let jobs = job_store.state();
-        ctx.metrics.observe_jobs(jobs.iter().map(|job| {
-            (
-                job.phase().unwrap_or(vramfit_api::Phase::Pending),
-                job.node_class(),
-            )
-        }));
+        ctx.metrics.observe_job_totals(jobs.totals());
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
     })

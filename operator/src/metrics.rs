@@ -13,8 +13,11 @@
 //!   `vramfit_work_cost_cents_total{node_class}`: their seconds at the plan's hourly price
 //!   (cost per item: its rate over the items' rate).
 //!
-//! The gauges are computed from the stores when scraped, so they never go stale.
+//! The gauges are set when scraped from counts kept up to date as the watches go (jobs per
+//! phase and class: [`crate::job_gauges`]; GPUs per class: counted when the classes are
+//! built), so a scrape does work per class, not per job or node.
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -239,19 +242,22 @@ impl Metrics {
             .inc();
     }
 
-    /// Sets the job gauges from `(phase, node class)` of every job.
-    pub fn observe_jobs<'a>(&self, jobs: impl IntoIterator<Item = (Phase, Option<&'a str>)>) {
+    /// Sets the job gauges from the jobs per `(phase, node class)` (zeros for every phase
+    /// without a class; pairs that have no jobs any more are dropped).
+    pub fn observe_job_totals(
+        &self,
+        totals: impl IntoIterator<Item = (Phase, Option<Arc<str>>, i64)>,
+    ) {
         let mut counts: BTreeMap<(Phase, String), i64> = Phase::ALL
             .iter()
             .map(|p| ((*p, String::new()), 0))
             .collect();
         let mut unschedulable = 0;
-        for (phase, class) in jobs {
-            *counts
-                .entry((phase, class.unwrap_or_default().to_string()))
-                .or_default() += 1;
+        for (phase, class, total) in totals {
+            let class = class.as_deref().unwrap_or_default().to_string();
+            *counts.entry((phase, class)).or_default() += total;
             if phase == Phase::Unschedulable {
-                unschedulable += 1;
+                unschedulable += total;
             }
         }
         self.jobs.clear();
@@ -312,10 +318,9 @@ mod tests {
         metrics.count_fallback("tiles");
         metrics.count_bad_output("a10g-x4", "bfloat16");
         metrics.count_result("a10g-x4", 120, 300.5, 120);
-        metrics.observe_jobs([
-            (Phase::Running, Some("a10g-x4")),
-            (Phase::Unschedulable, None),
-            (Phase::Unschedulable, None),
+        metrics.observe_job_totals([
+            (Phase::Running, Some(Arc::from("a10g-x4")), 1),
+            (Phase::Unschedulable, None, 2),
         ]);
         metrics.observe_inventory([("a10g-x4".to_string(), "NVIDIA-A10G".to_string(), 8)]);
         let text = metrics.encode().unwrap();
@@ -356,7 +361,7 @@ mod tests {
             text.contains("vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n"),
             "an infinite figure is not added: {text}"
         );
-        metrics.observe_jobs([]);
+        metrics.observe_job_totals([]);
         assert!(
             !metrics
                 .encode()

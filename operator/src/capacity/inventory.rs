@@ -103,6 +103,8 @@ pub struct Inventory {
     pub nodes: Vec<NodeInfo>,
     /// GpuNodeClass objects that could not be used, one line each.
     pub problems: Vec<String>,
+    /// GPUs per class, counted once when the inventory is built (what `/metrics` shows).
+    gpu_totals: Vec<(String, String, u64)>,
 }
 
 impl Inventory {
@@ -141,8 +143,13 @@ impl Inventory {
             .collect()
     }
 
-    /// GPUs per class: `(class, product, allocatable GPUs summed over its nodes)`.
+    /// GPUs per class: `(class, product, allocatable GPUs summed over its nodes)`, as counted
+    /// when the inventory was built (one entry per class: no node is read).
     pub fn gpu_inventory(&self) -> Vec<(String, String, u64)> {
+        self.gpu_totals.clone()
+    }
+
+    fn count_gpus(&self) -> Vec<(String, String, u64)> {
         self.classes
             .iter()
             .enumerate()
@@ -260,9 +267,12 @@ pub fn build_inventory(
             })
         })
         .collect();
-    Inventory {
+    let mut inventory = Inventory {
         classes,
         nodes,
         problems,
-    }
+        gpu_totals: Vec::new(),
+    };
+    inventory.gpu_totals = inventory.count_gpus();
+    inventory
 }
