@@ -264,11 +264,14 @@ pub fn waiting_jobs_on(
     wakes.flat_map(move |()| futures::stream::iter(waiting_jobs(&jobs.state())))
 }
 
-/// The jobs of `jobs` that wait for a class with room (or have not been planned yet).
+/// The jobs of `jobs` that wait for a class with room (or have not been planned yet). A job
+/// whose status says its current generation is invalid waits for a new generation, which its
+/// own watch event brings: no node or class change can help it.
 pub fn waiting_jobs(jobs: &[Arc<CachedJob>]) -> Vec<JobRef> {
     jobs.iter()
         .filter(|job| {
             job.is_valid()
+                && !job.invalid_spec_is_current()
                 && matches!(
                     job.phase(),
                     None | Some(vramfit_api::Phase::Pending | vramfit_api::Phase::Unschedulable)
@@ -297,6 +300,9 @@ mod tests {
 
     #[test]
     fn wake_ups_re_plan_only_jobs_that_wait_for_room() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use k8s_openapi::jiff::Timestamp;
+        use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
         use vramfit_api::{InferenceJobStatus, Phase};
         let with_phase = |name: &str, phase: Option<Phase>| {
             let mut job = fixtures::job(name, fixtures::vllm_mistral_spec());
@@ -306,16 +312,36 @@ mod tests {
             });
             Arc::new(CachedJob::of(&job))
         };
+        // Pending with InvalidSpec=True: for the job's generation, and for an older one (the
+        // user changed the spec since, and the reconcile of the change has not run yet).
+        let invalid = |name: &str, observed: i64| {
+            let mut job = fixtures::job(name, fixtures::invalid_spec());
+            job.metadata.generation = Some(2);
+            let mut status = InferenceJobStatus {
+                phase: Some(Phase::Pending),
+                ..Default::default()
+            };
+            ConditionsUpdate::new(
+                &mut status.conditions,
+                Some(observed),
+                &Time(Timestamp::now()),
+            )
+            .set(ConditionType::InvalidSpec, true, Reason::InvalidSpec, "bad");
+            job.status = Some(status);
+            Arc::new(CachedJob::of(&job))
+        };
         let jobs = vec![
             with_phase("new", None),
             with_phase("waiting", Some(Phase::Unschedulable)),
-            with_phase("invalid", Some(Phase::Pending)),
+            with_phase("name-taken", Some(Phase::Pending)),
+            invalid("invalid-now", 2),
+            invalid("fixed-since", 1),
             with_phase("placed", Some(Phase::Scheduled)),
             with_phase("running", Some(Phase::Running)),
             with_phase("done", Some(Phase::Succeeded)),
         ];
         let names: Vec<String> = waiting_jobs(&jobs).into_iter().map(|r| r.name).collect();
-        assert_eq!(names, ["new", "waiting", "invalid"]);
+        assert_eq!(names, ["new", "waiting", "name-taken", "fixed-since"]);
     }
 
     /// Regression (seen on a real API server): `/readyz` never turned 200 because a second
