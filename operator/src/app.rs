@@ -11,7 +11,7 @@ use kube::runtime::wait::conditions::is_crd_established;
 use kube::{Client, CustomResourceExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinError;
+use tokio::task::{JoinError, JoinHandle};
 use tracing::{info, warn};
 use vramfit_api::{GpuNodeClass, InferenceJob};
 use vramfit_runtime::admin_server::{self, AdminRoutes};
@@ -51,26 +51,49 @@ pub async fn run(args: Args) -> Result<(), StartupError> {
     let router = AdminRoutes::new(health.clone(), metrics.clone())
         .before_scrape(move || gauges.refresh_gauges())
         .router();
-    let server = tokio::spawn(async move {
+    let mut server = tokio::spawn(async move {
         let stopped = async move {
             let _ = server_stop.wait_for(|stopped| *stopped).await;
         };
-        if let Err(error) = admin_server::serve(listener, router, stopped).await {
-            tracing::error!(%error, "metrics server failed");
-        }
+        admin_server::serve(listener, router, stopped).await
     });
     info!(addr = %args.metrics_addr, "serving /metrics, /healthz and /readyz");
 
-    let result = match Client::try_default().await {
-        Ok(client) => lead(client, &args, metrics, health, stop, controller::run).await,
-        Err(source) => Err(StartupError::Kube {
-            context: "connecting to the API server",
-            source,
-        }),
+    let leading = async {
+        match Client::try_default().await {
+            Ok(client) => lead(client, &args, metrics, health, stop, controller::run).await,
+            Err(source) => Err(StartupError::Kube {
+                context: "connecting to the API server",
+                source,
+            }),
+        }
     };
+    let (result, server_ended) = unless_the_server_ends(leading, &mut server).await;
     let _ = server_stop_tx.send(true);
-    let _ = server.await;
+    if !server_ended {
+        let _ = server.await;
+    }
     result
+}
+
+/// Runs `leading` while the admin server runs: a server that ends first (its socket failed,
+/// its task panicked) ends the process with an error too, as the kubelet's probes would see
+/// no `/healthz` and no `/readyz` while the operator went on. Returns whether the server ended.
+async fn unless_the_server_ends(
+    leading: impl Future<Output = Result<(), StartupError>>,
+    server: &mut JoinHandle<std::io::Result<()>>,
+) -> (Result<(), StartupError>, bool) {
+    tokio::select! {
+        result = leading => (result, false),
+        served = server => {
+            let why = match served {
+                Ok(Ok(())) => "it stopped".to_string(),
+                Ok(Err(error)) => error.to_string(),
+                Err(error) => error.to_string(),
+            };
+            (Err(StartupError::AdminServerEnded(why)), true)
+        }
+    }
 }
 
 /// Waits for the CRDs, then runs the controller (`run_controller`) — under `--leader-election`
@@ -224,5 +247,31 @@ async fn wait_for_crds(client: &Client, stop: &mut watch::Receiver<bool>) -> boo
             _ = stop.wait_for(|stopped| *stopped) => return false,
         }
         delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The admin server's task ending (here: failing) while the operator runs ends the run
+    /// with an error; the run ending first leaves the server to be stopped.
+    #[tokio::test]
+    async fn the_run_ends_when_the_admin_server_ends() {
+        let mut failing = tokio::spawn(async {
+            Err(std::io::Error::other("accept failed: too many open files"))
+        });
+        let forever = std::future::pending::<Result<(), StartupError>>();
+        let (result, ended) = unless_the_server_ends(forever, &mut failing).await;
+        assert!(ended);
+        assert!(
+            matches!(&result, Err(StartupError::AdminServerEnded(why)) if why.contains("too many open files")),
+            "{result:?}"
+        );
+
+        let mut serving = tokio::spawn(std::future::pending::<std::io::Result<()>>());
+        let (result, ended) = unless_the_server_ends(async { Ok(()) }, &mut serving).await;
+        assert!(result.is_ok() && !ended);
+        serving.abort();
     }
 }

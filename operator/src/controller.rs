@@ -30,11 +30,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
-use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{Store, reflector};
 use kube::runtime::watcher;
+use kube::{Client, Resource};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 
@@ -130,11 +130,20 @@ pub async fn run(
         )
         .boxed(),
     };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        stores.clone(),
+        config.settings.clone(),
+        config.instance.clone(),
+    ));
     let job_gauges = Arc::new(JobGauges::default());
     let counted = job_gauges.clone();
+    let forgetting = (ctx.clone(), job_store.clone());
     let job_events = reflector(job_writer, job_watch).inspect(move |event| {
         if let Ok(event) = event {
             counted.apply(event);
+            forget_deleted_jobs(event, &forgetting.0, &forgetting.1);
         }
         if matches!(event, Ok(watcher::Event::InitDone)) {
             ready_health.set_synced(true);
@@ -144,13 +153,6 @@ pub async fn run(
         applied_after_relist(job_events, job_store.clone()),
         job_store.clone(),
     );
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        metrics.clone(),
-        stores.clone(),
-        config.settings.clone(),
-        config.instance.clone(),
-    ));
     health.set_gauge_source(gauge_source(job_gauges, ctx.clone()));
 
     // Reconciling before the stores have listed would see no nodes and park every job.
@@ -235,6 +237,33 @@ fn gauge_source(jobs: Arc<JobGauges>, ctx: Arc<Context>) -> Box<dyn Fn() + Send 
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
     })
+}
+
+/// Forgets what the context keeps about a job once it is deleted (after a relist: every job
+/// the new list no longer has), so that per-job state never outlives its job.
+pub fn forget_deleted_jobs(
+    event: &watcher::Event<CachedJob>,
+    ctx: &Context,
+    jobs: &Store<CachedJob>,
+) {
+    match event {
+        watcher::Event::Delete(job) => {
+            ctx.forget_job(job.meta().uid.as_deref(), &crate::reconcile::job_key(job));
+        }
+        watcher::Event::InitDone => {
+            let listed = jobs.state();
+            let uids: std::collections::HashSet<&str> = listed
+                .iter()
+                .filter_map(|j| j.meta().uid.as_deref())
+                .collect();
+            let keys: std::collections::HashSet<String> = listed
+                .iter()
+                .map(|j| crate::reconcile::job_key(j))
+                .collect();
+            ctx.keep_jobs(|uid| uids.contains(uid), |key| keys.contains(key));
+        }
+        _ => {}
+    }
 }
 
 /// The jobs whose pods changed, as far as the pods are theirs: a pod whose controller owner
@@ -517,6 +546,49 @@ mod tests {
             "a job the store does not hold"
         );
         assert!(!triggers(change("gone-job", fixtures::uid("gone-job"), true)).await);
+    }
+
+    /// What the context keeps per job (failure counts, malformed reports, the last status
+    /// write) goes with the job: a tenant creating and deleting jobs cannot grow it for ever.
+    #[tokio::test]
+    async fn a_deleted_job_leaves_nothing_behind_in_the_context() {
+        use kube::runtime::reflector;
+        let (ctx, _api, _writers) = crate::verifier::test_context();
+        let (store, mut writer) = reflector::store::<CachedJob>();
+        let remember = |name: &str| {
+            let uid = fixtures::uid(name);
+            ctx.record_failure(&format!("{}/{name}", fixtures::NAMESPACE));
+            ctx.first_report_of_malformed(&uid, Some(1));
+            ctx.remember_status_write(&uid, "7");
+        };
+        let cached =
+            |name: &str| CachedJob::of(&fixtures::job(name, fixtures::vllm_mistral_spec()));
+        remember("gone");
+        remember("kept");
+        assert_eq!(ctx.per_job_entries(), 6);
+        forget_deleted_jobs(&watcher::Event::Delete(cached("gone")), &ctx, &store);
+        assert_eq!(
+            ctx.per_job_entries(),
+            3,
+            "the deleted job's three entries went"
+        );
+
+        // Deleted while the watch was away: the relist's end drops what the new list lacks.
+        remember("deleted-unseen");
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cached("kept")),
+            watcher::Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&event);
+            forget_deleted_jobs(&event, &ctx, &store);
+        }
+        assert_eq!(
+            ctx.per_job_entries(),
+            3,
+            "only the listed job's entries are left"
+        );
+        assert!(ctx.is_stale(&fixtures::uid("kept"), "7"));
     }
 
     #[tokio::test]

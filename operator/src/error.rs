@@ -85,6 +85,10 @@ pub enum StartupError {
     /// the process exits so that `/readyz` and the Lease do not claim work nobody does.
     #[error("the controller ended unexpectedly: {0}")]
     ControllerEnded(String),
+    /// The `/metrics`, `/healthz`, `/readyz` server ended while the operator ran: the
+    /// kubelet's probes would see nothing, so the process exits.
+    #[error("the metrics and health server ended: {0}")]
+    AdminServerEnded(String),
     /// The metrics server could not start.
     #[error("metrics server on {addr}: {source}")]
     Http {
