@@ -13,12 +13,16 @@ use vramfit_e2e::{PREFIX, Skipped, Suite, conditions_of, eventually, http_get, h
 /// What the operator logs for each fault it arms (operator/src/fault_injection.rs).
 const ARMED: &str = "fault injection armed";
 
-/// A leader-elected operator whose reconcile of one job panics every time: that job reports
-/// `ReconcileFailed=True` (`InternalError`) with a Warning event, the panic is counted, and
-/// jobs created before and after it are placed all the same; the replica stays ready.
-pub async fn a_panicking_reconcile_is_contained(s: &mut Suite) -> Result<()> {
+/// Replaces the running operators by one replica `replica` with leader election (its own
+/// Lease, named after it) and the fault `variable=job` armed; returns the Lease's name. Skipped
+/// when the binary was built without the fault-injection feature.
+async fn start_faulty_leader(
+    s: &mut Suite,
+    replica: &str,
+    (variable, job): (&str, &str),
+) -> Result<String> {
     s.stop_operators();
-    let lease_name = format!("{PREFIX}{}-contained", s.run);
+    let lease_name = format!("{PREFIX}{}-{replica}", s.run);
     let ns = s.ns.clone();
     let flags = [
         "--leader-election",
@@ -27,9 +31,7 @@ pub async fn a_panicking_reconcile_is_contained(s: &mut Suite) -> Result<()> {
         "--lease-namespace",
         ns.as_str(),
     ];
-    let bad = "reconcile-panics";
-    let env = [("VRAMFIT_FAULT_PANIC_IN_RECONCILE", bad.to_string())];
-    s.start_operator_with_env("contained", &flags, &env, true)
+    s.start_operator_with_env(replica, &flags, &[(variable, job.to_string())], true)
         .await?;
     if !s.last_operator_log().contains(ARMED) {
         s.stop_operators();
@@ -38,6 +40,15 @@ pub async fn a_panicking_reconcile_is_contained(s: &mut Suite) -> Result<()> {
         )
         .into());
     }
+    Ok(lease_name)
+}
+
+/// A leader-elected operator whose reconcile of one job panics every time: that job reports
+/// `ReconcileFailed=True` (`InternalError`) with a Warning event, the panic is counted, and
+/// jobs created before and after it are placed all the same; the replica stays ready.
+pub async fn a_panicking_reconcile_is_contained(s: &mut Suite) -> Result<()> {
+    let bad = "reconcile-panics";
+    start_faulty_leader(s, "contained", ("VRAMFIT_FAULT_PANIC_IN_RECONCILE", bad)).await?;
     let names: Vec<String> = ["steady-before", bad, "steady-after"]
         .map(String::from)
         .to_vec();
@@ -107,27 +118,9 @@ pub async fn a_panicking_reconcile_is_contained(s: &mut Suite) -> Result<()> {
 /// reconciled one job: the process exits non-zero, `/readyz` stops answering 200, and the Lease
 /// is handed over (no holder) instead of being held by a replica that reconciles nothing.
 pub async fn an_ended_controller_ends_the_process(s: &mut Suite) -> Result<()> {
-    s.stop_operators();
-    let lease_name = format!("{PREFIX}{}-ends", s.run);
-    let ns = s.ns.clone();
-    let flags = [
-        "--leader-election",
-        "--lease-name",
-        lease_name.as_str(),
-        "--lease-namespace",
-        ns.as_str(),
-    ];
     let trigger = "controller-panics";
-    let env = [("VRAMFIT_FAULT_PANIC_IN_CONTROLLER", trigger.to_string())];
-    s.start_operator_with_env("ends", &flags, &env, true)
-        .await?;
-    if !s.last_operator_log().contains(ARMED) {
-        s.stop_operators();
-        return Err(Skipped(
-            "the operator binary was built without the fault-injection feature".into(),
-        )
-        .into());
-    }
+    let lease_name =
+        start_faulty_leader(s, "ends", ("VRAMFIT_FAULT_PANIC_IN_CONTROLLER", trigger)).await?;
     let addr = s
         .operators
         .last()

@@ -64,7 +64,6 @@ pub fn check(pod: &Pod, now: &Time, deadline: Duration) -> Result<Option<Duratio
 mod tests {
     use super::*;
     use crate::fixtures;
-    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
     const DEADLINE: Duration = Duration::from_secs(600);
@@ -90,18 +89,10 @@ mod tests {
 
     #[test]
     fn past_the_deadline_the_schedulers_reason_is_given() {
-        let mut pod = unbound_since(1_000);
-        pod.status
-            .get_or_insert_default()
-            .conditions
-            .get_or_insert_default()
-            .push(PodCondition {
-                type_: "PodScheduled".into(),
-                status: "False".into(),
-                reason: Some("Unschedulable".into()),
-                message: Some("0/3 nodes are available: 3 Insufficient example.com/never.".into()),
-                ..PodCondition::default()
-            });
+        let pod = fixtures::with_unschedulable_condition(
+            unbound_since(1_000),
+            "0/3 nodes are available: 3 Insufficient example.com/never.",
+        );
         assert_eq!(
             check(&pod, &at(1_600), DEADLINE),
             Err(Unscheduled {

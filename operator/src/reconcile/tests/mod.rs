@@ -64,6 +64,29 @@ pub(crate) fn with_status(job: &InferenceJob, body: &Value) -> InferenceJob {
     job
 }
 
+/// The reason of a decision's `Scheduled` condition.
+fn scheduled_reason(decision: &Decision) -> String {
+    decision
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Scheduled")
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
+/// The delay of a requeue, in seconds (`Action` shows it only in its Debug form:
+/// `Action { requeue_after: Some(900.9s) }`).
+pub(crate) fn requeue_seconds(action: &Action) -> f64 {
+    let shown = format!("{action:?}");
+    shown
+        .split("Some(")
+        .nth(1)
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no delay in {shown}"))
+}
+
 /// The pod the verifier saw applied, as the store would show it once created.
 pub(crate) fn created_pod(body: &Value) -> Pod {
     fixtures::created(serde_json::from_value(body.clone()).unwrap())
@@ -683,13 +706,7 @@ async fn a_pod_an_earlier_job_of_the_same_name_just_applied_is_not_adopted() {
         "the predecessor's plan is not recorded as this job's attempt: {:?}",
         decision.status.attempts
     );
-    let scheduled = decision
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Scheduled")
-        .unwrap();
-    assert_eq!(scheduled.reason, "PodNameTaken");
+    assert_eq!(scheduled_reason(&decision), "PodNameTaken");
 }
 
 /// A pod holds room in a class before it binds only when the job its controller reference
@@ -778,13 +795,7 @@ async fn a_pod_of_an_earlier_job_with_the_same_name_is_not_adopted() {
         decision.status
     );
     assert!(decision.apply_pod.is_none());
-    let scheduled = decision
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Scheduled")
-        .unwrap();
-    assert_eq!(scheduled.reason, "PodNameTaken");
+    assert_eq!(scheduled_reason(&decision), "PodNameTaken");
 }
 
 /// A pod the API server refuses for good (here an exceeded quota) is reported in the job's

@@ -1,31 +1,25 @@
 //! Controller tests for the schedule deadline: a pod the scheduler does not bind in time is
 //! deleted (it no longer holds its class's GPUs) and the attempt ends; the next runs on another
 //! class, and with none left the job fails.
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::controller::Action;
 
 use crate::fixtures;
-use crate::reconcile::tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
+use crate::reconcile::tests::{
+    a10g_cluster, created_pod, first_reconcile, requeue_seconds, run, with_status,
+};
 use crate::verifier::test_context;
 
 /// `pod`, created `seconds` ago and never bound: the scheduler says no node fits it.
 fn unbound_for(pod: Pod, seconds: i64) -> Pod {
-    let mut pod = fixtures::as_pending(pod, None);
+    let mut pod = fixtures::with_unschedulable_condition(
+        fixtures::as_pending(pod, None),
+        "0/1 nodes are available: 1 Insufficient example.com/never.",
+    );
     pod.metadata.creation_timestamp =
         Some(Time(Timestamp::now() - SignedDuration::from_secs(seconds)));
-    pod.status
-        .get_or_insert_default()
-        .conditions
-        .get_or_insert_default()
-        .push(PodCondition {
-            type_: "PodScheduled".into(),
-            status: "False".into(),
-            reason: Some("Unschedulable".into()),
-            message: Some("0/1 nodes are available: 1 Insufficient example.com/never.".into()),
-            ..PodCondition::default()
-        });
     pod
 }
 
@@ -128,13 +122,7 @@ async fn an_unbound_pod_is_looked_at_again_when_its_deadline_falls() {
         api.status_apply(&job).await;
     })
     .await;
-    let shown = format!("{action:?}");
-    let seconds: f64 = shown
-        .split("Some(")
-        .nth(1)
-        .and_then(|rest| rest.split('s').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no delay in {shown}"));
+    let seconds = requeue_seconds(&action);
     // 600 s less the moment the test took, plus one second: not the hour-long resync.
-    assert!((599.0..=601.0).contains(&seconds), "{shown}");
+    assert!((599.0..=601.0).contains(&seconds), "{action:?}");
 }
