@@ -68,9 +68,10 @@ impl ApplyError {
     }
 }
 
-/// Forgets the reservations of the pods a snapshot saw finished (they take no GPUs).
-pub fn release_finished(snapshot: &Snapshot<'_>, ctx: &Context) {
-    for pod in snapshot.finished_pods() {
+/// Forgets the reservations of the pods a snapshot saw settled (the GPU watch counts them, or
+/// they finished and take no GPUs).
+pub fn release_settled(snapshot: &Snapshot<'_>, ctx: &Context) {
+    for pod in snapshot.settled_pods() {
         ctx.reservations.forget(snapshot.namespace(), &pod);
     }
 }

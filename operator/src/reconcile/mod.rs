@@ -140,9 +140,9 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         crate::fault_injection::reconcile_checkpoint(&job.name_any());
         // Pure.
         let decision = snapshot.decide(Time(Timestamp::now()), &ctx.settings.requeues)?;
-        // In memory: finished pods release their GPUs; the chosen pod counts against its
-        // class until a store shows it.
-        apply::release_finished(&snapshot, ctx);
+        // In memory: pods the GPU watch counts (or that finished) leave the reservation
+        // ledger; the chosen pod counts against its class until a store shows it.
+        apply::release_settled(&snapshot, ctx);
         apply::reserve(job, &decision, ctx);
         decision
     };
