@@ -232,6 +232,19 @@ impl Suite {
         Ok(())
     }
 
+    /// The flags of a leader-elected replica on the Lease `lease` in the test namespace.
+    pub fn leader_flags(&self, lease: &str) -> Vec<String> {
+        [
+            "--leader-election",
+            "--lease-name",
+            lease,
+            "--lease-namespace",
+            &self.ns,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
     /// Kills (SIGKILL) every operator the suite started.
     pub fn stop_operators(&mut self) {
         for mut op in self.operators.drain(..) {

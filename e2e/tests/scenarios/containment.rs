@@ -23,14 +23,8 @@ async fn start_faulty_leader(
 ) -> Result<String> {
     s.stop_operators();
     let lease_name = format!("{PREFIX}{}-{replica}", s.run);
-    let ns = s.ns.clone();
-    let flags = [
-        "--leader-election",
-        "--lease-name",
-        lease_name.as_str(),
-        "--lease-namespace",
-        ns.as_str(),
-    ];
+    let flags = s.leader_flags(&lease_name);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     s.start_operator_with_env(replica, &flags, &[(variable, job.to_string())], true)
         .await?;
     if !s.last_operator_log().contains(ARMED) {

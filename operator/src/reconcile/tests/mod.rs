@@ -950,84 +950,54 @@ async fn a_metadata_only_change_applies_the_running_pod() {
     .await;
 }
 
-/// Regression (seen on a real API server, after the pipeline split): a pod that finished and
-/// was then deleted (its job's cleanup) kept its reservation until the TTL, and the class
-/// looked full to the next job. The reconcile that sees the pod finished releases it.
+/// Regressions (both seen on a real API server): a pod that finished, or that the GPU watch
+/// counted, kept its reservation until the reservation expired, as long as no placement looked
+/// at the ledger; deleted in that time (its job's cleanup), it went on holding its class's GPUs
+/// for up to two minutes, and nothing woke the jobs waiting for them when it expired. The
+/// job's own reconcile, which its pod's change triggers, releases the reservation once the pod
+/// is counted or finished.
 #[tokio::test]
-async fn a_finished_pod_releases_its_reservation_before_it_is_deleted() {
+async fn a_counted_or_finished_pod_releases_its_reservation_before_it_is_deleted() {
     use crate::reconcile::apply::{release_settled, reserve};
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
     use vramfit_api::Phase;
 
-    let (ctx, _api, mut writers) = test_context();
-    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 1, 1));
-    writers.mark_ready();
-    let now = || Time(Timestamp::now());
-    let first = fixtures::job("first", fixtures::vllm_mistral_spec());
-    let placed = decide(&first, &ctx, now()).unwrap();
-    reserve(&first, &placed, &ctx);
-    let pod = placed.apply_pod.clone().expect("the first job's pod");
+    type PodState = fn(Pod, &str) -> Pod;
+    let states: [(&str, PodState); 2] = [
+        ("bound and running", fixtures::as_running),
+        ("finished", fixtures::as_succeeded),
+    ];
+    for (how, state) in states {
+        let (ctx, _api, mut writers) = test_context();
+        writers.apply_node(fixtures::gpu_node("a-1", "a10g", 1, 1));
+        writers.mark_ready();
+        let now = || Time(Timestamp::now());
+        let first = fixtures::job("first", fixtures::vllm_mistral_spec());
+        let placed = decide(&first, &ctx, now()).unwrap();
+        reserve(&first, &placed, &ctx);
+        let pod = fixtures::created(placed.apply_pod.clone().expect("the first job's pod"));
 
-    // The pod ran and finished; the job's reconcile sees it finished.
-    let mut running = first.clone();
-    running.status = Some(placed.status.clone());
-    writers.apply_pod(fixtures::as_succeeded(pod.clone(), "a-1"));
-    let seen = snapshot(&running, &ctx).expect("a namespaced job");
-    let _ = seen.decide(now(), &ctx.settings.requeues).unwrap();
-    assert_eq!(seen.settled_pods(), ["first-1"]);
-    release_settled(&seen, &ctx);
-    // Then the job is deleted and the garbage collector deletes its pod.
-    writers.delete_pod(pod);
+        // The stores show the pod; its change reconciles its job.
+        let mut placed_job = first.clone();
+        placed_job.status = Some(placed.status.clone());
+        writers.apply_pod(state(pod.clone(), "a-1"));
+        let seen = snapshot(&placed_job, &ctx).expect("a namespaced job");
+        let _ = seen.decide(now(), &ctx.settings.requeues).unwrap();
+        assert_eq!(seen.settled_pods(), ["first-1"], "{how}");
+        release_settled(&seen, &ctx);
+        assert!(ctx.reservations.is_empty(), "{how}");
+        // Then the job is deleted, and the garbage collector deletes its pod.
+        writers.delete_pod(pod);
 
-    let second = fixtures::job("second", fixtures::vllm_mistral_spec());
-    let next = decide(&second, &ctx, now()).unwrap();
-    assert_eq!(
-        next.status.phase,
-        Some(Phase::Scheduled),
-        "the finished pod's GPU is free: {:?}",
-        next.status.conditions
-    );
-}
-
-/// Regression (seen on a real API server): a pod the GPU watch had counted kept its
-/// reservation until the reservation expired, as long as no placement looked at the ledger;
-/// deleted in that time, it went on holding its class's GPUs for up to two minutes, and
-/// nothing woke the jobs waiting for them when it expired. The job's own reconcile, triggered
-/// by its pod's change, now releases the reservation once the GPU watch counts the pod.
-#[tokio::test]
-async fn a_pod_the_gpu_watch_counts_releases_its_reservation() {
-    use crate::reconcile::apply::{release_settled, reserve};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use k8s_openapi::jiff::Timestamp;
-    use vramfit_api::Phase;
-
-    let (ctx, _api, mut writers) = test_context();
-    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 1, 1));
-    writers.mark_ready();
-    let now = || Time(Timestamp::now());
-    let first = fixtures::job("first", fixtures::vllm_mistral_spec());
-    let placed = decide(&first, &ctx, now()).unwrap();
-    reserve(&first, &placed, &ctx);
-    let pod = fixtures::created(placed.apply_pod.clone().unwrap());
-    // The scheduler binds it, and both watches show it (the pod's change reconciles its job).
-    writers.apply_pod(fixtures::as_running(pod.clone(), "a-1"));
-    let mut running = first.clone();
-    running.status = Some(placed.status.clone());
-    let seen = snapshot(&running, &ctx).expect("a namespaced job");
-    let _ = seen.decide(now(), &ctx.settings.requeues).unwrap();
-    assert_eq!(seen.settled_pods(), ["first-1"]);
-    release_settled(&seen, &ctx);
-    assert!(ctx.reservations.is_empty());
-    // The job is deleted, and its pod with it, before any other placement ran.
-    writers.delete_pod(pod);
-
-    let second = fixtures::job("second", fixtures::vllm_mistral_spec());
-    let next = decide(&second, &ctx, now()).unwrap();
-    assert_eq!(
-        next.status.phase,
-        Some(Phase::Scheduled),
-        "the deleted pod's GPU is free: {:?}",
-        next.status.conditions
-    );
+        let second = fixtures::job("second", fixtures::vllm_mistral_spec());
+        let next = decide(&second, &ctx, now()).unwrap();
+        assert_eq!(
+            next.status.phase,
+            Some(Phase::Scheduled),
+            "{how}: the deleted pod's GPU is free: {:?}",
+            next.status.conditions
+        );
+    }
 }
