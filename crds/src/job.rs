@@ -11,6 +11,7 @@ use crate::outcome::AttemptOutcome;
 use crate::plan::{KvCacheType, Plan, Quantization};
 use crate::pod_security::PodSecurity;
 use crate::schema;
+use crate::tuning::{TuningFallback, TuningSpec};
 
 /// A GPU inference job. vramfit plans its configuration (dtype, quantization, GPU count,
 /// flash attention, allocator settings, image tiles, llama.cpp offload) for each node class,
@@ -54,6 +55,24 @@ use crate::schema;
         priority = 1
     ),
     printcolumn(
+        name = "Method",
+        type_ = "string",
+        json_path = ".status.plan.tuning.method",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Batch",
+        type_ = "string",
+        json_path = ".status.plan.tuning.batch",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Ckpt",
+        type_ = "boolean",
+        json_path = ".status.plan.tuning.gradientCheckpointing",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -61,6 +80,9 @@ use crate::schema;
 )]
 #[x_kube(validation = Rule::new("self.gpus.min <= self.gpus.max").message("gpus.min must not exceed gpus.max"))]
 #[x_kube(validation = Rule::new("self.runtime != 'llamacpp' || has(self.model.ggufFileBytes) || has(self.model.preset)").message("a llamacpp job needs a GGUF model: a GGUF preset or model.ggufFileBytes"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || self.runtime == 'transformers' || self.runtime == 'custom'").message("a tuning job runs a training program: runtime transformers or custom"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.allowedQuantizations)").message("a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.contextLength)").message("a tuning job sets tuning.sequenceLength, not contextLength"))]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceJobSpec {
     /// The model: a preset from vramfit's catalog (`vramfit presets`), explicit numbers, or
@@ -142,6 +164,11 @@ pub struct InferenceJobSpec {
     /// Pod settings passed through to the workload pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodTemplate>,
+    /// Fine-tune the model instead of running it (docs/tuning.md): vramfit plans the method
+    /// (QLoRA, LoRA or full), micro-batch, gradient checkpointing, accumulation, optimizer and
+    /// GPU count for each class. Unset: an inference job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSpec>,
 }
 
 /// How long a bound pod may take to start when the job does not say.
@@ -215,6 +242,16 @@ pub struct ModelSpec {
     /// Whether the model takes images (enables MAX_TILES planning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vision: Option<bool>,
+    /// Vocabulary size (config.json `vocab_size`), 1 to 16,777,216: the logits at a training
+    /// loss, and the embeddings that stay at 16 bits under quantization. Presets carry theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16777216))]
+    pub vocab_size: Option<u32>,
+    /// MLP intermediate size (config.json `intermediate_size`), 1 to 4,194,304: LoRA adapter
+    /// sizes and training activations. Unset: derived from the parameter count (docs/planning.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4194304))]
+    pub intermediate_size: Option<u32>,
 }
 
 /// The serving runtime.
@@ -626,6 +663,9 @@ pub struct Fallback {
     /// llama.cpp: tenths of the offload budget given up.
     #[serde(default)]
     pub offload_steps: u32,
+    /// Fine-tuning: micro-batch, checkpointing, method and dtype steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningFallback>,
 }
 
 impl Fallback {

@@ -14,6 +14,8 @@
 //! * [`runtime_vllm`]: how vLLM realises a plan (docs/runtime-contracts.md).
 //! * [`user_args`]: a job's own command and args against the planned flags.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
+//! * [`tuning`]: fine-tuning plans: method, micro-batch, checkpointing, accumulation,
+//!   optimizer, the training-memory estimator and its step-downs (docs/planning.md).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
@@ -29,10 +31,12 @@ pub mod plan;
 mod plan_common;
 mod plan_llamacpp;
 mod plan_transformers;
+mod plan_tuning;
 pub mod ranking;
 pub mod runtime_contract;
 pub mod runtime_vllm;
 pub mod tiles;
+pub mod tuning;
 pub mod user_args;
 pub mod workload;
 

@@ -247,7 +247,7 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         gguf_file_bytes: spec
             .gguf_file_bytes
             .or(shape.and_then(|s| s.gguf_file_bytes)),
-        vocab_size: shape.and_then(|s| s.vocab_size),
+        vocab_size: spec.vocab_size.or(shape.and_then(|s| s.vocab_size)),
         vision: spec.vision.or(shape.map(|s| s.vision)).unwrap_or(false),
     })
 }

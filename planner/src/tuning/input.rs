@@ -1,0 +1,275 @@
+//! A job's `tuning` section, checked and resolved with its defaults. Errors are the user's to
+//! fix (the operator's `InvalidSpec`); the CRD refuses most of them already.
+use thiserror::Error;
+use vramfit_api::tuning::{
+    ALL_LINEAR, DATA_MOUNT_PATH, DEFAULT_EFFECTIVE_BATCH, DEFAULT_LORA_DROPOUT_PERCENT,
+    DEFAULT_LORA_RANK, DEFAULT_SEQUENCE_LENGTH, OUTPUT_MOUNT_PATH, TuningMethodRequest,
+};
+use vramfit_api::{InferenceJobSpec, Runtime};
+
+use crate::model_catalog::ModelShape;
+use crate::tuning::shape::TrainingShape;
+
+/// A tuning section ready to plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TuningInput {
+    /// The method asked for.
+    pub method: TuningMethodRequest,
+    /// Tokens per sequence (capped at the model's limit).
+    pub sequence_length: u32,
+    /// Sequences per optimizer step over all GPUs.
+    pub effective_batch: u32,
+    /// LoRA settings with their defaults.
+    pub lora: LoraSettings,
+    /// The model's training numbers.
+    pub shape: TrainingShape,
+    /// The data volume's name, when set.
+    pub data_volume: Option<String>,
+    /// The output volume's name, when set.
+    pub output_volume: Option<String>,
+}
+
+/// LoRA settings with their defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoraSettings {
+    /// Rank.
+    pub rank: u32,
+    /// Alpha.
+    pub alpha: u32,
+    /// Dropout, percent.
+    pub dropout_percent: u32,
+    /// Target modules.
+    pub target_modules: Vec<String>,
+}
+
+/// Why a tuning section cannot be planned.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum TuningSpecError {
+    /// A serving runtime.
+    #[error("a tuning job runs a training program: runtime transformers or custom, not {runtime}")]
+    NotATrainingRuntime {
+        /// The job's runtime.
+        runtime: &'static str,
+    },
+    /// `allowedQuantizations` beside `tuning`.
+    #[error(
+        "a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"
+    )]
+    AllowedQuantizations,
+    /// `contextLength` beside `tuning`.
+    #[error("a tuning job sets tuning.sequenceLength, not contextLength")]
+    ContextLength,
+    /// A GGUF model.
+    #[error(
+        "a tuning job trains a Hugging Face checkpoint, not a GGUF file: choose a model that is not a GGUF preset, without ggufFileBytes"
+    )]
+    GgufModel,
+    /// `tuning.lora` with method full.
+    #[error("tuning.lora is for methods lora, qlora and auto, not full")]
+    LoraOnFull,
+    /// A volume name that `pod.volumes` does not define.
+    #[error("tuning.{field} names volume {name:?}, which spec.pod.volumes does not define")]
+    UnknownVolume {
+        /// `dataVolume` or `outputVolume`.
+        field: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A pod mount where vramfit mounts the tuning volumes.
+    #[error(
+        "pod.volumeMounts may not mount at {path}: vramfit mounts the tuning volumes under /vramfit/"
+    )]
+    ReservedMountPath {
+        /// The mount path.
+        path: String,
+    },
+    /// The same volume for data and output.
+    #[error("tuning.dataVolume and tuning.outputVolume must differ: the data is mounted read-only")]
+    SameVolume,
+}
+
+/// The tuning section of `spec`, resolved for `model`; `None` for an inference job. `notes`
+/// gets a line when the sequence length is capped.
+pub fn resolve(
+    spec: &InferenceJobSpec,
+    model: &ModelShape,
+    notes: &mut Vec<String>,
+) -> Result<Option<TuningInput>, TuningSpecError> {
+    let Some(tuning) = &spec.tuning else {
+        return Ok(None);
+    };
+    match spec.runtime {
+        Runtime::Transformers | Runtime::Custom => {}
+        Runtime::Vllm => return Err(TuningSpecError::NotATrainingRuntime { runtime: "vllm" }),
+        Runtime::Llamacpp => {
+            return Err(TuningSpecError::NotATrainingRuntime {
+                runtime: "llamacpp",
+            });
+        }
+    }
+    if spec.allowed_quantizations.is_some() {
+        return Err(TuningSpecError::AllowedQuantizations);
+    }
+    if spec.context_length.is_some() {
+        return Err(TuningSpecError::ContextLength);
+    }
+    if model.gguf_file_bytes.is_some() {
+        return Err(TuningSpecError::GgufModel);
+    }
+    if tuning.method == TuningMethodRequest::Full && tuning.lora.is_some() {
+        return Err(TuningSpecError::LoraOnFull);
+    }
+    check_volumes(
+        spec,
+        tuning.data_volume.as_deref(),
+        tuning.output_volume.as_deref(),
+    )?;
+    let requested = tuning.sequence_length.unwrap_or(DEFAULT_SEQUENCE_LENGTH);
+    let sequence_length = requested.min(model.context_limit);
+    if sequence_length < requested {
+        notes.push(format!(
+            "sequence length {sequence_length}: capped at the model's limit (asked {requested})"
+        ));
+    }
+    let lora = tuning.lora.clone().unwrap_or_default();
+    let rank = lora.rank.unwrap_or(DEFAULT_LORA_RANK);
+    Ok(Some(TuningInput {
+        method: tuning.method,
+        sequence_length,
+        effective_batch: tuning
+            .effective_batch
+            .unwrap_or(DEFAULT_EFFECTIVE_BATCH)
+            .max(1),
+        lora: LoraSettings {
+            rank,
+            alpha: lora.alpha.unwrap_or(rank.saturating_mul(2)),
+            dropout_percent: lora.dropout_percent.unwrap_or(DEFAULT_LORA_DROPOUT_PERCENT),
+            target_modules: lora
+                .target_modules
+                .unwrap_or_else(|| vec![ALL_LINEAR.to_string()]),
+        },
+        shape: TrainingShape::of(model, spec.model.intermediate_size),
+        data_volume: tuning.data_volume.clone(),
+        output_volume: tuning.output_volume.clone(),
+    }))
+}
+
+fn check_volumes(
+    spec: &InferenceJobSpec,
+    data: Option<&str>,
+    output: Option<&str>,
+) -> Result<(), TuningSpecError> {
+    let pod = spec.pod.as_ref();
+    let defined = |name: &str| pod.is_some_and(|p| p.volumes.iter().any(|v| v.name == name));
+    for (field, name) in [("dataVolume", data), ("outputVolume", output)] {
+        if let Some(name) = name.filter(|n| !defined(n)) {
+            return Err(TuningSpecError::UnknownVolume {
+                field,
+                name: name.to_string(),
+            });
+        }
+    }
+    if data.is_some() && data == output {
+        return Err(TuningSpecError::SameVolume);
+    }
+    let reserved = |path: &str| {
+        path.trim_end_matches('/') == DATA_MOUNT_PATH.trim_end_matches("/data")
+            || path.starts_with(DATA_MOUNT_PATH)
+            || path.starts_with(OUTPUT_MOUNT_PATH)
+    };
+    if let Some(mount) = pod
+        .into_iter()
+        .flat_map(|p| &p.volume_mounts)
+        .find(|m| reserved(&m.mount_path))
+    {
+        return Err(TuningSpecError::ReservedMountPath {
+            path: mount.mount_path.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::SpecError;
+    use crate::job_input::resolve_job;
+    use vramfit_api::InferenceJobSpec;
+
+    fn resolve(yaml: &str) -> Result<crate::JobInput, SpecError> {
+        let spec: InferenceJobSpec = serde_yaml::from_str(yaml).unwrap();
+        resolve_job(&spec)
+    }
+
+    const BASE: &str = "
+model: {preset: mistral-7b-instruct-v0.3}
+runtime: transformers
+image: x
+";
+
+    #[test]
+    fn defaults_are_filled_and_the_sequence_is_capped_at_the_models_limit() {
+        let job = resolve(&format!("{BASE}tuning: {{sequenceLength: 65536}}")).unwrap();
+        let t = job.tuning.unwrap();
+        assert_eq!((t.sequence_length, t.effective_batch), (32_768, 16));
+        assert_eq!(
+            (t.lora.rank, t.lora.alpha, t.lora.dropout_percent),
+            (16, 32, 5)
+        );
+        assert_eq!(t.lora.target_modules, ["all-linear"]);
+        assert_eq!(job.context_length, 32_768);
+        assert!(
+            job.notes
+                .iter()
+                .any(|n| n.contains("sequence length 32768: capped"))
+        );
+    }
+
+    #[test]
+    fn volumes_must_be_the_pods_and_mount_paths_under_vramfit_are_taken() {
+        let err = resolve(&format!("{BASE}tuning: {{dataVolume: train}}")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tuning.dataVolume names volume \"train\", which spec.pod.volumes does not define"
+        );
+        let pod = "pod: {volumes: [{name: train, emptyDir: {}}, {name: out, emptyDir: {}}]}";
+        let ok = resolve(&format!(
+            "{BASE}{pod}\ntuning: {{dataVolume: train, outputVolume: out}}"
+        ));
+        assert!(ok.is_ok(), "{ok:?}");
+        let taken = "pod: {volumes: [{name: train, emptyDir: {}}], volumeMounts: [{name: train, mountPath: /vramfit/data}]}";
+        let err = resolve(&format!("{BASE}{taken}\ntuning: {{dataVolume: train}}")).unwrap_err();
+        assert!(
+            err.to_string().contains("may not mount at /vramfit/data"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn serving_runtimes_gguf_models_and_inference_fields_are_refused() {
+        for (yaml, message) in [
+            (
+                "model: {preset: mistral-7b-instruct-v0.3}\nruntime: vllm\nimage: x\ntuning: {}",
+                "runtime transformers or custom, not vllm",
+            ),
+            (
+                "model: {preset: mistral-7b-instruct-v0.3-q4_k_m}\nruntime: custom\nimage: x\ntuning: {}",
+                "not a GGUF file",
+            ),
+            (
+                &format!("{BASE}contextLength: 1024\ntuning: {{}}"),
+                "not contextLength",
+            ),
+            (
+                &format!("{BASE}allowedQuantizations: [nf4]\ntuning: {{}}"),
+                "not allowedQuantizations",
+            ),
+            (
+                &format!("{BASE}tuning: {{method: full, lora: {{rank: 4}}}}"),
+                "not full",
+            ),
+        ] {
+            let err = resolve(yaml).unwrap_err().to_string();
+            assert!(err.contains(message), "{yaml}: {err}");
+        }
+    }
+}
