@@ -10,7 +10,8 @@
 //!   [`AttemptOutcome`]: how an attempt ended; [`event_reasons`]: the reasons of its Events.
 //! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates;
 //!   [`reserved_pod_keys`]: the pod labels and annotations a job may not set.
-//! * [`workload_report`]: what a workload reports in its termination message.
+//! * [`workload_report`]: what a workload reports in its termination message;
+//!   [`training_report`]: what a fine-tuning workload reports.
 //! * [`tuning`]: a fine-tuning job's section, its plan and its step-down state.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
@@ -31,6 +32,7 @@ pub mod reserved_env;
 pub mod reserved_pod_keys;
 mod schema;
 pub mod schema_check;
+pub mod training_report;
 pub mod tuning;
 mod words;
 pub mod workload_report;

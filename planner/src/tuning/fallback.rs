@@ -112,3 +112,29 @@ pub fn next_after_diverged_loss(
         _ => None,
     }
 }
+
+/// The kind of an out-of-memory step from a tuning plan to `after`, for
+/// `vramfit_fallbacks_total{reason}`: `method`, `checkpointing`, `micro_batch`.
+pub fn step_kind(tuning: &TuningPlan, after: &Fallback) -> &'static str {
+    let steps = after.tuning.clone().unwrap_or_default();
+    if steps.min_method.is_some_and(|m| m > tuning.method) {
+        "method"
+    } else if steps.gradient_checkpointing && !tuning.gradient_checkpointing {
+        "checkpointing"
+    } else if steps
+        .max_micro_batch
+        .is_some_and(|mb| mb < tuning.micro_batch)
+    {
+        "micro_batch"
+    } else {
+        "other"
+    }
+}
+
+/// Whether some class the job may use has bfloat16 (compute capability ≥ 8.0): where the
+/// float16 loss diverged, a next attempt in bfloat16 has somewhere to go.
+pub fn bfloat16_available(job: &JobInput, classes: &[crate::NodeClass]) -> bool {
+    classes
+        .iter()
+        .any(|c| c.capability.supports_bf16() && crate::plan_common::admission(job, c).is_ok())
+}

@@ -23,6 +23,7 @@ use crate::verifier::{ApiServerVerifier, test_context};
 mod partitions;
 mod schedule_deadline;
 mod start_deadline;
+mod tuning;
 mod workload_report;
 
 /// Observes and decides on `job` at `now`, writing nothing.
