@@ -8,4 +8,5 @@ pub mod error;
 pub mod manifest;
 pub mod nesting;
 pub mod render;
+mod render_tuning;
 pub mod validate;

@@ -131,3 +131,63 @@ fn node_class_manifests_override_and_add_classes() {
     assert_eq!(class("onprem-a6000-x2")["plan"]["dtype"], "bfloat16");
     assert_eq!(report["chosen"], "onprem-a6000-x2");
 }
+
+#[test]
+fn a_tuning_plan_carries_the_training_env_and_its_memory_part_by_part() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args([
+            "plan",
+            "examples/mistral-qlora.yaml",
+            "--class",
+            "a10g-x1",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let class = &report["classes"][0];
+    let tuning = &class["plan"]["tuning"];
+    assert_eq!(tuning["method"], "qlora");
+    assert_eq!(tuning["batch"], "7×5");
+    let memory = &tuning["memory"];
+    let parts: u64 = [
+        "weightsMib",
+        "trainableMib",
+        "optimizerMib",
+        "activationsMib",
+        "logitsMib",
+        "runtimeMib",
+    ]
+    .iter()
+    .map(|k| memory[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(memory["neededMib"].as_u64(), Some(parts));
+    assert!(memory["bufferMib"].as_u64().unwrap() > 0);
+    let env: Vec<(String, String)> = serde_json::from_value(class["env"].clone()).unwrap();
+    let value = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    assert_eq!(value("VRAMFIT_MICRO_BATCH"), Some("7"));
+    assert_eq!(value("VRAMFIT_GRADIENT_ACCUMULATION"), Some("5"));
+    assert_eq!(value("VRAMFIT_LORA_TARGET_MODULES"), Some("all-linear"));
+    assert_eq!(value("VRAMFIT_TF32"), Some("true"));
+    let table = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args(["plan", "examples/mistral-qlora.yaml"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    for column in [
+        "WEIGHTS",
+        "ADAPT/GRAD",
+        "OPTIM",
+        "ACTIV",
+        "LOGITS",
+        "BUFFER",
+        "MB×ACC",
+        "CKPT",
+    ] {
+        assert!(text.contains(column), "{column} in\n{text}");
+    }
+}

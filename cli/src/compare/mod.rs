@@ -13,6 +13,7 @@ pub mod follow;
 pub mod jobs;
 pub mod report;
 pub mod svg;
+pub mod unit;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -107,6 +108,7 @@ pub fn prepare(
             .collect(),
         repeat,
         prices: request.prices.clone(),
+        unit: report::Unit::of(&input),
     };
     Ok(Comparison {
         id,
@@ -428,20 +430,10 @@ fn dry_run_table(comparison: &Comparison) -> String {
         "Comparison {} in {} (dry run: nothing created): InferenceJob {}, {} under {}",
         comparison.id, comparison.namespace, ctx.job, ctx.model, ctx.runtime
     );
-    let b = &comparison.derivation.settings;
     let _ = writeln!(
         out,
-        "Baseline on every class: float16, flash attention off, PYTORCH_CUDA_ALLOC_CONF {}, {}{}context {} × batch {}",
-        b.pytorch_cuda_alloc_conf,
-        b.quantization
-            .map_or("the GGUF file's quantization".into(), |q| format!(
-                "quantization {}",
-                q.as_str()
-            )),
-        b.max_tiles
-            .map_or(String::from(", "), |t| format!(", MAX_TILES {t}, ")),
-        b.context_length,
-        b.batch_size
+        "Baseline on every class: {}",
+        report::baseline_words(&comparison.derivation.settings)
     );
     for note in &comparison.derivation.notes {
         let _ = writeln!(out, "  - {note}");
