@@ -99,6 +99,17 @@ class _Env:
     def boolean(self, name: str) -> bool:
         return self.choice(name, ("true", "false")) == "true"
 
+    def fraction_or_zero(self, name: str) -> float:
+        expected = "a number from 0 to 1, e.g. 0.05"
+        value = self._get(name, expected)
+        try:
+            number = float(value)
+        except ValueError:
+            raise self._bad(name, value, expected) from None
+        if not (math.isfinite(number) and 0 <= number <= 1):
+            raise self._bad(name, value, expected)
+        return number
+
     def fraction(self, name: str) -> float:
         expected = "a number greater than 0 and at most 1, e.g. 0.90"
         value = self._get(name, expected)
