@@ -148,3 +148,60 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The schema's extremes (10^13 parameters, 1024 layers, 2^20 hidden, 2^24 vocabulary,
+    /// 2^22 intermediate, sequences of 131,072, an effective batch of 65,536, rank 1024, 64
+    /// GPUs) give a plan or a refusal, never a panic or a wrapped size.
+    #[test]
+    fn the_extremes_of_every_tuning_bound_are_planned_or_refused(
+        parameters in prop_oneof![Just(1_000_000u64), Just(10_000_000_000_000)],
+        layers in prop_oneof![Just(1u32), Just(1024)],
+        hidden in prop_oneof![Just(64u32), Just(1_048_576)],
+        vocab in prop_oneof![Just(1u32), Just(16_777_216)],
+        intermediate in prop_oneof![Just(1u32), Just(4_194_304)],
+        seq in prop_oneof![Just(64u32), Just(131_072)],
+        batch in prop_oneof![Just(1u32), Just(65_536)],
+        rank in prop_oneof![Just(1u32), Just(1024)],
+        method in method(),
+        gpus in prop_oneof![Just(1u32), Just(64)],
+    ) {
+        let spec = InferenceJobSpec {
+            model: ModelSpec {
+                parameters: Some(parameters),
+                layers: Some(layers),
+                hidden_size: Some(hidden),
+                attention_heads: Some(1),
+                head_dim: Some(hidden),
+                vocab_size: Some(vocab),
+                intermediate_size: Some(intermediate),
+                context_limit: Some(10_485_760),
+                ..Default::default()
+            },
+            gpus: GpuBounds { min: 1, max: gpus },
+            ..serde_yaml::from_str("{model: {preset: x}, runtime: custom, image: x}").expect("a spec")
+        };
+        let mut spec = spec;
+        spec.tuning = Some(TuningSpec {
+            method,
+            sequence_length: Some(seq),
+            effective_batch: Some(batch),
+            lora: (method != TuningMethodRequest::Full).then(|| vramfit_api::tuning::LoraSpec {
+                rank: Some(rank),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let job = resolve_job(&spec).expect("in-bounds numbers are a valid spec");
+        let big = NodeClass::new("big", "NVIDIA H200", 64, 1 << 40, None);
+        for class in builtin_classes().iter().chain([&big]) {
+            if let Ok(plan) = plan_for_class(&job, class, &Fallback::default()) {
+                let t = plan.tuning.expect("a tuning plan");
+                prop_assert!(t.memory.needed_mib <= class.usable_per_gpu_mib());
+                prop_assert!(t.effective_batch >= batch);
+            }
+        }
+    }
+}
