@@ -59,22 +59,24 @@ fn plans_for_every_example_match_the_reviewed_output() {
     );
 }
 
-#[test]
-fn json_output_of_one_class_carries_env_and_args() {
+/// `vramfit plan EXAMPLE --class CLASS -o json`, parsed.
+fn plan_json(example: &str, class: &str) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
         .current_dir(root())
-        .args([
-            "plan",
-            "examples/mistral-vllm.yaml",
-            "--class",
-            "a100-80gb-x8",
-            "-o",
-            "json",
-        ])
+        .args(["plan", example, "--class", class, "-o", "json"])
         .output()
-        .unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        .expect("vramfit runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+#[test]
+fn json_output_of_one_class_carries_env_and_args() {
+    let report = plan_json("examples/mistral-vllm.yaml", "a100-80gb-x8");
     assert_eq!(report["chosen"], "a100-80gb-x8");
     let class = &report["classes"][0];
     assert_eq!(class["plan"]["dtype"], "bfloat16");
@@ -134,20 +136,7 @@ fn node_class_manifests_override_and_add_classes() {
 
 #[test]
 fn a_tuning_plan_carries_the_training_env_and_its_memory_part_by_part() {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
-        .current_dir(root())
-        .args([
-            "plan",
-            "examples/mistral-qlora.yaml",
-            "--class",
-            "a10g-x1",
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = plan_json("examples/mistral-qlora.yaml", "a10g-x1");
     let class = &report["classes"][0];
     let tuning = &class["plan"]["tuning"];
     assert_eq!(tuning["method"], "qlora");

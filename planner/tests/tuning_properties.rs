@@ -3,7 +3,7 @@
 //! optimizer, GPUs and parallelism), and the effective batch is never below what the job asked for.
 use proptest::prelude::*;
 use vramfit_api::tuning::{TuningMethodRequest, TuningSpec};
-use vramfit_api::{Fallback, GpuBounds, InferenceJobSpec, ModelSpec, Preference, Runtime};
+use vramfit_api::{Fallback, GpuBounds, InferenceJobSpec, ModelSpec, Preference};
 use vramfit_planner::{JobInput, NodeClass, builtin_classes, plan_for_class, resolve_job};
 
 fn model() -> impl Strategy<Value = ModelSpec> {
@@ -46,39 +46,23 @@ fn job() -> impl Strategy<Value = JobInput> {
         any::<bool>(),
     )
         .prop_map(|(model, method, seq, batch, min, extra, economy)| {
-            let spec = InferenceJobSpec {
-                model,
-                runtime: Runtime::Transformers,
-                image: "x".into(),
-                command: vec![],
-                args: vec![],
-                context_length: None,
-                batch_size: 1,
-                dtype: Default::default(),
-                allowed_quantizations: None,
-                gpus: GpuBounds {
-                    min,
-                    max: min + extra,
-                },
-                preference: if economy {
-                    Preference::Economy
-                } else {
-                    Preference::Quality
-                },
-                llama_cpp: None,
-                overrides: None,
-                node_classes: None,
-                max_attempts: 3,
-                start_deadline_seconds: None,
-                schedule_deadline_seconds: None,
-                pod: None,
-                tuning: Some(TuningSpec {
-                    method,
-                    sequence_length: Some(seq),
-                    effective_batch: Some(batch),
-                    ..Default::default()
-                }),
+            let mut spec: InferenceJobSpec =
+                serde_yaml::from_str("{model: {preset: x}, runtime: transformers, image: x}")
+                    .expect("a spec");
+            spec.model = model;
+            spec.gpus = GpuBounds {
+                min,
+                max: min + extra,
             };
+            if economy {
+                spec.preference = Preference::Economy;
+            }
+            spec.tuning = Some(TuningSpec {
+                method,
+                sequence_length: Some(seq),
+                effective_batch: Some(batch),
+                ..Default::default()
+            });
             resolve_job(&spec).expect("generated tuning jobs are valid")
         })
 }

@@ -178,16 +178,7 @@ pub fn adapter_parameters(rank: u32, adapted: &[(u64, u64)], layers: u32) -> u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model_catalog::resolve;
-    use vramfit_api::ModelSpec;
-
-    fn preset(key: &str) -> ModelShape {
-        resolve(&ModelSpec {
-            preset: Some(key.into()),
-            ..Default::default()
-        })
-        .unwrap()
-    }
+    use crate::model_catalog::preset_shape as preset;
 
     #[test]
     fn the_intermediate_size_derived_from_parameters_is_close_above_the_config() {

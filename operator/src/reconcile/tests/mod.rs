@@ -106,7 +106,7 @@ fn env_value(pod: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn condition(status: &Value, type_: &str) -> Value {
+pub(crate) fn condition(status: &Value, type_: &str) -> Value {
     status["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == type_))

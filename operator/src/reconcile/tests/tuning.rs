@@ -1,12 +1,17 @@
 //! Controller tests of fine-tuning jobs (docs/tuning.md): the pod carries the training env and
 //! the tuning volumes; an out-of-memory failure halves the micro-batch (the accumulation
 //! doubles); a NaN loss retries in the other dtype; a training result lands in status.
-use serde_json::Value;
-use vramfit_api::{InferenceJobSpec, Phase};
+use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Node;
+use serde_json::Value;
+use vramfit_api::{InferenceJob, InferenceJobSpec, Phase};
+
+use crate::context::Context;
 use crate::fixtures;
-use crate::reconcile::tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
-use crate::verifier::test_context;
+use crate::reconcile::tests::{condition, created_pod, first_reconcile, run, with_status};
+use crate::stores::StoreWriters;
+use crate::verifier::{ApiServerVerifier, test_context};
 
 const QLORA: &str = r#"{
     "model": {"preset": "mistral-7b-instruct-v0.3"},
@@ -27,6 +32,36 @@ fn qlora_spec() -> InferenceJobSpec {
     fixtures::spec_from_json(QLORA)
 }
 
+/// The QLoRA job's first attempt on `node` (and the GpuNodeClasses `setup` adds), whose pod
+/// then ended with `exit_code` and `message`: the context, the verifier, the job with the
+/// first status, the first pod.
+async fn first_attempt_ended(
+    node: Node,
+    setup: impl FnOnce(&mut StoreWriters),
+    exit_code: i32,
+    message: &str,
+) -> (Arc<Context>, ApiServerVerifier, InferenceJob, Value) {
+    let (ctx, mut api, mut writers) = test_context();
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    writers.apply_node(node);
+    setup(&mut writers);
+    writers.mark_ready();
+    let job = fixtures::job("chat", qlora_spec());
+    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    let reason = if exit_code == 0 { "Completed" } else { "Error" };
+    let ended = if exit_code == 0 {
+        fixtures::as_succeeded_with_message(created_pod(&pod), &node_name, message)
+    } else {
+        fixtures::as_failed(created_pod(&pod), &node_name, reason, exit_code, message)
+    };
+    writers.apply_pod(ended);
+    (ctx, api, with_status(&job, &status), pod)
+}
+
+fn a10g() -> Node {
+    fixtures::gpu_node("a-1", "a10g", 4, 4)
+}
+
 fn env(pod: &Value, name: &str) -> String {
     pod["spec"]["containers"][0]["env"]
         .as_array()
@@ -39,7 +74,8 @@ fn env(pod: &Value, name: &str) -> String {
 #[tokio::test]
 async fn a_tuning_pod_gets_the_training_env_and_its_volumes_and_status_the_plan() {
     let (ctx, mut api, mut writers) = test_context();
-    a10g_cluster(&mut writers);
+    writers.apply_node(a10g());
+    writers.mark_ready();
     let job = fixtures::job("chat", qlora_spec());
     let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
     for (name, value) in [
@@ -75,18 +111,7 @@ async fn a_tuning_pod_gets_the_training_env_and_its_volumes_and_status_the_plan(
 
 #[tokio::test]
 async fn out_of_memory_halves_the_micro_batch_and_doubles_the_accumulation() {
-    let (ctx, mut api, mut writers) = test_context();
-    a10g_cluster(&mut writers);
-    let job = fixtures::job("chat", qlora_spec());
-    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
-    writers.apply_pod(fixtures::as_failed(
-        created_pod(&pod),
-        "a-1",
-        "Error",
-        1,
-        OOM,
-    ));
-    let job = with_status(&job, &status);
+    let (ctx, mut api, job, _) = first_attempt_ended(a10g(), |_| {}, 1, OOM).await;
     run(&ctx, &job, &mut api, async |api| {
         let next = api.pod_create("chat-2").await;
         assert_eq!(env(&next, "VRAMFIT_MICRO_BATCH"), "3");
@@ -114,18 +139,7 @@ async fn out_of_memory_halves_the_micro_batch_and_doubles_the_accumulation() {
 
 #[tokio::test]
 async fn a_nan_loss_in_bfloat16_retries_in_float16() {
-    let (ctx, mut api, mut writers) = test_context();
-    a10g_cluster(&mut writers);
-    let job = fixtures::job("chat", qlora_spec());
-    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
-    writers.apply_pod(fixtures::as_failed(
-        created_pod(&pod),
-        "a-1",
-        "Error",
-        3,
-        NAN_BF16,
-    ));
-    let job = with_status(&job, &status);
+    let (ctx, mut api, job, _) = first_attempt_ended(a10g(), |_| {}, 3, NAN_BF16).await;
     run(&ctx, &job, &mut api, async |api| {
         let next = api.pod_create("chat-2").await;
         assert_eq!(env(&next, "TORCH_DTYPE"), "float16");
@@ -160,29 +174,13 @@ async fn a_nan_loss_in_bfloat16_retries_in_float16() {
 
 #[tokio::test]
 async fn a_nan_loss_in_float16_with_no_bfloat16_class_fails_with_the_report() {
-    let (ctx, mut api, mut writers) = test_context();
-    writers.apply_node(fixtures::gpu_node("v-1", "v100", 4, 4));
-    writers.mark_ready();
-    let job = fixtures::job("chat", qlora_spec());
-    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+    let v100 = fixtures::gpu_node("v-1", "v100", 4, 4);
+    let (ctx, mut api, job, pod) = first_attempt_ended(v100, |_| {}, 3, NAN_FP16).await;
     assert_eq!(env(&pod, "TORCH_DTYPE"), "float16");
-    writers.apply_pod(fixtures::as_failed(
-        created_pod(&pod),
-        "v-1",
-        "Error",
-        3,
-        NAN_FP16,
-    ));
-    let job = with_status(&job, &status);
     run(&ctx, &job, &mut api, async |api| {
         let body = api.status_apply(&job).await;
-        let s = &body["status"];
-        assert_eq!(s["phase"], Phase::Failed.as_str());
-        let ready = s["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-            .cloned()
-            .unwrap_or_default();
+        assert_eq!(body["status"]["phase"], Phase::Failed.as_str());
+        let ready = condition(&body, "Ready");
         assert_eq!(ready["reason"], "BadOutput");
         let message = ready["message"].as_str().unwrap_or_default();
         assert!(
@@ -197,17 +195,10 @@ async fn a_nan_loss_in_float16_with_no_bfloat16_class_fails_with_the_report() {
 
 #[tokio::test]
 async fn a_training_result_lands_in_status_with_tokens_per_second() {
-    let (ctx, mut api, mut writers) = test_context();
-    a10g_cluster(&mut writers);
-    writers.apply_node_class((*fixtures::gpu_node_class_override("a10g-x4", 60)).clone());
-    let job = fixtures::job("chat", qlora_spec());
-    let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
-    writers.apply_pod(fixtures::as_succeeded_with_message(
-        created_pod(&pod),
-        "a-1",
-        TRAINED,
-    ));
-    let job = with_status(&job, &status);
+    let price = |w: &mut StoreWriters| {
+        w.apply_node_class((*fixtures::gpu_node_class_override("a10g-x4", 60)).clone());
+    };
+    let (ctx, mut api, job, _) = first_attempt_ended(a10g(), price, 0, TRAINED).await;
     run(&ctx, &job, &mut api, async |api| {
         let body = api.status_apply(&job).await;
         let r = &body["status"]["result"];
