@@ -37,7 +37,7 @@ status_words! {
         /// replica runs the current spec and is Ready.
         Progressing = "Progressing",
         /// Served jobs: a replica is down for a reason waiting does not cure (True:
-        /// `CrashLoop`, `NoClassFits`, `NoStepLeft`, `HostOutOfMemory`, `PodRejected`); False
+        /// `CrashLoop`, `NoClassFits`, `NoStepLeft`, `HostOutOfMemory`, `ServiceNameTaken`); False
         /// (`AsExpected`) otherwise.
         Degraded = "Degraded",
     }
@@ -121,6 +121,9 @@ status_words! {
         /// Served jobs, Degraded=True: a replica failed again and again; its pod comes back
         /// after an exponential backoff.
         CrashLoop = "CrashLoop",
+        /// Served jobs, Degraded=True: a Service of the job's name exists and is not this
+        /// job's (vramfit leaves it alone).
+        ServiceNameTaken = "ServiceNameTaken",
         /// Served jobs, Degraded=False.
         AsExpected = "AsExpected",
     }

@@ -162,6 +162,11 @@ pub struct ReplicaStatus {
     /// The replacement of a failed pod waits until then (exponential backoff).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<Time>,
+    /// Why the replica's last pod ended, while it is down or backing off (`OutOfMemory`,
+    /// `NoStepLeft`, `HostOutOfMemory`, `Failed`, `StartTimeout`, `Disrupted`, `Deleted`,
+    /// `NoClassFits`); unset once a pod serves again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// What the replica is doing or why it is down, in one line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

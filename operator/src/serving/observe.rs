@@ -1,0 +1,101 @@
+//! Observe a served job (reads the caches, writes nothing): the batch snapshot's pod lookups,
+//! reservations and room, plus the pods the job controls, its Service and its
+//! PodDisruptionBudget.
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use vramfit_api::{DEFAULT_START_DEADLINE_SECONDS, InferenceJob, ServeSpec};
+
+use super::decide::{ServedDecision, ServedObserved, next_served};
+use crate::context::Context;
+use crate::reconcile::build::BuildError;
+use crate::reconcile::observe::{ObserveError, Snapshot, snapshot};
+
+/// What the caches show of a served job, at one moment.
+pub struct ServedSnapshot<'a> {
+    /// The batch snapshot: pods by name, reservations, room.
+    pub base: Snapshot<'a>,
+    job: &'a InferenceJob,
+    serve: &'a ServeSpec,
+    ctx: &'a Context,
+    owned: Vec<String>,
+    service: Option<Arc<Service>>,
+    pdb: Option<Arc<PodDisruptionBudget>>,
+}
+
+/// The served job as the caches show it.
+pub fn served_snapshot<'a>(
+    job: &'a InferenceJob,
+    serve: &'a ServeSpec,
+    ctx: &'a Context,
+) -> Result<ServedSnapshot<'a>, ObserveError> {
+    let base = snapshot(job, ctx)?;
+    let namespace = base.namespace().to_string();
+    let name = job.name_any();
+    Ok(ServedSnapshot {
+        owned: owned_pods(ctx, &namespace, job),
+        service: ctx.serving.service(&namespace, &name),
+        pdb: ctx.serving.pdb(&namespace, &name),
+        base,
+        job,
+        serve,
+        ctx,
+    })
+}
+
+/// The names of the pods of `namespace` that `job` (by uid) controls and that are not being
+/// deleted.
+fn owned_pods(ctx: &Context, namespace: &str, job: &InferenceJob) -> Vec<String> {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return Vec::new();
+    };
+    ctx.stores
+        .job_pods
+        .state()
+        .iter()
+        .filter(|pod| {
+            pod.metadata.namespace.as_deref() == Some(namespace)
+                && pod.metadata.deletion_timestamp.is_none()
+                && pod
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
+        .map(|pod| pod.name_any())
+        .collect()
+}
+
+impl ServedSnapshot<'_> {
+    /// The next state of the job from this snapshot (pure: [`next_served`]).
+    pub fn decide(&self, now: Time) -> Result<ServedDecision, BuildError> {
+        let pods = |name: &str| self.base.pod(name);
+        let capacity = || self.base.capacity();
+        let requeues = &self.ctx.settings.requeues;
+        let deadline = self
+            .job
+            .spec
+            .start_deadline_seconds
+            .unwrap_or(DEFAULT_START_DEADLINE_SECONDS);
+        let observed = ServedObserved {
+            job: self.job,
+            serve: self.serve,
+            input: self.base.input(),
+            pods: &pods,
+            owned: &self.owned,
+            inventory: self.base.inventory(),
+            capacity: &capacity,
+            service: self.service.as_deref(),
+            pdb: self.pdb.as_deref(),
+            now,
+            backoff: &self.ctx.serving.backoff,
+            start_deadline: Duration::from_secs(deadline.into()),
+            unschedulable_requeue: requeues.unschedulable,
+            resync: requeues.resync,
+        };
+        next_served(&observed)
+    }
+}
