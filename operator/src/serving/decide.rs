@@ -72,6 +72,8 @@ pub struct ServedObserved<'a> {
     pub pods: &'a dyn Fn(&str) -> PodSeen,
     /// The names of the pods the job controls that the stores show (not being deleted).
     pub owned: &'a [String],
+    /// How many of the job's pods are being deleted (their GPUs are not free yet).
+    pub terminating: usize,
     /// Classes and nodes.
     pub inventory: &'a Inventory,
     /// Free GPUs per class for the job's pods (computed when a pod is placed).
@@ -278,7 +280,8 @@ impl<'a> Draft<'a> {
         let (backoff, now) = (self.obs.backoff, self.obs.now.clone());
         let line = &mut self.lines[index];
         line.reason = None;
-        if let Some(node) = state.node() {
+        let bound_only = matches!(state, ReplicaPod::Starting { detail: None, .. });
+        if let Some(node) = state.node().filter(|_| !bound_only) {
             line.node_name = Some(node.to_string());
         }
         line.ready = state.is_ready();
@@ -288,12 +291,9 @@ impl<'a> Draft<'a> {
                 detail: Some(detail),
                 ..
             } => format!("pod {pod} waits: {detail}"),
-            ReplicaPod::Starting {
-                node: Some(node), ..
-            } => {
-                format!("pod {pod} starts on node {node}")
-            }
-            ReplicaPod::Starting { .. } => format!("pod {pod} is not running yet"),
+            // Created, or only bound: not worth a status write of its own (as for batch jobs,
+            // the node comes with the next thing the pod reports).
+            ReplicaPod::Starting { .. } => format!("pod {pod} created: {}", line.plan_summary),
             ReplicaPod::Running { ready: true, .. } => format!("pod {pod} serves"),
             ReplicaPod::Running { .. } => {
                 format!(

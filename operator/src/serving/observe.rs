@@ -23,6 +23,7 @@ pub struct ServedSnapshot<'a> {
     serve: &'a ServeSpec,
     ctx: &'a Context,
     owned: Vec<String>,
+    terminating: usize,
     service: Option<Arc<Service>>,
     pdb: Option<Arc<PodDisruptionBudget>>,
 }
@@ -36,8 +37,10 @@ pub fn served_snapshot<'a>(
     let base = snapshot(job, ctx)?;
     let namespace = base.namespace().to_string();
     let name = job.name_any();
+    let (owned, terminating) = owned_pods(ctx, &namespace, job);
     Ok(ServedSnapshot {
-        owned: owned_pods(ctx, &namespace, job),
+        owned,
+        terminating,
         service: ctx.serving.service(&namespace, &name),
         pdb: ctx.serving.pdb(&namespace, &name),
         base,
@@ -48,25 +51,26 @@ pub fn served_snapshot<'a>(
 }
 
 /// The names of the pods of `namespace` that `job` (by uid) controls and that are not being
-/// deleted.
-fn owned_pods(ctx: &Context, namespace: &str, job: &InferenceJob) -> Vec<String> {
+/// deleted, and how many are being deleted.
+fn owned_pods(ctx: &Context, namespace: &str, job: &InferenceJob) -> (Vec<String>, usize) {
     let Some(uid) = job.metadata.uid.as_deref() else {
-        return Vec::new();
+        return (Vec::new(), 0);
     };
-    ctx.stores
-        .job_pods
-        .state()
+    let pods = ctx.stores.job_pods.state();
+    let (leaving, owned): (Vec<_>, Vec<_>) = pods
         .iter()
         .filter(|pod| {
             pod.metadata.namespace.as_deref() == Some(namespace)
-                && pod.metadata.deletion_timestamp.is_none()
                 && pod
                     .owner_references()
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid)
         })
-        .map(|pod| pod.name_any())
-        .collect()
+        .partition(|pod| pod.metadata.deletion_timestamp.is_some());
+    (
+        owned.iter().map(|pod| pod.name_any()).collect(),
+        leaving.len(),
+    )
 }
 
 impl ServedSnapshot<'_> {
@@ -86,6 +90,7 @@ impl ServedSnapshot<'_> {
             input: self.base.input(),
             pods: &pods,
             owned: &self.owned,
+            terminating: self.terminating,
             inventory: self.base.inventory(),
             capacity: &capacity,
             service: self.service.as_deref(),

@@ -120,7 +120,10 @@ impl Draft<'_> {
             }
         }
         let rolling = self.lines.iter().any(|l| l.surge.is_some());
-        if rolling {
+        // A pod on its way out still holds its GPUs: the next step waits until it is gone (its
+        // deletion reconciles the job), so that it can surge rather than replace in place.
+        let leaving = !self.delete_pods.is_empty() || self.obs.terminating > 0;
+        if rolling || (leaving && !outdated.is_empty()) {
             return Ok(());
         }
         // One at a time: a replica that serves nothing first (replacing it loses nothing).

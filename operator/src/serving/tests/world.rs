@@ -109,6 +109,7 @@ impl World {
             input: &input,
             pods: &pods,
             owned: &owned,
+            terminating: 0,
             inventory: &inventory,
             capacity: &capacity,
             service: self.service.as_ref(),
