@@ -8,7 +8,9 @@ pub async fn kubectl_columns(s: &mut Suite) -> Result<()> {
     let rows: Vec<&str> = s.example_jobs.iter().map(String::as_str).collect();
     let table = parse_table(
         &text,
-        &["NAME", "PHASE", "CLASS", "GPUS", "DTYPE", "QUANT", "AGE"],
+        &[
+            "NAME", "PHASE", "READY", "CLASS", "GPUS", "DTYPE", "QUANT", "AGE",
+        ],
         &rows,
     )?;
     for name in &rows {
