@@ -37,7 +37,8 @@ status_words! {
         /// replica runs the current spec and is Ready.
         Progressing = "Progressing",
         /// Served jobs: a replica is down for a reason waiting does not cure (True:
-        /// `CrashLoop`, `NoClassFits`, `NoStepLeft`, `HostOutOfMemory`, `ServiceNameTaken`); False
+        /// `CrashLoop`, `NoClassFits`, `NoStepLeft`, `HostOutOfMemory`, `ServiceNameTaken`,
+        /// `ServiceRejected`); False
         /// (`AsExpected`) otherwise.
         Degraded = "Degraded",
     }
@@ -124,6 +125,9 @@ status_words! {
         /// Served jobs, Degraded=True: a Service of the job's name exists and is not this
         /// job's (vramfit leaves it alone).
         ServiceNameTaken = "ServiceNameTaken",
+        /// Served jobs, Degraded=True: the API server refused the job's Service or
+        /// PodDisruptionBudget (retried with backoff).
+        ServiceRejected = "ServiceRejected",
         /// Served jobs, Degraded=False.
         AsExpected = "AsExpected",
     }

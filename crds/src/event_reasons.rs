@@ -56,5 +56,8 @@ status_words! {
         Available = "Available",
         /// Served jobs: no replica is Ready any more, or a replica is down for good (Warning).
         Degraded = "Degraded",
+        /// Served jobs: the API server refused the job's Service or PodDisruptionBudget
+        /// (Warning; retried with backoff).
+        ServiceRejected = "ServiceRejected",
     }
 }

@@ -218,6 +218,29 @@ impl ApiServerVerifier {
         body
     }
 
+    /// Expects the server-side apply of object `name` at `collection`; refuses it with `code`
+    /// and `message`.
+    pub async fn object_apply_rejected(
+        &mut self,
+        collection: &str,
+        name: &str,
+        code: u16,
+        message: &str,
+    ) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("{collection}/{name}{APPLY_QUERY}")
+        );
+        respond(
+            send,
+            code,
+            &json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                     "message": message, "reason": "InternalError", "code": code }),
+        );
+    }
+
     /// Expects the deletion of object `name` at `collection`.
     pub async fn object_delete(&mut self, collection: &str, name: &str) {
         let (request, send) = self.next().await;

@@ -39,7 +39,7 @@ mod rollout;
 pub mod scale;
 pub mod service;
 pub mod state;
-mod summary;
+pub mod summary;
 pub mod watches;
 
 pub use state::ServingState;
@@ -76,7 +76,20 @@ pub async fn reconcile_served(
         update_status::report_pod_not_written(job, ctx, &error).await;
         return Err(error.into());
     }
-    apply::write_objects(job, &decision, ctx).await?;
+    let objects = apply::write_objects(job, &decision, ctx).await;
+    let mut decision = decision;
+    if let Err(error) = &objects {
+        // The replicas exist: the status still says so, and why the Service is missing.
+        let now = Time(Timestamp::now());
+        let old = job.status.clone().unwrap_or_default();
+        summary::objects_refused(
+            &mut decision,
+            &old,
+            job.metadata.generation,
+            &now,
+            &error.to_string(),
+        );
+    }
     // API: the status, then events and metrics (the batch step).
     for reason in &decision.restarts {
         ctx.metrics.serving().count_restart(reason);
@@ -94,5 +107,6 @@ pub async fn reconcile_served(
         action: decision.action.clone(),
     };
     update_status::write(job, &written, ctx).await?;
+    objects?;
     Ok(decision.action)
 }

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `Ready`, `Available` | `Serving`: a replica is Ready, the endpoint answers | `NoReplicaReady`, `ScaledToZero` |
 //! | `Progressing` | `RollingUpdate`, `ScalingUp`, `ScalingDown`, `ReplicasStarting` | `UpToDate` |
-//! | `Degraded` | `CrashLoop`, `NoStepLeft`, `HostOutOfMemory`, `NoClassFits`, `ServiceNameTaken` | `AsExpected` |
+//! | `Degraded` | `CrashLoop`, `NoStepLeft`, `HostOutOfMemory`, `NoClassFits`, `ServiceNameTaken`, `ServiceRejected` | `AsExpected` |
 //! | `Scheduled` | `PodCreated`: every replica has a pod | `NoClassFits`, `InvalidSpec` |
 //! | `OutOfMemory` | `SteppedDown`: a replica runs a step down | `NoOutOfMemory` |
 //!
@@ -349,6 +349,38 @@ impl Draft<'_> {
         }
         Action::requeue(next)
     }
+}
+
+/// Records in `decision` that the API server refused the job's Service or PodDisruptionBudget
+/// (`Degraded`, reason `ServiceRejected`, and a Warning event): the status is still written,
+/// with the replicas it describes, and the reconcile is retried with backoff.
+pub fn objects_refused(
+    decision: &mut ServedDecision,
+    old: &InferenceJobStatus,
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    message: &str,
+) {
+    let message = crate::reconcile::pod_outcome::trim_message(message);
+    // Refused again: the condition keeps the time it turned True.
+    let before = conditions::get(&old.conditions, ConditionType::Degraded)
+        .filter(|c| c.status == "True" && c.reason == Reason::ServiceRejected.as_str())
+        .cloned();
+    let list = &mut decision.status.conditions;
+    if let Some(before) = before {
+        list.retain(|c| c.type_ != ConditionType::Degraded.as_str());
+        list.push(before);
+        conditions::sort(list);
+    }
+    vramfit_api::conditions::ConditionsUpdate::new(list, generation, now).set(
+        ConditionType::Degraded,
+        true,
+        Reason::ServiceRejected,
+        message.clone(),
+    );
+    decision
+        .events
+        .push(JobEvent::warning(EventReason::ServiceRejected, message));
 }
 
 /// The names once each, first occurrence first.

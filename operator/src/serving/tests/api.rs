@@ -302,3 +302,45 @@ async fn a_refused_replica_pod_is_reported_and_retried() {
     assert_eq!(scheduled["reason"], "PodRejected");
     assert!(ctx.reservations.is_empty());
 }
+
+/// Found on a real API server (its service IP range full at 254 Services): a Service the API
+/// server refuses must not keep the status from being written. The replicas' pods are created
+/// and recorded, the job says why it has no Service (`Degraded`, `ServiceRejected`, a Warning
+/// event), and the reconcile fails to be retried with backoff.
+#[tokio::test]
+async fn a_refused_service_still_leaves_the_replicas_in_status() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let job = served_job(1);
+    let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(&job)), ctx.clone()));
+    api.pod_create("chat-r0-1").await;
+    let full = "Internal error occurred: failed to allocate a serviceIP: range is full";
+    api.object_apply_rejected(&services(), "chat", 500, full)
+        .await;
+    let status = api.status_apply(&job).await;
+    api.events("chat", &["PodCreated", "ServiceRejected"]).await;
+    api.no_more_requests().await;
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("reconcile finishes")
+        .expect("no panic");
+    assert!(result.is_err(), "retried with backoff: {result:?}");
+    let s = &status["status"];
+    assert_eq!(s["replicaStatuses"][0]["podName"], "chat-r0-1");
+    let degraded = s["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .cloned()
+        .unwrap();
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "ServiceRejected");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap()
+            .contains("range is full"),
+        "{degraded}"
+    );
+}

@@ -543,3 +543,24 @@ fn a_foreign_service_of_the_jobs_name_is_left_alone_and_reported() {
     assert!(decision.service.is_none());
     assert_eq!(world.condition("Degraded").1, "ServiceNameTaken");
 }
+
+#[test]
+fn a_served_job_with_no_room_anywhere_is_unschedulable_and_says_why_once() {
+    // One A10G×1 node, already taken by another workload.
+    let mut world = World::two_classes(served_spec(replicas(2)));
+    world.nodes.remove(0);
+    let mut other = fixtures::gpu_pod("other", "train", Some("a-1"), 1);
+    other.metadata.namespace = Some(fixtures::NAMESPACE.into());
+    world.pods.insert("train".into(), other);
+    let decision = world.step();
+    assert!(decision.create_pods.is_empty());
+    let status = world.job.status.clone().unwrap();
+    assert_eq!(status.phase, Some(Phase::Unschedulable));
+    assert_eq!(status.replicas, Some(0));
+    assert_eq!(world.condition("Scheduled").1, "NoClassFits");
+    assert!(world.condition("Scheduled").2.contains("no free GPUs"));
+    assert_eq!(reasons(&decision), ["Degraded", "Unschedulable"]);
+    assert_eq!(decision.action, Action::requeue(Duration::from_secs(300)));
+    // Looked at again with nothing new: no event again.
+    assert!(world.step().events.is_empty());
+}
