@@ -87,7 +87,10 @@ pub async fn write_pods(
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     for name in &decision.delete_pods {
         match pods.delete(name, &DeleteParams::background()).await {
-            Ok(_) => info!(pod = %name, "deleted a replica pod"),
+            Ok(_) => {
+                info!(pod = %name, "deleted a replica pod");
+                ctx.serving.deleting.record(&namespace, name);
+            }
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(source) => {
                 return Err(ApplyError::PodDelete {

@@ -66,7 +66,12 @@ fn owned_pods(ctx: &Context, namespace: &str, job: &InferenceJob) -> (Vec<String
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid)
         })
-        .partition(|pod| pod.metadata.deletion_timestamp.is_some());
+        // Deleted: the store says so, or this process deleted it and the store has not
+        // caught up.
+        .partition(|pod| {
+            pod.metadata.deletion_timestamp.is_some()
+                || ctx.serving.deleting.contains(namespace, &pod.name_any())
+        });
     (
         owned.iter().map(|pod| pod.name_any()).collect(),
         leaving.len(),

@@ -1,8 +1,9 @@
 //! What served jobs add to the shared context: the caches of their Services and
 //! PodDisruptionBudgets (filled by [`super::watches`]), the served jobs that wait for room
 //! (woken with the batch jobs that wait), and the replicas' backoff.
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -11,6 +12,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backoff::Backoff;
 use super::gauges::ServingGauges;
+use crate::stores::gpu_usage::pod_key;
 use crate::stores::{JobRef, relist};
 
 /// The served jobs' part of the context.
@@ -19,6 +21,8 @@ pub struct ServingState {
     pub stores: ServingStores,
     /// How long failed replicas wait.
     pub backoff: Backoff,
+    /// Replica pods this process deleted lately.
+    pub deleting: Deleting,
     waiting: Arc<Waiting>,
     gauges: Arc<ServingGauges>,
 }
@@ -45,6 +49,38 @@ impl ServingWriters {
     pub fn mark_ready(&mut self) {
         relist(&mut self.services);
         relist(&mut self.pdbs);
+    }
+}
+
+/// Replica pods this process deleted, for a while: the pod store may still show such a pod
+/// without its deletion for a moment, and a reconcile in that moment must neither delete it
+/// again nor take its GPUs for free. Pod names are never reused (their number grows), so an
+/// entry that outlives its pod is harmless; entries expire after [`DELETING_TTL`].
+#[derive(Default)]
+pub struct Deleting(Mutex<HashMap<String, Instant>>);
+
+/// How long a deletion is remembered.
+pub const DELETING_TTL: Duration = Duration::from_secs(120);
+
+impl Deleting {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Remembers that pod `name` of `namespace` was deleted now.
+    pub fn record(&self, namespace: &str, name: &str) {
+        let mut entries = self.lock();
+        entries.retain(|_, at| at.elapsed() < DELETING_TTL);
+        entries.insert(pod_key(namespace, name), Instant::now());
+    }
+
+    /// Whether pod `name` of `namespace` was deleted by this process lately.
+    pub fn contains(&self, namespace: &str, name: &str) -> bool {
+        self.lock()
+            .get(&pod_key(namespace, name))
+            .is_some_and(|at| at.elapsed() < DELETING_TTL)
     }
 }
 
@@ -85,6 +121,7 @@ impl ServingState {
                 pdbs: pdbs.as_reader(),
             },
             backoff: Backoff::default(),
+            deleting: Deleting::default(),
             waiting: Arc::new(Waiting::default()),
             gauges: Arc::new(ServingGauges::default()),
         };
@@ -123,5 +160,19 @@ impl ServingStores {
     ) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
         self.services.wait_until_ready().await?;
         self.pdbs.wait_until_ready().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deletion_is_remembered_per_namespace_and_name() {
+        let deleting = Deleting::default();
+        deleting.record("ml", "chat-r0-1");
+        assert!(deleting.contains("ml", "chat-r0-1"));
+        assert!(!deleting.contains("ml", "chat-r0-2"));
+        assert!(!deleting.contains("other", "chat-r0-1"));
     }
 }

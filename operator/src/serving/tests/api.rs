@@ -185,9 +185,13 @@ async fn a_rolling_update_creates_the_new_pod_first_and_deletes_the_old_one_once
         status["status"]["replicaStatuses"][0]["podName"],
         "chat-r0-3"
     );
+    // Regression (seen at scale on a real API server): the pod store still shows the deleted
+    // pod, without its deletion: a reconcile then neither deletes it again nor starts the next
+    // surge pod (the old pod still holds its GPU).
+    let changed = with_status(&changed, &status);
+    run(&ctx, &changed, &mut api, async |_| {}).await;
     // The next replica's surge pod waits until the old pod is gone (its GPU is free then).
     writers.delete_pod(created_pod(&pods[0]));
-    let changed = with_status(&changed, &status);
     run(&ctx, &changed, &mut api, async |api| {
         api.pod_create("chat-r1-4").await;
         status = api.status_apply(&changed).await;
