@@ -222,6 +222,37 @@ async fn wait_for(
     }
 }
 
+/// Prints up to 5 jobs that `done` does not list, with why (conditions, replica lines).
+async fn explain_missing(client: &Client, ns: &str, done: &HashMap<String, Instant>) -> Result<()> {
+    let jobs: Api<InferenceJob> = Api::namespaced(client.clone(), ns);
+    let list = jobs.list(&kube::api::ListParams::default()).await?;
+    for job in list
+        .items
+        .iter()
+        .filter(|j| !done.contains_key(&j.name_any()))
+        .take(5)
+    {
+        let status = job.status.clone().unwrap_or_default();
+        let conditions: Vec<String> = status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == "Scheduled" || c.type_ == "Degraded" || c.type_ == "Progressing")
+            .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
+            .collect();
+        let lines: Vec<String> = status
+            .replica_statuses
+            .iter()
+            .map(|l| format!("{} {}", l.pod_name, l.message.clone().unwrap_or_default()))
+            .collect();
+        eprintln!(
+            "operator-scale:     not done: {} ({}): {conditions:?} {lines:?}",
+            job.name_any(),
+            status.ready.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 /// The writes the operator makes for served jobs: pods (less the kubelet's confirmed
 /// deletions), job status, events, Services, PodDisruptionBudgets.
 fn operator_writes(totals: &RequestTotals, kubelet_deletions: u64) -> u64 {
@@ -330,6 +361,14 @@ pub async fn run(
         |p| p.ready.len(),
     )
     .await?;
+    if figures.all_ready < args.jobs {
+        let done = progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ready
+            .clone();
+        explain_missing(client, ns, &done).await?;
+    }
     wait_quiet(client, &mut operator, &before, &kubelet_seen).await?;
     figures.writes = scrape(client).await?.since(&before);
     figures.kubelet = kubelet_seen.counts();
@@ -381,6 +420,14 @@ pub async fn run(
         |p| p.rolled.len(),
     )
     .await?;
+    if figures.rolled < args.jobs {
+        let done = progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rolled
+            .clone();
+        explain_missing(client, ns, &done).await?;
+    }
     wait_quiet(client, &mut operator, &before, &kubelet_seen).await?;
     figures.roll_writes = scrape(client).await?.since(&before);
     let now = kubelet_seen.counts();
@@ -480,8 +527,9 @@ impl Figures {
         (
             operator_writes(writes, deletions) as f64 / replicas,
             format!(
-                "pods {:.2}, job status {:.2}, Services {:.2}, PDBs {:.2}",
+                "pods {:.2} ({} less {deletions} the kubelet's), job status {:.2}, Services {:.2}, PDBs {:.2}",
                 pods as f64 / replicas,
+                super::Report::by_verb(writes, "pods", ""),
                 status as f64 / replicas,
                 services as f64 / replicas,
                 pdbs as f64 / replicas
