@@ -199,7 +199,8 @@ pub struct ReplicaRestart {
     pub slot: u32,
     /// The pod that ended.
     pub pod_name: String,
-    /// OutOfMemory, HostOutOfMemory, Failed, Disrupted, StartTimeout or Deleted.
+    /// OutOfMemory, HostOutOfMemory, Failed, Disrupted, StartTimeout, ScheduleTimeout or
+    /// Deleted.
     pub reason: String,
     /// What it said, trimmed.
     pub message: String,

@@ -185,6 +185,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("served-hpa-targets-the-scale-subresource", |s| {
             Box::pin(serving::hpa_targets_the_scale_subresource(s))
         }),
+        ("served-unschedulable-replica-frees-its-class", |s| {
+            Box::pin(serving::unschedulable_replica_frees_its_class(s))
+        }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;
     let mut suite = match setup_result {

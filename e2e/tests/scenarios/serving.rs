@@ -740,3 +740,58 @@ pub async fn hpa_targets_the_scale_subresource(s: &mut Suite) -> Result<()> {
     let _ = hpas.delete(name, &DeleteParams::default()).await;
     s.delete_jobs(&[name.to_string()]).await
 }
+
+/// A replica the scheduler can never place (a memory request no node has) is deleted at its
+/// schedule deadline, so that it stops holding its class's GPUs, and is replaced after the
+/// backoff; the status and an event say why.
+pub async fn unschedulable_replica_frees_its_class(s: &mut Suite) -> Result<()> {
+    s.ensure_single_operator().await?;
+    let name = "e2e-never-placed";
+    let mut job = served_job(s, name, 1, &[H100]);
+    job["spec"]["scheduleDeadlineSeconds"] = json!(30);
+    job["spec"]["pod"] = json!({ "resources": { "requests": { "memory": "4Ti" } } });
+    s.apply_job(job).await?;
+    let stuck = eventually(
+        "the replica's pod, unbound",
+        Duration::from_secs(60),
+        || async {
+            let pods = s.pods_of(&s.job(name).await?).await?;
+            let pod = pods.first().ok_or_else(|| anyhow!("no pod yet"))?;
+            ensure!(node_of(pod).is_none(), "bound: {:?}", node_of(pod));
+            Ok(pod.name_any())
+        },
+    )
+    .await?;
+    let job = eventually(
+        "the unplaced replica to be deleted at its schedule deadline",
+        Duration::from_secs(90),
+        || async {
+            let job = s.job(name).await?;
+            let names: Vec<String> = s
+                .pods_of(&job)
+                .await?
+                .iter()
+                .map(|p| p.name_any())
+                .collect();
+            ensure!(!names.contains(&stuck), "{stuck} is still there");
+            Ok(job)
+        },
+    )
+    .await?;
+    let status = job.status.clone().unwrap_or_default();
+    let restart = status
+        .recent_restarts
+        .first()
+        .ok_or_else(|| anyhow!("no restart recorded"))?;
+    expect_eq("why it ended", restart.reason.as_str(), "ScheduleTimeout")?;
+    ensure!(
+        restart.message.starts_with(&format!(
+            "pod {stuck} was not scheduled to a node within 30 s"
+        )),
+        "{}",
+        restart.message
+    );
+    s.wait_events(name, &[EventReason::ScheduleDeadlineExceeded])
+        .await?;
+    s.delete_jobs(&[name.to_string()]).await
+}

@@ -48,7 +48,7 @@ use crate::events::JobEvent;
 use crate::reconcile::build::{BuildError, recorded_plan};
 use crate::reconcile::decide::PodSeen;
 use crate::reconcile::decide::placement::{NoClassFits, plan_summary};
-use crate::reconcile::pod_outcome::{start_deadline, trim_message};
+use crate::reconcile::pod_outcome::{schedule_deadline, start_deadline, trim_message};
 
 /// A replica's next pod, created or adopted.
 pub(super) struct Obtained {
@@ -88,6 +88,8 @@ pub struct ServedObserved<'a> {
     pub backoff: &'a Backoff,
     /// How long a bound pod may take to start.
     pub start_deadline: Duration,
+    /// How long a pod may wait to be bound to a node.
+    pub schedule_deadline: Duration,
     /// How soon a job waiting for room is looked at again without a change.
     pub unschedulable_requeue: Duration,
     /// How soon a job is looked at again without a change.
@@ -312,24 +314,41 @@ impl<'a> Draft<'a> {
         }
     }
 
-    /// A bound pod past its start deadline, as an ending.
+    /// A pod stuck before it starts, as an ending: bound and past its start deadline, or
+    /// still unbound past its schedule deadline (an unbound pod counts against its class's
+    /// free GPUs, so one the scheduler can never place would hold them forever).
     fn start_overdue(&mut self, pod: &Pod, state: &ReplicaPod) -> Option<Ending> {
         if !matches!(state, ReplicaPod::Starting { .. }) {
             return None;
         }
-        match start_deadline::check(pod, &self.obs.now, self.obs.start_deadline) {
+        let (start, schedule) = (self.obs.start_deadline, self.obs.schedule_deadline);
+        match start_deadline::check(pod, &self.obs.now, start) {
+            Ok(left) => self.wake(left),
+            Err(overdue) => {
+                return Some(Ending {
+                    kind: EndKind::StartTimeout,
+                    message: format!(
+                        "pod {} did not start within {} s on node {}: {}",
+                        pod.name_any(),
+                        start.as_secs(),
+                        overdue.node,
+                        overdue.waiting_on
+                    ),
+                });
+            }
+        }
+        match schedule_deadline::check(pod, &self.obs.now, schedule) {
             Ok(left) => {
                 self.wake(left);
                 None
             }
-            Err(overdue) => Some(Ending {
-                kind: EndKind::StartTimeout,
+            Err(unscheduled) => Some(Ending {
+                kind: EndKind::ScheduleTimeout,
                 message: format!(
-                    "pod {} did not start within {} s on node {}: {}",
+                    "pod {} was not scheduled to a node within {} s: {}",
                     pod.name_any(),
-                    self.obs.start_deadline.as_secs(),
-                    overdue.node,
-                    overdue.waiting_on
+                    schedule.as_secs(),
+                    unscheduled.why
                 ),
             }),
         }
@@ -440,6 +459,8 @@ impl<'a> Draft<'a> {
             EndKind::OutOfMemory => EventReason::OutOfMemory,
             EndKind::HostOutOfMemory => EventReason::HostOutOfMemory,
             EndKind::Disrupted => EventReason::Disrupted,
+            EndKind::StartTimeout => EventReason::StartDeadlineExceeded,
+            EndKind::ScheduleTimeout => EventReason::ScheduleDeadlineExceeded,
             _ => EventReason::ReplicaFailed,
         };
         self.events.push(JobEvent::warning(event, note).about(&pod));

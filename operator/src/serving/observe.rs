@@ -8,7 +8,9 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use vramfit_api::{DEFAULT_START_DEADLINE_SECONDS, InferenceJob, ServeSpec};
+use vramfit_api::{
+    DEFAULT_SCHEDULE_DEADLINE_SECONDS, DEFAULT_START_DEADLINE_SECONDS, InferenceJob, ServeSpec,
+};
 
 use super::decide::{ServedDecision, ServedObserved, next_served};
 use crate::context::Context;
@@ -89,6 +91,11 @@ impl ServedSnapshot<'_> {
             .spec
             .start_deadline_seconds
             .unwrap_or(DEFAULT_START_DEADLINE_SECONDS);
+        let schedule_deadline = self
+            .job
+            .spec
+            .schedule_deadline_seconds
+            .unwrap_or(DEFAULT_SCHEDULE_DEADLINE_SECONDS);
         let observed = ServedObserved {
             job: self.job,
             serve: self.serve,
@@ -103,6 +110,7 @@ impl ServedSnapshot<'_> {
             now,
             backoff: &self.ctx.serving.backoff,
             start_deadline: Duration::from_secs(deadline.into()),
+            schedule_deadline: Duration::from_secs(schedule_deadline.into()),
             unschedulable_requeue: requeues.unschedulable,
             resync: requeues.resync,
         };

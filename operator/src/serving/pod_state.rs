@@ -52,6 +52,10 @@ pub enum EndKind {
     Failed,
     /// Did not start within the start deadline: deleted and replaced after a backoff.
     StartTimeout,
+    /// Not bound to a node within the schedule deadline (a resource, affinity or taint no
+    /// node of its class satisfies): deleted, so that it no longer holds its class's GPUs, and
+    /// replaced after a backoff.
+    ScheduleTimeout,
     /// Gone without vramfit deleting it: replaced at once.
     Deleted,
 }
@@ -65,6 +69,7 @@ impl EndKind {
             EndKind::Disrupted => "Disrupted",
             EndKind::Failed => "Failed",
             EndKind::StartTimeout => "StartTimeout",
+            EndKind::ScheduleTimeout => "ScheduleTimeout",
             EndKind::Deleted => "Deleted",
         }
     }
@@ -75,7 +80,10 @@ impl EndKind {
     pub fn backs_off(self) -> bool {
         matches!(
             self,
-            EndKind::HostOutOfMemory | EndKind::Failed | EndKind::StartTimeout
+            EndKind::HostOutOfMemory
+                | EndKind::Failed
+                | EndKind::StartTimeout
+                | EndKind::ScheduleTimeout
         )
     }
 }

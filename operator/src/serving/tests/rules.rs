@@ -564,3 +564,50 @@ fn a_served_job_with_no_room_anywhere_is_unschedulable_and_says_why_once() {
     // Looked at again with nothing new: no event again.
     assert!(world.step().events.is_empty());
 }
+
+#[test]
+fn a_replica_the_scheduler_never_places_frees_its_class_at_the_schedule_deadline() {
+    let mut spec = served_spec(replicas(1));
+    spec.schedule_deadline_seconds = Some(120);
+    let mut world = World::two_classes(spec);
+    world.step();
+    let pod = world.lines()[0].pod_name.clone();
+    let created = world.now.clone();
+    // The scheduler never binds it (a resource no node has).
+    let stuck = world.pods.remove(&pod).expect("the pod");
+    let mut stuck = fixtures::with_unschedulable_condition(
+        fixtures::as_pending(stuck, None),
+        "0/2 nodes are available: 2 Insufficient example.com/never.",
+    );
+    stuck.metadata.creation_timestamp = Some(created);
+    world.pods.insert(pod.clone(), stuck);
+
+    world.later(119);
+    let waiting = world.step();
+    assert!(waiting.delete_pods.is_empty(), "still within the deadline");
+    match waiting.action {
+        action if action == Action::requeue(Duration::from_secs(1)) => {}
+        other => panic!("due again when the deadline ends: {other:?}"),
+    }
+
+    world.later(1);
+    let overdue = world.step();
+    assert_eq!(
+        overdue.delete_pods,
+        std::slice::from_ref(&pod),
+        "it holds its class no more"
+    );
+    assert!(overdue.create_pods.is_empty(), "the replacement backs off");
+    assert_eq!(reasons(&overdue)[0], "ScheduleDeadlineExceeded");
+    let line = world.line(0);
+    assert!(line.retry_after.is_some());
+    let restart = &world.job.status.as_ref().unwrap().recent_restarts[0];
+    assert_eq!(restart.reason, "ScheduleTimeout");
+    assert!(
+        restart.message.starts_with(&format!(
+            "pod {pod} was not scheduled to a node within 120 s: Unschedulable: 0/2 nodes"
+        )),
+        "{}",
+        restart.message
+    );
+}

@@ -117,6 +117,13 @@ impl World {
             now: self.now.clone(),
             backoff: &backoff,
             start_deadline: Duration::from_secs(900),
+            schedule_deadline: Duration::from_secs(
+                self.job
+                    .spec
+                    .schedule_deadline_seconds
+                    .unwrap_or(vramfit_api::DEFAULT_SCHEDULE_DEADLINE_SECONDS)
+                    .into(),
+            ),
             unschedulable_requeue: Duration::from_secs(300),
             resync: Duration::from_secs(3600),
         };
