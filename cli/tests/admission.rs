@@ -427,6 +427,11 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "a llamacpp job needs a GGUF model",
         ),
         (
+            "spec",
+            spec(json!({"runtime": "custom", "serve": {"port": 8080}})),
+            "serve.healthPath is required for runtime transformers and custom",
+        ),
+        (
             "spec.model",
             spec(json!({"model": {"parameters": 7000000000u64}})),
             "model needs a preset, or parameters, layers, hiddenSize and attentionHeads",
@@ -486,6 +491,13 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "spec",
             spec(json!({"runtime": "transformers", "tuning": {}, "contextLength": 512})),
             "a tuning job sets tuning.sequenceLength, not contextLength",
+        ),
+        (
+            "spec",
+            spec(
+                json!({"runtime": "transformers", "tuning": {}, "serve": {"healthPath": "/health"}}),
+            ),
+            "a job is either served (spec.serve) or fine-tuned (spec.tuning), not both",
         ),
         (
             "spec.tuning",

@@ -11,6 +11,7 @@ use crate::outcome::AttemptOutcome;
 use crate::plan::{KvCacheType, Plan, Quantization};
 use crate::pod_security::PodSecurity;
 use crate::schema;
+use crate::serve::{ReplicaRestart, ReplicaStatus, ServeSpec};
 use crate::tuning::{TuningFallback, TuningSpec};
 
 /// A GPU inference job. vramfit plans its configuration (dtype, quantization, GPU count,
@@ -28,6 +29,7 @@ use crate::tuning::{TuningFallback, TuningSpec};
     category = "vramfit",
     doc = "A GPU inference job whose configuration vramfit plans for the GPU it lands on.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".status.plan.gpuCount"),
     printcolumn(name = "Dtype", type_ = "string", json_path = ".status.plan.dtype"),
@@ -55,6 +57,12 @@ use crate::tuning::{TuningFallback, TuningSpec};
         priority = 1
     ),
     printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".status.endpoint",
+        priority = 1
+    ),
+    printcolumn(
         name = "Method",
         type_ = "string",
         json_path = ".status.plan.tuning.method",
@@ -76,6 +84,11 @@ use crate::tuning::{TuningFallback, TuningSpec};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    scale(
+        spec_replicas_path = ".spec.serve.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
     )
 )]
 #[x_kube(validation = Rule::new("self.gpus.min <= self.gpus.max").message("gpus.min must not exceed gpus.max"))]
@@ -83,6 +96,9 @@ use crate::tuning::{TuningFallback, TuningSpec};
 #[x_kube(validation = Rule::new("!has(self.tuning) || self.runtime == 'transformers' || self.runtime == 'custom'").message("a tuning job runs a training program: runtime transformers or custom"))]
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.allowedQuantizations)").message("a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"))]
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.contextLength)").message("a tuning job sets tuning.sequenceLength, not contextLength"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.serve)").message("a job is either served (spec.serve) or fine-tuned (spec.tuning), not both: a tuning job trains and ends; serve its adapter or weights from a separate InferenceJob"))]
+#[x_kube(validation = Rule::new("has(self.serve) == has(oldSelf.serve)").message("a batch job cannot become a served job, nor a served job a batch job (kubectl scale sets spec.serve.replicas): create a new InferenceJob"))]
+#[x_kube(validation = Rule::new("!has(self.serve) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.healthPath)").message("serve.healthPath is required for runtime transformers and custom (vLLM and llama.cpp answer GET /health)"))]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceJobSpec {
     /// The model: a preset from vramfit's catalog (`vramfit presets`), explicit numbers, or
@@ -169,6 +185,12 @@ pub struct InferenceJobSpec {
     /// GPU count for each class. Unset: an inference job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning: Option<TuningSpec>,
+    /// Serve the model: replicas behind one Service named after the job, each replica
+    /// planned for the class it lands on, with probes on the health route and rolling updates
+    /// (docs/serving.md). Unset: a batch job, one pod run to its end. Set when the job is
+    /// created; a batch job cannot become a server later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeSpec>,
 }
 
 /// How long a bound pod may take to start when the job does not say.
@@ -579,6 +601,31 @@ pub struct InferenceJobStatus {
     /// seconds, items per hour, peak GPU memory, and the cost of one item at the class's price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<crate::workload_report::JobResult>,
+    /// Served jobs: replicas with a pod (the scale subresource's status replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Served jobs: replicas whose pod is Ready (in the Service's endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<u32>,
+    /// Served jobs: ready replicas over desired, as `kubectl get` shows it (`2/3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Served jobs: the label selector of the replicas' pods (what an HPA reads through the
+    /// scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// Served jobs: the Service's URL, `http://NAME.NAMESPACE.svc:PORT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Served jobs: one line per replica (pod, class, plan summary, ready, restarts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub replica_statuses: Vec<ReplicaStatus>,
+    /// Served jobs: the latest replica pods replaced after they ended (at most 10, oldest
+    /// first; every replica's count is in `replicaStatuses`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub recent_restarts: Vec<ReplicaRestart>,
 }
 
 /// A status condition (same shape as metav1.Condition).

@@ -13,6 +13,8 @@
 //! * [`workload_report`]: what a workload reports in its termination message;
 //!   [`training_report`]: what a fine-tuning workload reports.
 //! * [`tuning`]: a fine-tuning job's section, its plan and its step-down state.
+//! * [`serve`]: the `serve` section of a served job and its replicas' status lines.
+//! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
 #![allow(clippy::duplicated_attributes)]
@@ -32,6 +34,7 @@ pub mod reserved_env;
 pub mod reserved_pod_keys;
 mod schema;
 pub mod schema_check;
+pub mod serve;
 pub mod training_report;
 pub mod tuning;
 mod words;
@@ -42,6 +45,7 @@ pub use nodeclass::*;
 pub use outcome::AttemptOutcome;
 pub use plan::*;
 pub use pod_security::PodSecurity;
+pub use serve::{ReplicaClasses, ReplicaRestart, ReplicaStatus, ServeSpec, ServiceType, SurgePod};
 
 /// The API group of every vramfit resource.
 pub const GROUP: &str = "vramfit.io";

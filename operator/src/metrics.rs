@@ -105,6 +105,7 @@ pub struct Metrics {
     work: WorkCounters,
     training: WorkCounters,
     tuning_pods: Family<TuningLabels, Counter>,
+    serving: crate::serving::metrics::ServingMetrics,
 }
 
 /// Items (or tokens), seconds and cost of finished work, by class.
@@ -228,8 +229,10 @@ impl Metrics {
             "Pods created for fine-tuning attempts, by class and method",
             tuning_pods.clone(),
         );
+        let serving = crate::serving::metrics::ServingMetrics::register(&mut registry);
         Self {
             registry,
+            serving,
             jobs,
             unschedulable_jobs,
             reconcile_duration,
@@ -241,6 +244,11 @@ impl Metrics {
             training,
             tuning_pods,
         }
+    }
+
+    /// The served jobs' metrics.
+    pub fn serving(&self) -> &crate::serving::metrics::ServingMetrics {
+        &self.serving
     }
 
     /// Counts an attempt whose output check found garbage. `dtype` is the workload's own word:

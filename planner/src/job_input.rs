@@ -57,6 +57,8 @@ pub struct JobInput {
     pub priority_class: Option<String>,
     /// A fine-tuning job's section, resolved; `None` for an inference job.
     pub tuning: Option<crate::tuning::TuningInput>,
+    /// A served job's port (docs/serving.md); `None` for a batch job.
+    pub serve: Option<crate::serving::ServeInput>,
 }
 
 impl JobInput {
@@ -108,6 +110,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
     {
         return Err(SpecError::CommandArgs { contradiction: why });
     }
+    let serve = crate::serving::check(spec)?;
     if spec.batch_size == 0 {
         return Err(SpecError::ZeroBatchSize);
     }
@@ -168,6 +171,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
             .as_ref()
             .and_then(|pod| pod.priority_class_name.clone()),
         tuning,
+        serve,
     })
 }
 

@@ -13,6 +13,7 @@
 //! * [`runtime_contract`]: supported runtime versions and the flag table (docs/runtime-contracts.md).
 //! * [`runtime_vllm`]: how vLLM realises a plan (docs/runtime-contracts.md).
 //! * [`user_args`]: a job's own command and args against the planned flags.
+//! * [`serving`]: what a served job adds (where it listens) and the checks of its `serve`.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 //! * [`tuning`]: fine-tuning plans: method, micro-batch, checkpointing, accumulation,
 //!   optimizer, the training-memory estimator and its step-downs (docs/planning.md).
@@ -35,6 +36,7 @@ mod plan_tuning;
 pub mod ranking;
 pub mod runtime_contract;
 pub mod runtime_vllm;
+pub mod serving;
 pub mod tiles;
 pub mod tuning;
 pub mod user_args;

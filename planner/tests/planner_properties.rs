@@ -75,6 +75,7 @@ fn spec() -> impl Strategy<Value = InferenceJobSpec> {
                 schedule_deadline_seconds: None,
                 pod: None,
                 tuning: None,
+                serve: None,
             },
         )
 }

@@ -51,6 +51,11 @@ pub enum TuningSpecError {
         /// The job's runtime.
         runtime: &'static str,
     },
+    /// `serve` beside `tuning`: a tuning job trains and ends, a served job never ends.
+    #[error(
+        "a job is either served (spec.serve) or fine-tuned (spec.tuning), not both: a tuning job trains and ends; serve its adapter or weights from a separate InferenceJob"
+    )]
+    Served,
     /// `allowedQuantizations` beside `tuning`.
     #[error(
         "a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"
@@ -98,6 +103,9 @@ pub fn resolve(
     let Some(tuning) = &spec.tuning else {
         return Ok(None);
     };
+    if spec.serve.is_some() {
+        return Err(TuningSpecError::Served);
+    }
     match spec.runtime {
         Runtime::Transformers | Runtime::Custom => {}
         Runtime::Vllm => return Err(TuningSpecError::NotATrainingRuntime { runtime: "vllm" }),
@@ -245,7 +253,7 @@ image: x
     }
 
     #[test]
-    fn serving_runtimes_gguf_models_and_inference_fields_are_refused() {
+    fn serving_runtimes_served_jobs_gguf_models_and_inference_fields_are_refused() {
         for (yaml, message) in [
             (
                 "model: {preset: mistral-7b-instruct-v0.3}\nruntime: vllm\nimage: x\ntuning: {}",
@@ -266,6 +274,10 @@ image: x
             (
                 &format!("{BASE}tuning: {{method: full, lora: {{rank: 4}}}}"),
                 "not full",
+            ),
+            (
+                &format!("{BASE}serve: {{healthPath: /health}}\ntuning: {{}}"),
+                "either served (spec.serve) or fine-tuned (spec.tuning), not both",
             ),
         ] {
             let err = resolve(yaml).unwrap_err().to_string();
