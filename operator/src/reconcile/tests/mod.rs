@@ -114,6 +114,14 @@ pub(crate) fn condition(status: &Value, type_: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// Asserts that the operator's metrics hold each of `lines` (a series, or a series and value).
+pub(crate) fn assert_metrics(ctx: &Context, lines: &[&str]) {
+    let metrics = ctx.metrics.encode().unwrap();
+    for line in lines {
+        assert!(metrics.contains(line), "missing {line} in {metrics}");
+    }
+}
+
 /// The first reconcile of `chat` on an A10G cluster: returns (pod body, status body).
 pub(crate) async fn first_reconcile(
     ctx: &Arc<Context>,

@@ -9,7 +9,9 @@ use vramfit_api::{InferenceJob, InferenceJobSpec, Phase};
 
 use crate::context::Context;
 use crate::fixtures;
-use crate::reconcile::tests::{condition, created_pod, first_reconcile, run, with_status};
+use crate::reconcile::tests::{
+    assert_metrics, condition, created_pod, first_reconcile, run, with_status,
+};
 use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context};
 
@@ -102,10 +104,9 @@ async fn a_tuning_pod_gets_the_training_env_and_its_volumes_and_status_the_plan(
     assert_eq!(t["batch"], "7×5");
     assert_eq!(t["gradientCheckpointing"], true);
     assert!(t["memory"]["logitsMib"].as_u64().unwrap() > 0);
-    let metrics = ctx.metrics.encode().unwrap();
-    assert!(
-        metrics.contains("vramfit_tuning_pods_total{node_class=\"a10g-x4\",method=\"qlora\"} 1"),
-        "{metrics}"
+    assert_metrics(
+        &ctx,
+        &["vramfit_tuning_pods_total{node_class=\"a10g-x4\",method=\"qlora\"} 1"],
     );
 }
 
@@ -130,11 +131,7 @@ async fn out_of_memory_halves_the_micro_batch_and_doubles_the_accumulation() {
             .await;
     })
     .await;
-    let metrics = ctx.metrics.encode().unwrap();
-    assert!(
-        metrics.contains("vramfit_fallbacks_total{reason=\"micro_batch\"} 1"),
-        "{metrics}"
-    );
+    assert_metrics(&ctx, &["vramfit_fallbacks_total{reason=\"micro_batch\"} 1"]);
 }
 
 #[tokio::test]
@@ -163,13 +160,13 @@ async fn a_nan_loss_in_bfloat16_retries_in_float16() {
             .await;
     })
     .await;
-    let metrics = ctx.metrics.encode().unwrap();
-    for line in [
-        "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
-        "vramfit_fallbacks_total{reason=\"float16\"} 1",
-    ] {
-        assert!(metrics.contains(line), "missing {line} in {metrics}");
-    }
+    assert_metrics(
+        &ctx,
+        &[
+            "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
+            "vramfit_fallbacks_total{reason=\"float16\"} 1",
+        ],
+    );
 }
 
 #[tokio::test]
