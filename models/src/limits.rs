@@ -32,6 +32,8 @@ const fn count(value: u64, unit: &'static str) -> Limit {
     Limit { value, unit }
 }
 
+/// Layers of a model (the largest published models have under 200).
+pub const LAYERS: Limit = count(65_536, "layers");
 /// `config.json` (published ones are a few KiB; vision configs written out in full ~10 KiB).
 pub const CONFIG_JSON: Limit = bytes(4 * 1024 * 1024);
 /// `model.safetensors.index.json` (DeepSeek-V3's, ~90 000 tensors, is ~9 MiB).

@@ -13,6 +13,7 @@ use crate::error::ModelFileError;
 use crate::facts::{
     Checkpoint, CheckpointFormat, Experts, Fact, GgufLayout, LatentAttention, Weights,
 };
+use crate::limits;
 
 /// Reads a GGUF file's header into the model's numbers. `file` names it in the facts' origins;
 /// `file_len`, when known, is the file's size (the tensors must fit in it).
@@ -44,6 +45,14 @@ pub fn checkpoint(
     let prefix = arch.value.clone();
     let key = |suffix: &str| format!("{prefix}.{suffix}");
     let layers = meta.required(&key("block_count"))?;
+    if u64::from(layers.value) > limits::LAYERS.value {
+        return Err(ModelFileError::TooLarge {
+            file: file.to_string(),
+            what: "the block count",
+            found: u64::from(layers.value),
+            limit: limits::LAYERS,
+        });
+    }
     let hidden = meta.required(&key("embedding_length"))?;
     let heads = meta.required(&key("attention.head_count"))?;
     let kv_heads = match meta.count(&key("attention.head_count_kv"))? {

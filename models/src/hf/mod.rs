@@ -132,6 +132,14 @@ impl<'a> Config<'a> {
 
     fn checkpoint(&self) -> Result<Checkpoint, ModelFileError> {
         let layers = self.text.required("layer count", LAYERS)?;
+        if u64::from(layers.value) > limits::LAYERS.value {
+            return Err(ModelFileError::TooLarge {
+                file: self.root.file.to_string(),
+                what: "the layer count",
+                found: u64::from(layers.value),
+                limit: limits::LAYERS,
+            });
+        }
         let hidden = self.required("hidden size", HIDDEN)?;
         let heads = self.required("attention head count", HEADS)?;
         let kv_heads = match self.count(KV_HEADS)? {
@@ -156,7 +164,7 @@ impl<'a> Config<'a> {
         let latent = self.latent_attention()?;
         let head_dim = match (&latent, self.count(HEAD_DIM)?) {
             (Some((_, nope, rope, _)), _) => Fact::derived(
-                nope.saturating_add(*rope) as u32,
+                u32::try_from(nope.saturating_add(*rope)).unwrap_or(u32::MAX),
                 format!("{} qk_nope_head_dim + qk_rope_head_dim", self.root.file),
             ),
             (None, Some(dim)) => dim,

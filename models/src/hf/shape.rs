@@ -3,6 +3,12 @@
 //! follow the modules transformers builds for each architecture; the tests pin them against
 //! published parameter counts.
 
+/// `a × b`, saturating: the formulas take whatever a config says, and a product too large
+/// for u64 is a model no GPU holds (never a panic).
+pub(crate) fn x(a: u64, b: u64) -> u64 {
+    a.saturating_mul(b)
+}
+
 /// What a group of tensors is, for quantization (which tensors a method quantizes) and for
 /// active parameters (which run per token).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,7 +191,7 @@ impl Decoder {
         let h = self.hidden;
         s.push(
             Role::Embedding,
-            self.vocab + self.extra_embedding_rows,
+            self.vocab.saturating_add(self.extra_embedding_rows),
             h,
             1,
         );
@@ -193,10 +199,10 @@ impl Decoder {
         self.attention_parts(&mut s, n);
         if let Attention::Heads { head_dim, .. } = self.attention {
             // Cross-attention layers: q_norm, k_norm and the attention and MLP gates.
-            s.push(Role::Small, head_dim, 1, 2 * self.cross_attention_layers);
-            s.push(Role::Small, 1, 1, 2 * self.cross_attention_layers);
+            s.push(Role::Small, head_dim, 1, x(2, self.cross_attention_layers));
+            s.push(Role::Small, 1, 1, x(2, self.cross_attention_layers));
         }
-        s.push(Role::Small, h, 1, self.norms_per_layer * n);
+        s.push(Role::Small, h, 1, x(self.norms_per_layer, n));
         let moe_layers = self
             .moe
             .as_ref()
@@ -207,7 +213,7 @@ impl Decoder {
                 &mut s,
                 Role::Expert,
                 moe.expert_intermediate,
-                moe.routed * moe_layers,
+                x(moe.routed, moe_layers),
             );
             self.gated_mlp(&mut s, Role::Linear, moe.shared_intermediate, moe_layers);
             s.push(Role::Small, moe.routed, h, moe_layers);
@@ -237,17 +243,17 @@ impl Decoder {
                 o_bias,
                 qk_norm,
             } => {
-                s.linear(Role::Linear, heads * head_dim, h, n, qkv_bias || o_bias);
+                s.linear(Role::Linear, x(heads, head_dim), h, n, qkv_bias || o_bias);
                 s.linear(
                     Role::Linear,
-                    kv_heads * head_dim,
+                    x(kv_heads, head_dim),
                     h,
-                    2 * n,
+                    x(2, n),
                     qkv_bias || o_bias,
                 );
-                s.linear(Role::Linear, h, heads * head_dim, n, o_bias);
+                s.linear(Role::Linear, h, x(heads, head_dim), n, o_bias);
                 if qk_norm {
-                    s.push(Role::Small, head_dim, 1, 2 * n);
+                    s.push(Role::Small, head_dim, 1, x(2, n));
                 }
             }
             Attention::Latent {
@@ -258,31 +264,36 @@ impl Decoder {
                 rope_head_dim,
                 v_head_dim,
             } => {
-                let q_head = nope_head_dim + rope_head_dim;
+                let q_head = nope_head_dim.saturating_add(rope_head_dim);
                 match q_lora_rank {
                     Some(rank) => {
                         s.push(Role::Linear, rank, h, n);
                         s.push(Role::Small, rank, 1, n);
-                        s.push(Role::Linear, heads * q_head, rank, n);
+                        s.push(Role::Linear, x(heads, q_head), rank, n);
                     }
-                    None => s.push(Role::Linear, heads * q_head, h, n),
+                    None => s.push(Role::Linear, x(heads, q_head), h, n),
                 }
-                s.push(Role::Linear, kv_lora_rank + rope_head_dim, h, n);
+                s.push(
+                    Role::Linear,
+                    kv_lora_rank.saturating_add(rope_head_dim),
+                    h,
+                    n,
+                );
                 s.push(Role::Small, kv_lora_rank, 1, n);
                 s.push(
                     Role::Linear,
-                    heads * (nope_head_dim + v_head_dim),
+                    x(heads, nope_head_dim.saturating_add(v_head_dim)),
                     kv_lora_rank,
                     n,
                 );
-                s.push(Role::Linear, h, heads * v_head_dim, n);
+                s.push(Role::Linear, h, x(heads, v_head_dim), n);
             }
         }
     }
 
     /// gate, up and down projections (SwiGLU) for `count` MLPs.
     fn gated_mlp(&self, s: &mut Shape, role: Role, intermediate: u64, count: u64) {
-        s.linear(role, intermediate, self.hidden, 2 * count, self.mlp_bias);
+        s.linear(role, intermediate, self.hidden, x(2, count), self.mlp_bias);
         s.linear(role, self.hidden, intermediate, count, self.mlp_bias);
     }
 }

@@ -3,7 +3,7 @@
 //! safetensors headers or index.
 use crate::error::ModelFileError;
 use crate::hf::keys::Section;
-use crate::hf::shape::{Role, Shape};
+use crate::hf::shape::{Role, Shape, x};
 
 /// The tower's parts, when vramfit knows the tower. `kind` is the tower's model type (or the
 /// root's, for Qwen2.5-VL configs that give none); `text_hidden` is the language model's
@@ -53,11 +53,11 @@ fn siglip(
             "false (the pooling head is not counted)",
         ));
     }
-    let patches = (image / patch.max(1)).pow(2);
-    s.linear(Role::Vision, h, channels * patch * patch, 1, true);
+    let patches = x(image / patch.max(1), image / patch.max(1));
+    s.linear(Role::Vision, h, x(channels, x(patch, patch)), 1, true);
     s.push(Role::Vision, patches, h, 1);
-    s.push(Role::Vision, h, 1, 4 * layers); // two LayerNorms, weight and bias
-    s.linear(Role::Vision, h, h, 4 * layers, true);
+    s.push(Role::Vision, h, 1, x(4, layers)); // two LayerNorms, weight and bias
+    s.linear(Role::Vision, h, h, x(4, layers), true);
     s.linear(Role::Vision, inter, h, layers, true);
     s.linear(Role::Vision, h, inter, layers, true);
     s.push(Role::Vision, h, 2, 1); // post-LayerNorm
@@ -78,13 +78,18 @@ fn qwen2_5_vl(s: &mut Shape, v: &Section<'_>) -> Result<(), ModelFileError> {
     let temporal = or(v, &["temporal_patch_size"], 2)?;
     let channels = or(v, &["in_channels", "in_chans"], 3)?;
     let merge = or(v, &["spatial_merge_size"], 2)?;
-    s.push(Role::Vision, h, channels * temporal * patch * patch, 1);
-    s.push(Role::Vision, h, 1, 2 * depth);
-    s.linear(Role::Vision, 3 * h, h, depth, true);
+    s.push(
+        Role::Vision,
+        h,
+        x(x(channels, temporal), x(patch, patch)),
+        1,
+    );
+    s.push(Role::Vision, h, 1, x(2, depth));
+    s.linear(Role::Vision, x(3, h), h, depth, true);
     s.linear(Role::Vision, h, h, depth, true);
-    s.linear(Role::Vision, inter, h, 2 * depth, true);
+    s.linear(Role::Vision, inter, h, x(2, depth), true);
     s.linear(Role::Vision, h, inter, depth, true);
-    let merged = h * merge * merge;
+    let merged = x(h, x(merge, merge));
     s.push(Role::Vision, h, 1, 1);
     s.linear(Role::Vision, merged, merged, 1, true);
     s.linear(Role::Vision, out, merged, 1, true);
@@ -110,20 +115,20 @@ fn mllama(s: &mut Shape, v: &Section<'_>, text_hidden: u64) -> Result<(), ModelF
             keys: v.dotted("supported_aspect_ratios"),
         }
     })? as u64;
-    let positions = (image / patch.max(1)).pow(2) + 1;
-    s.push(Role::Vision, h, channels * patch * patch, 1);
+    let positions = x(image / patch.max(1), image / patch.max(1)).saturating_add(1);
+    s.push(Role::Vision, h, x(channels, x(patch, patch)), 1);
     s.push(Role::Vision, h, 1, 1); // class embedding
     s.push(Role::Vision, positions, h, 1);
-    s.push(Role::Vision, ratios + 1, tiles * positions * h, 1); // tile position embedding
-    s.push(Role::Vision, ratios + 1, tiles * h, 2); // pre- and post-tile embeddings
+    s.push(Role::Vision, ratios + 1, x(tiles, x(positions, h)), 1); // tile position embedding
+    s.push(Role::Vision, ratios + 1, x(tiles, h), 2); // pre- and post-tile embeddings
     s.push(Role::Vision, 1, 1, 3); // their gates
     s.push(Role::Vision, h, 2, 2); // pre- and post-LayerNorm
-    let layers = local + global;
-    s.push(Role::Vision, h, h, 4 * layers);
+    let layers = local.saturating_add(global);
+    s.push(Role::Vision, h, h, x(4, layers));
     s.linear(Role::Vision, inter, h, layers, true);
     s.linear(Role::Vision, h, inter, layers, true);
-    s.push(Role::Vision, h, 2, 2 * layers);
-    s.push(Role::Vision, 1, 1, 2 * global);
+    s.push(Role::Vision, h, 2, x(2, layers));
+    s.push(Role::Vision, 1, 1, x(2, global));
     s.linear(Role::Vision, text_hidden, output, 1, true);
     Ok(())
 }
