@@ -14,6 +14,8 @@ pub const CONFIG_FILE: &str = "config.json";
 /// Why a source could not give a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceErrorKind {
+    /// The repository or revision does not exist (or is private and no token was given).
+    NotFound,
     /// The source refused the credentials (HTTP 401).
     Unauthorized,
     /// The source refused access (HTTP 403: a gated model without the licence accepted).
