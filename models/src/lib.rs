@@ -15,6 +15,8 @@ pub mod hf;
 pub mod limits;
 pub mod safetensors;
 pub mod source;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 
 pub use error::ModelFileError;
 pub use facts::{Checkpoint, CheckpointFormat, Fact, Origin};

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use vramfit_models::{gguf, hf, safetensors};
 
-mod common;
+use vramfit_models::test_support as common;
 
 fn configs() -> Vec<Vec<u8>> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/configs");

@@ -5,8 +5,7 @@
 use vramfit_models::ModelFileError;
 use vramfit_models::gguf;
 
-mod common;
-use common::{F32, Q4_K, T, V, q4k, q6k, small_llama, write};
+use vramfit_models::test_support::{F32, Q4_K, T, V, q4k, q6k, small_llama, write};
 
 #[test]
 fn a_gguf_file_gives_the_model_and_the_bytes_of_each_block() {

@@ -2,6 +2,7 @@
 //!
 //! * [`gpu_catalog`]: product name → model, architecture, tier (docs/planning.md).
 //! * [`model_catalog`]: model presets and their published sources (docs/planning.md).
+//! * [`checkpoint`]: a checkpoint's numbers (vramfit-models) as a manifest's `model:` fields.
 //! * [`node_class`]: classes of GPU nodes and their defaults.
 //! * [`class_from_facts`]: the classes a node forms from its labels (mixed, MIG, shared).
 //! * [`memory`]: the memory estimator (docs/planning.md).
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
+pub mod checkpoint;
 pub mod class_from_facts;
 pub mod error;
 pub mod fallback;

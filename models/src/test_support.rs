@@ -1,10 +1,11 @@
-//! A GGUF v3 writer for tests, from the format's specification (llama.cpp `docs/gguf.md`):
-//! little-endian magic `GGUF`, version 3, tensor and key/value counts, typed metadata, tensor
-//! infos, tensor data aligned to 32 bytes.
-#![allow(dead_code)]
+//! Test support (feature `test-support`, for this workspace's tests): a GGUF v3 writer from
+//! the format's specification (llama.cpp `docs/gguf.md`: little-endian magic `GGUF`, version
+//! 3, tensor and key/value counts, typed metadata, tensor infos, tensor data aligned to 32
+//! bytes), and a small Llama-style model written with it.
 
 /// A metadata value to write.
 pub enum V<'a> {
+    /// A u32.
     U32(u32),
     U64(u64),
     F32(f32),
