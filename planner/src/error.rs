@@ -301,7 +301,9 @@ mod tests {
                 Box::new(SpecError::from(ModelError::UnknownPreset {
                     key: "nope".into(),
                 })),
-                "unknown model preset \"nope\"; known presets: internvl3-8b, llama-3.2-11b-vision-instruct, mistral-7b-instruct-v0.3, llama-3.1-8b-instruct, mistral-7b-instruct-v0.3-q4_k_m, mistral-7b-instruct-v0.3-q8_0, llama-3.1-8b-instruct-q4_k_m, llama-3.1-70b-instruct-q4_k_m",
+                "unknown model preset \"nope\"; known presets: internvl3-8b, llama-3.2-11b-vision-instruct, mistral-7b-instruct-v0.3, llama-3.1-8b-instruct, mistral-7b-instruct-v0.3-q4_k_m, mistral-7b-instruct-v0.3-q8_0, llama-3.1-8b-instruct-q4_k_m, llama-3.1-70b-instruct-q4_k_m, \
+                 qwen2.5-7b-instruct, qwen2.5-vl-7b-instruct, qwen3-4b, qwen3-8b, qwen3-14b, phi-4, qwen3-32b, gemma-3-4b-it, gemma-3-27b-it, llama-3.2-1b-instruct, llama-3.2-3b-instruct, llama-3.1-70b-instruct, \
+                 llama-3.2-90b-vision-instruct, mixtral-8x7b-instruct-v0.1, qwen3-30b-a3b, qwen3-4b-q4_k_m, qwen3-4b-q6_k, qwen3-4b-q8_0, qwen3-8b-q6_k, qwen3-8b-q8_0",
             ),
             (
                 Box::new(ModelError::Missing {
