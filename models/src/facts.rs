@@ -240,6 +240,11 @@ pub struct Checkpoint {
     /// Parameters one token runs through (MoE models).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_parameters: Option<Fact<u64>>,
+    /// Parameters of the language model's linear layers (attention, MLP, experts): those a
+    /// pre-quantized checkpoint (AWQ, GPTQ, FP8) stores quantized, while embeddings, the
+    /// output layer, norms and the vision tower stay at 16 bits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linear_parameters: Option<Fact<u64>>,
     /// Mixture of experts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub experts: Option<Experts>,

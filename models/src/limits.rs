@@ -2,6 +2,8 @@
 //! a huge allocation or a long loop. Each bound is far above what published checkpoints use.
 use std::fmt;
 
+use crate::error::ModelFileError;
+
 /// A bound with its unit, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limit {
@@ -18,6 +20,21 @@ impl fmt::Display for Limit {
         } else {
             write!(f, "{} {}", self.value, self.unit)
         }
+    }
+}
+
+impl Limit {
+    /// `found` within the limit, else an error naming `what` of `file`.
+    pub fn check(self, file: &str, what: &'static str, found: u64) -> Result<(), ModelFileError> {
+        if found > self.value {
+            return Err(ModelFileError::TooLarge {
+                file: file.to_string(),
+                what,
+                found,
+                limit: self,
+            });
+        }
+        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ModelFileError;
 use crate::facts::{Checkpoint, Fact, Weights};
-use crate::limits::{self, Limit};
+use crate::limits;
 
 /// The index file's name in a Hugging Face model folder.
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -66,7 +66,7 @@ pub fn header_len(prefix: &[u8], file: &str) -> Result<u64, ModelFileError> {
             why: format!("header length {len}"),
         });
     }
-    too_large(file, "the header", len, limits::SAFETENSORS_HEADER)?;
+    limits::SAFETENSORS_HEADER.check(file, "the header", len)?;
     Ok(len)
 }
 
@@ -90,12 +90,7 @@ pub fn parse_header(
     file: &str,
     data_len: Option<u64>,
 ) -> Result<Header, ModelFileError> {
-    too_large(
-        file,
-        "the header",
-        bytes.len() as u64,
-        limits::SAFETENSORS_HEADER,
-    )?;
+    limits::SAFETENSORS_HEADER.check(file, "the header", bytes.len() as u64)?;
     let map = json_object(bytes, file)?;
     let inconsistent = |why: String| ModelFileError::Inconsistent {
         file: file.to_string(),
@@ -105,12 +100,7 @@ pub fn parse_header(
         .iter()
         .filter(|(name, _)| *name != "__metadata__")
         .collect();
-    too_large(
-        file,
-        "the tensor count",
-        entries.len() as u64,
-        limits::SAFETENSORS_TENSORS,
-    )?;
+    limits::SAFETENSORS_TENSORS.check(file, "the tensor count", entries.len() as u64)?;
     let mut ranges = Vec::with_capacity(entries.len());
     let mut tensors = Vec::with_capacity(entries.len());
     for (name, entry) in entries {
@@ -130,12 +120,7 @@ pub fn parse_header(
             .get("shape")
             .and_then(Value::as_array)
             .ok_or_else(|| bad("a tensor entry with a shape"))?;
-        too_large(
-            file,
-            "a tensor's dimensions",
-            shape.len() as u64,
-            limits::TENSOR_DIMS,
-        )?;
+        limits::TENSOR_DIMS.check(file, "a tensor's dimensions", shape.len() as u64)?;
         let mut elements: u64 = 1;
         for dim in shape {
             let dim = dim.as_u64().ok_or_else(|| bad("a shape of integers"))?;
@@ -196,12 +181,7 @@ pub fn parse_header(
 
 /// Parses `model.safetensors.index.json`.
 pub fn parse_index(bytes: &[u8], file: &str) -> Result<Index, ModelFileError> {
-    too_large(
-        file,
-        "the file",
-        bytes.len() as u64,
-        limits::SAFETENSORS_INDEX,
-    )?;
+    limits::SAFETENSORS_INDEX.check(file, "the file", bytes.len() as u64)?;
     let map = json_object(bytes, file)?;
     let total_size = match map.get("metadata").and_then(|m| m.get("total_size")) {
         None | Some(Value::Null) => None,
@@ -245,12 +225,7 @@ pub fn parse_index(bytes: &[u8], file: &str) -> Result<Index, ModelFileError> {
             });
         }
         if shards.insert(shard.to_string()) {
-            too_large(
-                file,
-                "the shard count",
-                shards.len() as u64,
-                limits::SAFETENSORS_SHARDS,
-            )?;
+            limits::SAFETENSORS_SHARDS.check(file, "the shard count", shards.len() as u64)?;
         }
     }
     Ok(Index {
@@ -323,23 +298,6 @@ fn json_object(bytes: &[u8], file: &str) -> Result<Map<String, Value>, ModelFile
             message: e.to_string(),
         }),
     }
-}
-
-fn too_large(
-    file: &str,
-    what: &'static str,
-    found: u64,
-    limit: Limit,
-) -> Result<(), ModelFileError> {
-    if found > limit.value {
-        return Err(ModelFileError::TooLarge {
-            file: file.to_string(),
-            what,
-            found,
-            limit,
-        });
-    }
-    Ok(())
 }
 
 fn short(value: &Value) -> String {

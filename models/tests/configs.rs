@@ -50,6 +50,13 @@ fn dense_models_count_their_published_parameters_exactly() {
     ] {
         let c = config(repo);
         assert_eq!(parameters(&c), expected, "{repo}");
+        let linear = c.linear_parameters.as_ref().unwrap().value;
+        let embeddings =
+            u64::from(c.vocab_size.as_ref().unwrap().value) * u64::from(c.hidden_size.value);
+        assert!(
+            linear < expected - embeddings,
+            "{repo}: linear layers exclude the embeddings"
+        );
         assert!(c.experts.is_none() && c.vision.is_none(), "{repo}");
         assert!(c.quantization.is_none(), "{repo}");
     }
@@ -158,6 +165,11 @@ fn moe_models_count_every_expert_and_the_active_ones() {
         "config.json num_local_experts"
     );
     assert_eq!(parameters(&mixtral), 46_702_792_704);
+    // Everything but the embeddings, the output layer, norms and routers.
+    assert_eq!(
+        mixtral.linear_parameters.as_ref().unwrap().value,
+        46_702_792_704 - 2 * 32_000 * 4096 - 32 * (2 * 4096 + 8 * 4096) - 4096
+    );
     // 46.7B less six of eight experts (3 × 4096 × 14336 each) in each of 32 layers.
     assert_eq!(
         mixtral.active_parameters.as_ref().unwrap().value,

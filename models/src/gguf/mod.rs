@@ -45,14 +45,7 @@ pub fn checkpoint(
     let prefix = arch.value.clone();
     let key = |suffix: &str| format!("{prefix}.{suffix}");
     let layers = meta.required(&key("block_count"))?;
-    if u64::from(layers.value) > limits::LAYERS.value {
-        return Err(ModelFileError::TooLarge {
-            file: file.to_string(),
-            what: "the block count",
-            found: u64::from(layers.value),
-            limit: limits::LAYERS,
-        });
-    }
+    limits::LAYERS.check(file, "the block count", u64::from(layers.value))?;
     let hidden = meta.required(&key("embedding_length"))?;
     let heads = meta.required(&key("attention.head_count"))?;
     let kv_heads = match meta.count(&key("attention.head_count_kv"))? {
@@ -136,6 +129,7 @@ pub fn checkpoint(
                 format!("{file}: every tensor element but the routed experts a token skips"),
             )
         }),
+        linear_parameters: None,
         experts,
         vision: None,
         cross_attention_layers: None,

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 
 use crate::error::ModelFileError;
 use crate::gguf::types::{GgmlType, ggml_type};
-use crate::limits::{self, Limit};
+use crate::limits;
 
 /// A metadata value as kept: scalars, strings, and integer arrays short enough to matter
 /// (per-layer head counts); other arrays by length only.
@@ -88,9 +88,9 @@ pub fn read_header<R: Read>(
         v => return Err(r.not_gguf(format!("unknown version {v}"))),
     }
     let tensor_count = r.u64("the tensor count")?;
-    r.bounded("the tensor count", tensor_count, limits::GGUF_TENSORS)?;
+    limits::GGUF_TENSORS.check(r.file, "the tensor count", tensor_count)?;
     let kv_count = r.u64("the metadata count")?;
-    r.bounded("the metadata key count", kv_count, limits::GGUF_KEYS)?;
+    limits::GGUF_KEYS.check(r.file, "the metadata key count", kv_count)?;
     let mut metadata = BTreeMap::new();
     for _ in 0..kv_count {
         let key = r.string("a metadata key")?;
@@ -189,22 +189,10 @@ impl<R: Read> Budget<'_, R> {
         }
     }
 
-    fn bounded(&self, what: &'static str, found: u64, limit: Limit) -> Result<(), ModelFileError> {
-        if found > limit.value {
-            return Err(ModelFileError::TooLarge {
-                file: self.file.to_string(),
-                what,
-                found,
-                limit,
-            });
-        }
-        Ok(())
-    }
-
     /// Takes `n` bytes from the budget before reading them.
     fn spend(&mut self, n: u64) -> Result<(), ModelFileError> {
         let total = self.read.saturating_add(n);
-        self.bounded("the header", total, limits::GGUF_HEADER)?;
+        limits::GGUF_HEADER.check(self.file, "the header", total)?;
         self.read = total;
         Ok(())
     }
@@ -252,7 +240,7 @@ impl<R: Read> Budget<'_, R> {
 
     fn string(&mut self, what: &str) -> Result<String, ModelFileError> {
         let len = self.u64(what)?;
-        self.bounded("a string", len, limits::GGUF_STRING)?;
+        limits::GGUF_STRING.check(self.file, "a string", len)?;
         self.spend(len)?;
         let mut bytes = Vec::new();
         (&mut self.input)
@@ -306,11 +294,11 @@ impl<R: Read> Budget<'_, R> {
     }
 
     fn array_value(&mut self, key: &str, depth: u64) -> Result<MetaValue, ModelFileError> {
-        self.bounded("array nesting", depth + 1, limits::GGUF_NESTING)?;
+        limits::GGUF_NESTING.check(self.file, "array nesting", depth + 1)?;
         let what = format!("the array {key}");
         let element = self.u32(&what)?;
         let len = self.u64(&what)?;
-        self.bounded("an array", len, limits::GGUF_ARRAY)?;
+        limits::GGUF_ARRAY.check(self.file, "an array", len)?;
         let integer = matches!(element, 0..=5 | 10 | 11);
         if integer && len <= KEPT_ARRAY {
             let mut values = Vec::with_capacity(len as usize);
@@ -330,7 +318,7 @@ impl<R: Read> Budget<'_, R> {
                     match element {
                         8 => {
                             let n = self.u64(&what)?;
-                            self.bounded("a string", n, limits::GGUF_STRING)?;
+                            limits::GGUF_STRING.check(self.file, "a string", n)?;
                             self.skip(n, &what)?;
                         }
                         9 => {

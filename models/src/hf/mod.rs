@@ -31,15 +31,7 @@ const INTERMEDIATE: &[&str] = &["intermediate_size", "ffn_hidden_size", "n_inner
 
 /// Reads a `config.json`. `file` names it in the facts' origins and in errors.
 pub fn read_config(text: &str, file: &str) -> Result<Checkpoint, ModelFileError> {
-    let size = text.len() as u64;
-    if size > limits::CONFIG_JSON.value {
-        return Err(ModelFileError::TooLarge {
-            file: file.to_string(),
-            what: "the file",
-            found: size,
-            limit: limits::CONFIG_JSON,
-        });
-    }
+    limits::CONFIG_JSON.check(file, "the file", text.len() as u64)?;
     let value: Value = serde_json::from_str(text).map_err(|e| ModelFileError::Json {
         file: file.to_string(),
         message: e.to_string(),
@@ -132,14 +124,7 @@ impl<'a> Config<'a> {
 
     fn checkpoint(&self) -> Result<Checkpoint, ModelFileError> {
         let layers = self.text.required("layer count", LAYERS)?;
-        if u64::from(layers.value) > limits::LAYERS.value {
-            return Err(ModelFileError::TooLarge {
-                file: self.root.file.to_string(),
-                what: "the layer count",
-                found: u64::from(layers.value),
-                limit: limits::LAYERS,
-            });
-        }
+        limits::LAYERS.check(self.root.file, "the layer count", u64::from(layers.value))?;
         let hidden = self.required("hidden size", HIDDEN)?;
         let heads = self.required("attention head count", HEADS)?;
         let kv_heads = match self.count(KV_HEADS)? {
@@ -207,6 +192,15 @@ impl<'a> Config<'a> {
                 None
             }
         };
+        let linear_parameters = shape.as_ref().ok().map(|decoder| {
+            Fact::derived(
+                decoder.linear_params(),
+                format!(
+                    "counted from {}: the attention, MLP and expert matrices of the language model",
+                    self.root.file
+                ),
+            )
+        });
         let active_parameters = match &shape {
             Ok(decoder) => decoder.active().map(|active| {
                 Fact::derived(
@@ -235,6 +229,7 @@ impl<'a> Config<'a> {
             vocab_size: vocab,
             parameters,
             active_parameters,
+            linear_parameters,
             experts,
             vision: vision.map(|(kind, _)| kind),
             cross_attention_layers: cross.map(|n| {

@@ -86,6 +86,14 @@ impl Shape {
             .fold(0u64, |sum, p| sum.saturating_add(p.params()))
     }
 
+    /// Parameters of the language model's linear layers (attention, MLP, experts).
+    pub fn linear_params(&self) -> u64 {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p.role, Role::Linear | Role::Expert))
+            .fold(0u64, |sum, p| sum.saturating_add(p.params()))
+    }
+
     /// Parameters one token runs through: all but the routed experts it skips.
     pub fn active(&self) -> Option<u64> {
         let (routed, per_token) = self.routing?;
