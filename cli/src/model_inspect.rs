@@ -5,9 +5,9 @@ use std::fmt::Write;
 use std::path::Path;
 
 use serde::Serialize;
-use vramfit_api::InferenceJob;
+use vramfit_api::ModelSpec;
 use vramfit_models::Checkpoint;
-use vramfit_planner::checkpoint::{ReadModel, fill_unset, model_spec};
+use vramfit_planner::checkpoint::{ReadModel, model_spec};
 
 use crate::args::{HubArgs, InspectArgs, ModelFormat};
 use crate::checkpoint_source::{self, ReadCheckpoint};
@@ -209,16 +209,12 @@ fn also_read(c: &Checkpoint) -> Vec<String> {
     lines
 }
 
-/// `vramfit plan --model-from/--hub`: the job with the model numbers it leaves unset filled
-/// from the checkpoint (its own numbers win; then the checkpoint's; then its preset's).
-pub fn with_checkpoint(
-    mut job: InferenceJob,
-    path: Option<&Path>,
-    hub: &HubArgs,
-) -> Result<InferenceJob, CliError> {
-    if let Some(read) = checkpoint_source::read(path, hub)? {
-        let model = model_spec(&read.checkpoint, read.name);
-        job.spec.model = fill_unset(&job.spec.model, &model.spec);
-    }
-    Ok(job)
+/// `vramfit plan --model-from/--hub`: the `model:` fields read from the checkpoint, which fill
+/// what the manifest leaves unset (its own numbers win; then the checkpoint's; then its
+/// preset's); `None` when neither is given.
+pub fn read_model(path: Option<&Path>, hub: &HubArgs) -> Result<Option<ModelSpec>, CliError> {
+    Ok(
+        checkpoint_source::read(path, hub)?
+            .map(|read| model_spec(&read.checkpoint, read.name).spec),
+    )
 }

@@ -52,8 +52,8 @@ pub struct Planned {
 
 /// `vramfit plan`.
 pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
-    let job = manifest::read_job(&args.file)?;
-    let job = crate::model_inspect::with_checkpoint(job, args.model_from.as_deref(), &args.hub)?;
+    let read = crate::model_inspect::read_model(args.model_from.as_deref(), &args.hub)?;
+    let job = manifest::read_job_filled(&args.file, read.as_ref())?;
     let input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
         path: args.file.clone(),
         message: why.to_string(),
