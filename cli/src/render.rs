@@ -358,11 +358,35 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
 }
 
 /// `vramfit presets`.
+/// A preset's weights on disk: the GGUF file, a pre-quantized checkpoint's bytes, else the
+/// parameters at 16 bits.
+fn preset_size(shape: &model_catalog::Shape<&'static str>) -> String {
+    let gb = |bytes: u64| format!("{:.2} GB", bytes as f64 / 1e9);
+    match (
+        shape.gguf_file_bytes,
+        shape.pre_quantized,
+        shape.weight_bytes,
+    ) {
+        (Some(file), _, _) => gb(file),
+        (None, Some(_), Some(bytes)) => gb(bytes),
+        _ => gb(shape.parameters.saturating_mul(2)),
+    }
+}
+
+/// How a preset's weights are stored.
+fn preset_format(shape: &model_catalog::Shape<&'static str>) -> String {
+    match (shape.gguf_file_bytes, shape.pre_quantized) {
+        (Some(_), _) => "GGUF".into(),
+        (None, Some(q)) => format!("{} {}-bit", q.method.as_str(), q.weight_bits),
+        (None, None) => "16-bit".into(),
+    }
+}
+
 pub fn presets_command() -> String {
     let mut rows = vec![
         [
-            "PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "GGUF",
-            "VISION",
+            "PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "WEIGHTS",
+            "FORMAT", "EXPERTS", "VISION",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -378,9 +402,14 @@ pub fn presets_command() -> String {
             p.shape.attention_heads.to_string(),
             p.shape.kv_heads.to_string(),
             p.shape.context_limit.to_string(),
-            p.shape
-                .gguf_file_bytes
-                .map_or("-".into(), |b| format!("{:.2} GB", b as f64 / 1e9)),
+            preset_size(&p.shape),
+            preset_format(&p.shape),
+            p.shape.experts.map_or("-".into(), |e| {
+                format!(
+                    "{e} ({:.1}B active)",
+                    p.shape.active_parameters.unwrap_or(p.shape.parameters) as f64 / 1e9
+                )
+            }),
             p.shape.vision.to_string(),
         ]);
     }

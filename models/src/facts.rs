@@ -173,6 +173,10 @@ pub struct PreQuantized {
     /// The number format of the weights: `int` or `float`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub weight_format: Option<String>,
+    /// Symmetric weights, without zero points (GPTQ `sym`, AWQ `zero_point: false`,
+    /// compressed-tensors `symmetric`), where the config says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symmetric: Option<bool>,
     /// Where it was read from.
     pub from: Origin,
 }

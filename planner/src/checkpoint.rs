@@ -1,6 +1,8 @@
 //! A checkpoint's numbers (read by vramfit-models) as a manifest's `model:` fields, each with
 //! where it was read from; and the rule that a manifest's own numbers win, field by field.
 use vramfit_api::ModelSpec;
+use vramfit_api::checkpoint::{GgufLayout, PreQuantizationMethod, PreQuantized, WeightFormat};
+use vramfit_models::facts::QuantMethod;
 use vramfit_models::{Checkpoint, Fact};
 
 /// A `model:` block read from a checkpoint.
@@ -69,8 +71,99 @@ pub fn model_spec(checkpoint: &Checkpoint, name: Option<(String, String)>) -> Re
         );
         spec.vision = Some(true);
     }
+    if let Some(vocab) = &checkpoint.vocab_size {
+        take("vocabSize", vocab.from.to_string());
+        spec.vocab_size = Some(vocab.value);
+    }
+    if let Some((quantized, from)) = pre_quantized(checkpoint) {
+        take("preQuantized", from);
+        if let Some((bytes, from)) = weight_bytes(checkpoint, &quantized) {
+            take("weightBytes", from);
+            spec.weight_bytes = Some(bytes);
+        }
+        spec.pre_quantized = Some(quantized);
+    }
+    if let Some(experts) = &checkpoint.experts {
+        take("experts", experts.routed.from.to_string());
+        spec.experts = Some(experts.routed.value);
+    }
+    if let Some(active) = &checkpoint.active_parameters {
+        take("activeParameters", active.from.to_string());
+        spec.active_parameters = Some(active.value);
+    }
+    if let Some(gguf) = &checkpoint.gguf {
+        take(
+            "ggufLayout",
+            "the GGUF file's tensor infos (blk.N.*, output.*, token_embd.*)".to_string(),
+        );
+        spec.gguf_layout = Some(GgufLayout {
+            block_bytes: gguf.block_bytes.clone(),
+            output_bytes: gguf.output_bytes,
+            token_embedding_bytes: gguf.token_embd_bytes,
+        });
+    }
     ReadModel { spec, read_from }
 }
+
+/// The checkpoint's quantization as a manifest's `preQuantized`, where vramfit plans the
+/// method (a method it does not know, or bitsandbytes without its bits, is planned as 16-bit
+/// weights: an over-estimate, never an under-estimate).
+fn pre_quantized(checkpoint: &Checkpoint) -> Option<(PreQuantized, String)> {
+    let q = checkpoint.quantization.as_ref()?;
+    let method = match q.method {
+        QuantMethod::Awq => PreQuantizationMethod::Awq,
+        QuantMethod::Gptq => PreQuantizationMethod::Gptq,
+        QuantMethod::Fp8 => PreQuantizationMethod::Fp8,
+        QuantMethod::CompressedTensors => PreQuantizationMethod::CompressedTensors,
+        QuantMethod::Bitsandbytes => PreQuantizationMethod::Bitsandbytes,
+        QuantMethod::Other(_) => return None,
+    };
+    let weight_format = q.weight_format.as_deref().map(|f| match f {
+        "int" => WeightFormat::Int,
+        _ => WeightFormat::Float,
+    });
+    Some((
+        PreQuantized {
+            method,
+            weight_bits: u32::from(q.weight_bits?),
+            activation_bits: q.activation_bits.map(u32::from),
+            group_size: q.group_size,
+            weight_format,
+            symmetric: q.symmetric,
+        },
+        q.from.to_string(),
+    ))
+}
+
+/// A pre-quantized checkpoint's weight bytes: exact where the safetensors headers or index
+/// were read; else estimated from the linear layers' parameters at the stored bits, with a
+/// 16-bit scale and zero point per group, and every other parameter at 16 bits.
+fn weight_bytes(checkpoint: &Checkpoint, q: &PreQuantized) -> Option<(u64, String)> {
+    if let Some(weights) = &checkpoint.weights {
+        return Some((weights.bytes.value, weights.bytes.from.to_string()));
+    }
+    let parameters = checkpoint.parameters.as_ref()?.value;
+    let linear = checkpoint.linear_parameters.as_ref()?.value.min(parameters);
+    let group = q.group_size.unwrap_or(DEFAULT_GROUP).max(1);
+    let quantized = u128::from(linear)
+        .saturating_mul(u128::from(q.weight_bits))
+        .div_ceil(8)
+        .saturating_add(u128::from(linear.div_ceil(u64::from(group))).saturating_mul(4));
+    let rest = u128::from(parameters.saturating_sub(linear)).saturating_mul(2);
+    let bytes = u64::try_from(quantized.saturating_add(rest)).unwrap_or(u64::MAX);
+    Some((
+        bytes,
+        format!(
+            "estimated: {linear} linear-layer parameters at {} bits with a 4-byte scale and zero per {group}, {} others at 16 bits (no safetensors header read)",
+            q.weight_bits,
+            parameters.saturating_sub(linear)
+        ),
+    ))
+}
+
+/// Weights per scale assumed where a scheme has none (per channel, per tensor, blocks): a
+/// smaller share of scales than any grouped scheme vramfit plans, so never an under-estimate.
+const DEFAULT_GROUP: u32 = 128;
 
 fn u32_field(
     fact: &Fact<u32>,
@@ -96,6 +189,16 @@ pub fn fill_unset(explicit: &ModelSpec, read: &ModelSpec) -> ModelSpec {
         context_limit: explicit.context_limit.or(read.context_limit),
         gguf_file_bytes: explicit.gguf_file_bytes.or(read.gguf_file_bytes),
         vision: explicit.vision.or(read.vision),
+        hugging_face: explicit.hugging_face.clone(),
+        vocab_size: explicit.vocab_size.or(read.vocab_size),
+        weight_bytes: explicit.weight_bytes.or(read.weight_bytes),
+        pre_quantized: explicit.pre_quantized.or(read.pre_quantized),
+        experts: explicit.experts.or(read.experts),
+        active_parameters: explicit.active_parameters.or(read.active_parameters),
+        gguf_layout: explicit
+            .gguf_layout
+            .clone()
+            .or_else(|| read.gguf_layout.clone()),
     }
 }
 
@@ -133,7 +236,10 @@ mod tests {
                 "attentionHeads",
                 "kvHeads",
                 "headDim",
-                "contextLimit"
+                "contextLimit",
+                "vocabSize",
+                "experts",
+                "activeParameters"
             ]
         );
         assert_eq!(read.read_from[2].1, "config.json num_hidden_layers");

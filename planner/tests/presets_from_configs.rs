@@ -56,6 +56,15 @@ const CHECKED: &[(&str, &str)] = &[
     ("qwen3-4b-q8_0", "Qwen/Qwen3-4B"),
     ("qwen3-8b-q6_k", "Qwen/Qwen3-8B"),
     ("qwen3-8b-q8_0", "Qwen/Qwen3-8B"),
+    ("qwq-32b-preview-awq", "Orion-zhen/QwQ-32B-Preview-AWQ"),
+    (
+        "qwen2.5-7b-instruct-gptq-int4",
+        "OPEA/Qwen2.5-7B-Instruct-int4-sym-inc",
+    ),
+    (
+        "qwen2.5-7b-fp8-dynamic",
+        "neuralmagic/Qwen2.5-7B-FP8-dynamic",
+    ),
 ];
 
 /// Presets without a committed config, and why.
@@ -120,6 +129,19 @@ fn presets_have_the_numbers_of_their_config() {
             "{key}: context"
         );
         assert_eq!(read.vision.unwrap_or(false), preset.vision, "{key}: vision");
+        assert_eq!(
+            read.pre_quantized, preset.pre_quantized,
+            "{key}: quantization"
+        );
+        assert_eq!(
+            read.weight_bytes, preset.weight_bytes,
+            "{key}: weight bytes"
+        );
+        assert_eq!(read.experts, preset.experts, "{key}: experts");
+        assert_eq!(
+            read.active_parameters, preset.active_parameters,
+            "{key}: active parameters"
+        );
         // GGUF presets leave the vocabulary out: it only sizes in-flight quantization.
         let vocab = checkpoint.vocab_size.map(|v| v.value).filter(|_| !gguf);
         assert_eq!(vocab, preset.vocab_size, "{key}: vocabulary");

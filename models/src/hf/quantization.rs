@@ -43,6 +43,7 @@ pub(crate) fn read(root: &Section<'_>) -> Result<Option<PreQuantized>, ModelFile
             activation_bits: None,
             group_size: group(&["group_size", "q_group_size"])?,
             weight_format: Some("int".into()),
+            symmetric: q.flag("zero_point")?.map(|zero_point| !zero_point),
             from,
         },
         "gptq" => PreQuantized {
@@ -51,6 +52,7 @@ pub(crate) fn read(root: &Section<'_>) -> Result<Option<PreQuantized>, ModelFile
             activation_bits: None,
             group_size: group(&["group_size"])?,
             weight_format: Some("int".into()),
+            symmetric: q.flag("sym")?,
             from,
         },
         "fp8" | "fbgemm_fp8" => PreQuantized {
@@ -62,6 +64,7 @@ pub(crate) fn read(root: &Section<'_>) -> Result<Option<PreQuantized>, ModelFile
             },
             group_size: None,
             weight_format: Some("float".into()),
+            symmetric: Some(true),
             from,
         },
         "compressed-tensors" => compressed_tensors(&q, from)?,
@@ -84,6 +87,7 @@ pub(crate) fn read(root: &Section<'_>) -> Result<Option<PreQuantized>, ModelFile
                     .filter(|_| four)
                     .map(str::to_string)
                     .or(eight.then(|| "int".to_string())),
+                symmetric: None,
                 from,
             }
         }
@@ -100,6 +104,7 @@ pub(crate) fn read(root: &Section<'_>) -> Result<Option<PreQuantized>, ModelFile
             activation_bits: None,
             group_size: group(&["group_size"])?,
             weight_format: None,
+            symmetric: None,
             from,
         },
     };
@@ -146,6 +151,7 @@ fn compressed_tensors(q: &Section<'_>, from: Origin) -> Result<PreQuantized, Mod
             .and_then(|v| v.as_u64())
             .and_then(|g| u32::try_from(g).ok()),
         weight_format: field("weights", "type").and_then(|v| v.as_str().map(str::to_string)),
+        symmetric: field("weights", "symmetric").and_then(|v| v.as_bool()),
         from,
     })
 }
