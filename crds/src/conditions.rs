@@ -29,6 +29,10 @@ status_words! {
         /// False (`Reconciled`) once a reconcile of it succeeds. Unset for jobs that never had
         /// one.
         ReconcileFailed = "ReconcileFailed",
+        /// `model.huggingFace` was read (True, `ModelRead`), is being read (False,
+        /// `ModelResolving`), or could not be read (False, `Hub…`, retried with backoff).
+        /// Unset for jobs without `model.huggingFace`.
+        ModelResolved = "ModelResolved",
     }
 }
 
@@ -89,6 +93,20 @@ status_words! {
         InternalError = "InternalError",
         /// ReconcileFailed=False: the last reconcile of the job succeeded.
         Reconciled = "Reconciled",
+        /// ModelResolved=True: the Hub repository's numbers are in `status.resolvedModel`.
+        ModelRead = "ModelRead",
+        /// ModelResolved=False: the operator is reading the Hub repository.
+        ModelResolving = "ModelResolving",
+        /// ModelResolved=False: the repository, revision or its config.json does not exist.
+        HubNotFound = "HubNotFound",
+        /// ModelResolved=False: the Hub refused the token (401) or the model is gated (403).
+        HubUnauthorized = "HubUnauthorized",
+        /// ModelResolved=False: the Hub did not answer in time.
+        HubTimeout = "HubTimeout",
+        /// ModelResolved=False: the Hub could not be reached or failed (5xx, network).
+        HubUnavailable = "HubUnavailable",
+        /// ModelResolved=False: a file is malformed, too large, or not a Hugging Face model.
+        HubInvalid = "HubInvalid",
     }
 }
 
