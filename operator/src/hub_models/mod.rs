@@ -145,3 +145,6 @@ pub fn wait(job: &InferenceJob, reason: Reason, message: String, now: &Time) -> 
     vramfit_api::conditions::sort(&mut status.conditions);
     status
 }
+
+#[cfg(test)]
+mod tests;
