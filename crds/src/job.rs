@@ -162,9 +162,9 @@ fn default_max_attempts() -> u32 {
 #[x_kube(validation = Rule::new("has(self.preset) || has(self.huggingFace) || (has(self.parameters) && has(self.layers) && has(self.hiddenSize) && has(self.attentionHeads))").message("model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads"))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelSpec {
-    /// A catalog preset, e.g. `internvl3-8b`, `llama-3.2-11b-vision-instruct`,
-    /// `mistral-7b-instruct-v0.3`, `mistral-7b-instruct-v0.3-q4_k_m`. Explicit fields below
-    /// override the preset's numbers.
+    /// A catalog preset (`vramfit presets` lists them with their sources), e.g. `qwen3-8b`,
+    /// `llama-3.1-70b-instruct`, `qwen2.5-7b-fp8-dynamic`, `mistral-7b-instruct-v0.3-q4_k_m`.
+    /// Explicit fields below override the preset's numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 128))]
     pub preset: Option<String>,
