@@ -153,3 +153,31 @@ pub struct ResolvedModel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vision: Option<bool>,
 }
+
+impl ResolvedModel {
+    /// What was read, as the `model:` fields it fills where a manifest leaves them unset; the
+    /// model is named after its repository (`source` without the revision).
+    pub fn model_spec(&self) -> crate::ModelSpec {
+        let repo = self
+            .source
+            .split_once('@')
+            .map_or(&*self.source, |(r, _)| r);
+        crate::ModelSpec {
+            name: Some(repo.to_string()),
+            parameters: self.parameters,
+            layers: Some(self.layers),
+            hidden_size: Some(self.hidden_size),
+            attention_heads: Some(self.attention_heads),
+            kv_heads: Some(self.kv_heads),
+            head_dim: Some(self.head_dim),
+            context_limit: self.context_limit,
+            vision: self.vision,
+            vocab_size: self.vocab_size,
+            weight_bytes: self.weight_bytes,
+            pre_quantized: self.pre_quantized,
+            experts: self.experts,
+            active_parameters: self.active_parameters,
+            ..crate::ModelSpec::default()
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! and plans with it (the manifest's own numbers win); a second job of the same repository is
 //! answered from the cache; a private repository is read with the token of a Secret in the
 //! operator's namespace; a slow repository holds up no other job; a missing one is a
-//! `ModelResolved=False` condition that names it, retried with backoff, and no pod.
+//! `ModelResolved=False` condition that names it, retried with backoff, and no pod; a
+//! restarted operator whose Hub is away follows a job it read from `status.resolvedModel`.
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -13,10 +14,11 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::conditions::{self, ConditionType};
-use vramfit_api::{InferenceJob, ModelSpec, Phase};
+use vramfit_api::{InferenceJob, Phase};
 use vramfit_e2e::hub::{HubRepo, LocalHub};
 use vramfit_e2e::{
-    SETTLE, Suite, check_placed_job, conditions_of, consistently, eventually, expect_eq, pinned_job,
+    SETTLE, Suite, check_placed_job, conditions_of, consistently, eventually, expect_eq, free_port,
+    pinned_job,
 };
 use vramfit_planner::checkpoint::fill_unset;
 
@@ -133,6 +135,7 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
     wait_model_condition(s, "hub-slow", "HubTimeout", SLOW).await?;
     no_pod(s, "hub-slow").await?;
 
+    hub_away_after_restart(s).await?;
     s.stop_operators();
     s.delete_jobs(
         &[
@@ -145,6 +148,25 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
         .map(String::from),
     )
     .await
+}
+
+/// A restarted operator (an empty cache) whose Hub cannot be reached still follows a job it
+/// read before: it plans from `status.resolvedModel`, and the pod's end reaches the job.
+async fn hub_away_after_restart(s: &mut Suite) -> Result<()> {
+    s.stop_operators();
+    let nobody = format!("http://127.0.0.1:{}", free_port()?);
+    s.start_operator("hub-away", &["--hub-endpoint", &nobody], true)
+        .await?;
+    let (_, pod) = s.wait_pod("hub-public", 1).await?;
+    s.set_pod_running(&pod).await?;
+    s.wait_phase("hub-public", &[Phase::Running]).await?;
+    s.set_pod_ended(&pod, 0, "Completed", "").await?;
+    let job = s.wait_phase("hub-public", &[Phase::Succeeded]).await?;
+    expect_eq(
+        "hub-public ModelResolved reason with the Hub away",
+        condition_reason(&job, ConditionType::ModelResolved).as_deref(),
+        Some("ModelRead"),
+    )
 }
 
 /// A repository the Hub does not have: Pending, `ModelResolved=False` reason `HubNotFound`
@@ -243,32 +265,15 @@ async fn placed_with_model(s: &Suite, name: &str, repo: &str) -> Result<Resolved
         8192,
     )?;
     let nodes = s.sim_nodes().await?;
-    check_placed_job(&filled(&job, repo, &resolved), &pod, &nodes)?;
+    check_placed_job(&filled(&job, &resolved), &pod, &nodes)?;
     Ok(resolved)
 }
 
 /// The job with what the operator read filled into the numbers its manifest leaves unset, as
-/// the operator planned it (the model is named after its repository).
-fn filled(job: &InferenceJob, repo: &str, resolved: &ResolvedModel) -> InferenceJob {
-    let read = ModelSpec {
-        name: Some(repo.to_string()),
-        parameters: resolved.parameters,
-        layers: Some(resolved.layers),
-        hidden_size: Some(resolved.hidden_size),
-        attention_heads: Some(resolved.attention_heads),
-        kv_heads: Some(resolved.kv_heads),
-        head_dim: Some(resolved.head_dim),
-        context_limit: resolved.context_limit,
-        vocab_size: resolved.vocab_size,
-        weight_bytes: resolved.weight_bytes,
-        experts: resolved.experts,
-        active_parameters: resolved.active_parameters,
-        pre_quantized: resolved.pre_quantized,
-        vision: resolved.vision,
-        ..ModelSpec::default()
-    };
+/// the operator planned it.
+fn filled(job: &InferenceJob, resolved: &ResolvedModel) -> InferenceJob {
     let mut filled = job.clone();
-    filled.spec.model = fill_unset(&job.spec.model, &read);
+    filled.spec.model = fill_unset(&job.spec.model, &resolved.model_spec());
     filled
 }
 

@@ -57,10 +57,16 @@ pub fn prepare(job: &InferenceJob, hub: &Arc<HubResolver>) -> HubStep {
             };
         }
     };
+    // What an earlier reconcile read for this repo@revision is kept in status: a restarted
+    // operator, or one whose cache let the entry go, plans from it while the Hub is away.
+    if let Some(recorded) = recorded(job, &repo) {
+        let filled = filled_from(job, &recorded);
+        return HubStep::Ready(Box::new(filled), recorded);
+    }
     match hub.lookup(&repo) {
         Lookup::Ready(checkpoint) => {
-            let (filled, resolved) = filled(job, &repo, &checkpoint);
-            HubStep::Ready(Box::new(filled), resolved)
+            let resolved = resolved(&repo, &checkpoint);
+            HubStep::Ready(Box::new(filled_from(job, &resolved)), resolved)
         }
         Lookup::Reading => HubStep::Wait {
             reason: Reason::ModelResolving,
@@ -79,28 +85,29 @@ pub fn prepare(job: &InferenceJob, hub: &Arc<HubResolver>) -> HubStep {
     }
 }
 
-/// The job with the numbers it leaves unset taken from `checkpoint` (its own win, field by
-/// field), and the status record of what was read.
-pub fn filled(
-    job: &InferenceJob,
-    repo: &RepoRef,
-    checkpoint: &Checkpoint,
-) -> (InferenceJob, ResolvedModel) {
-    let read = model_spec(
-        checkpoint,
-        Some((repo.repo().to_string(), "the Hub repository".to_string())),
-    )
-    .spec;
-    let mut filled = job.clone();
-    filled.spec.model = fill_unset(&job.spec.model, &read);
-    let resolved = ResolvedModel {
-        source: format!("{}@{}", repo.repo(), repo.revision()),
+/// `status.resolvedModel`, when it was read from this repo@revision.
+fn recorded(job: &InferenceJob, repo: &RepoRef) -> Option<ResolvedModel> {
+    let recorded = job.status.as_ref()?.resolved_model.as_ref()?;
+    (recorded.source == source(repo)).then(|| recorded.clone())
+}
+
+fn source(repo: &RepoRef) -> String {
+    format!("{}@{}", repo.repo(), repo.revision())
+}
+
+/// The status record of what was read from `repo`.
+pub fn resolved(repo: &RepoRef, checkpoint: &Checkpoint) -> ResolvedModel {
+    let read = model_spec(checkpoint, None).spec;
+    ResolvedModel {
+        source: source(repo),
         architecture: Some(checkpoint.architecture.value.clone()),
         parameters: read.parameters,
         active_parameters: read.active_parameters,
-        layers: checkpoint.layers.value,
-        hidden_size: checkpoint.hidden_size.value,
-        attention_heads: checkpoint.attention_heads.value,
+        layers: read.layers.unwrap_or(checkpoint.layers.value),
+        hidden_size: read.hidden_size.unwrap_or(checkpoint.hidden_size.value),
+        attention_heads: read
+            .attention_heads
+            .unwrap_or(checkpoint.attention_heads.value),
         kv_heads: read.kv_heads.unwrap_or(checkpoint.kv_heads.value),
         head_dim: read.head_dim.unwrap_or(checkpoint.head_dim.value),
         context_limit: read.context_limit,
@@ -109,8 +116,15 @@ pub fn filled(
         experts: read.experts,
         pre_quantized: read.pre_quantized,
         vision: read.vision,
-    };
-    (filled, resolved)
+    }
+}
+
+/// The job with the numbers it leaves unset taken from what was read (its own win, field by
+/// field).
+pub fn filled_from(job: &InferenceJob, resolved: &ResolvedModel) -> InferenceJob {
+    let mut filled = job.clone();
+    filled.spec.model = fill_unset(&job.spec.model, &resolved.model_spec());
+    filled
 }
 
 /// Records what was read on a decided status: `resolvedModel` and `ModelResolved=True`.

@@ -122,6 +122,47 @@ async fn a_repository_is_read_once_then_answered_from_the_cache_and_explicit_num
 }
 
 #[tokio::test]
+async fn what_status_recorded_plans_the_job_while_the_hub_is_away() {
+    let (endpoint, _) = hub().await;
+    let HubStep::Ready(_, read) = settled(
+        &job("{huggingFace: {repo: good/model}}"),
+        &resolver(endpoint),
+    )
+    .await
+    else {
+        panic!("read");
+    };
+    // A restarted operator (an empty cache) whose Hub is down.
+    let down = resolver("http://127.0.0.1:9".into());
+    let mut recorded = job("{huggingFace: {repo: good/model}, kvHeads: 4}");
+    recorded.status = Some(vramfit_api::InferenceJobStatus {
+        resolved_model: Some(read.clone()),
+        ..Default::default()
+    });
+    let HubStep::Ready(filled, resolved) = prepare(&recorded, &down) else {
+        panic!("planned from status, without the Hub");
+    };
+    assert_eq!(resolved, read);
+    assert_eq!(filled.spec.model.layers, Some(36));
+    assert_eq!(filled.spec.model.name.as_deref(), Some("good/model"));
+    assert_eq!(
+        filled.spec.model.kv_heads,
+        Some(4),
+        "the manifest still wins"
+    );
+    // Recorded for another revision: read again.
+    let mut moved = recorded.clone();
+    moved.spec.model.hugging_face = serde_yaml::from_str("{repo: good/model, revision: v2}").ok();
+    assert!(matches!(
+        prepare(&moved, &down),
+        HubStep::Wait {
+            reason: Reason::ModelResolving,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
 async fn a_missing_or_malformed_repository_is_a_condition_with_backoff() {
     let (endpoint, _) = hub().await;
     let hub = resolver(endpoint);
