@@ -1,24 +1,26 @@
 //! `model.huggingFace` on a real API server: the operator reads the repository from a local
 //! Hub (`--hub-endpoint`) in the background, records what it read in `status.resolvedModel`
-//! and plans with it (the manifest's own numbers win); a second job of the same repository is
-//! answered from the cache; a private repository is read with the token of a Secret in the
-//! operator's namespace; a slow repository holds up no other job; a missing one is a
-//! `ModelResolved=False` condition that names it, retried with backoff, and no pod; a
-//! restarted operator whose Hub is away follows a job it read from `status.resolvedModel`.
+//! and plans with it (the manifest's own numbers win); a second job of the same repository,
+//! and a served one, are answered from the cache; a private repository is read with the token
+//! of a Secret in the operator's namespace; a slow repository holds up no other job; a missing
+//! one is a `ModelResolved=False` condition that names it, retried with backoff, and no pod;
+//! a restarted operator whose Hub is away follows a job it read from `status.resolvedModel`.
 use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::conditions::{self, ConditionType};
-use vramfit_api::{InferenceJob, Phase};
+use vramfit_api::pod_keys::PLAN_ANNOTATION;
+use vramfit_api::{InferenceJob, Phase, Plan};
 use vramfit_e2e::hub::{HubRepo, LocalHub};
 use vramfit_e2e::{
-    SETTLE, Suite, check_placed_job, conditions_of, consistently, eventually, expect_eq, free_port,
-    pinned_job,
+    SETTLE, Suite, check_placed_job, check_served_job, conditions_of, consistently, eventually,
+    expect_eq, free_port, pinned_job,
 };
 use vramfit_planner::checkpoint::fill_unset;
 
@@ -32,7 +34,7 @@ const MISSING: &str = "e2e-hub/no-such-model";
 const TOKEN: &str = "hf_e2e_token";
 const TOKEN_SECRET: &str = "vramfit-hub-token";
 /// The classes the one-GPU jobs may take (the suite's other jobs may hold some GPUs).
-const CLASSES: &[&str] = &["h100-80gb-x8", "a10g-x4", "a10g-x1"];
+const CLASSES: &[&str] = &["h100-80gb-hbm3-x8", "a10g-x4", "a10g-x1"];
 /// The slow repository answers after this; the operator gives up on a file after
 /// `--hub-timeout-seconds` 3.
 const SLOW_ANSWER: Duration = Duration::from_secs(20);
@@ -116,6 +118,13 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
         1,
     )?;
 
+    served_from_the_hub(s, &resolved).await?;
+    expect_eq(
+        "config.json reads of the public repository after a served job",
+        hub.config_reads(PUBLIC),
+        1,
+    )?;
+
     // A private repository: read with the token from the operator's own Secret.
     s.apply_job(hub_job(s, "hub-private", PRIVATE)).await?;
     placed_with_model(s, "hub-private", PRIVATE).await?;
@@ -144,10 +153,62 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
             "hub-public-again",
             "hub-private",
             "hub-missing",
+            "hub-served",
         ]
         .map(String::from),
     )
     .await
+}
+
+/// A served job (`spec.serve`, vLLM, one replica) of the public repository: its replica is
+/// planned from the same numbers as a batch job (the manifest's context limit winning), and
+/// its status records what was read.
+async fn served_from_the_hub(s: &Suite, read_before: &ResolvedModel) -> Result<()> {
+    let name = "hub-served";
+    s.apply_job(json!({
+        "apiVersion": "vramfit.io/v1alpha1",
+        "kind": "InferenceJob",
+        "metadata": {"name": name, "namespace": s.ns},
+        "spec": {
+            "model": {
+                "huggingFace": {"repo": PUBLIC, "revision": REVISION},
+                "contextLimit": 8192,
+            },
+            "runtime": "vllm",
+            "image": "vllm/vllm-openai:v0.10.2",
+            "args": ["--model", PUBLIC],
+            "contextLength": 32768,
+            "gpus": {"min": 1, "max": 1},
+            "nodeClasses": {"allowed": CLASSES},
+            "serve": {"port": 8000, "replicas": 1},
+        }
+    }))
+    .await?;
+    let (job, pods) = s.wait_replicas(name, 1).await?;
+    expect_eq(
+        &format!("job {name} ModelResolved reason"),
+        condition_reason(&job, ConditionType::ModelResolved).as_deref(),
+        Some("ModelRead"),
+    )?;
+    let resolved = job
+        .status
+        .as_ref()
+        .and_then(|st| st.resolved_model.clone())
+        .with_context(|| format!("job {name} has no status.resolvedModel"))?;
+    expect_eq(&format!("job {name} resolvedModel"), &resolved, read_before)?;
+    for pod in &pods {
+        let plan: Plan = pod
+            .annotations()
+            .get(PLAN_ANNOTATION)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .with_context(|| format!("pod {} carries no plan", pod.name_any()))?;
+        expect_eq(
+            &format!("pod {} plan's contextLength", pod.name_any()),
+            plan.context_length,
+            8192,
+        )?;
+    }
+    check_served_job(&filled(&job, &resolved), &pods, &s.sim_nodes().await?)
 }
 
 /// A restarted operator (an empty cache) whose Hub cannot be reached still follows a job it

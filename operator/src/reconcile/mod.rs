@@ -142,6 +142,11 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         } => return update_status::wait_for_model(job, ctx, reason, message, retry_in).await,
     };
     let job: &InferenceJob = filled.as_deref().unwrap_or(original);
+    // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates;
+    // its replicas are planned from the same filled numbers.
+    if let Some(serve) = &job.spec.serve {
+        return crate::serving::reconcile_served(job, serve, ctx, resolved).await;
+    }
     let mut decision = {
         // Room is read and the chosen pod reserved under one lock, with no await between: a
         // burst of reconciles cannot all take the same last free GPUs.
