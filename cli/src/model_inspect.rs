@@ -68,7 +68,14 @@ fn yaml(read: &ReadCheckpoint, model: &ReadModel) -> Result<String, CliError> {
     let mut lines = Vec::new();
     for (key, value) in &fields {
         let key = key.as_str().unwrap_or_default();
-        let value = serde_yaml::to_string(value).map_err(serialize)?;
+        // A nested value (preQuantized, ggufLayout) in flow style, to stay on its line with
+        // its comment: JSON is YAML.
+        let value = match value {
+            serde_yaml::Value::Mapping(_) | serde_yaml::Value::Sequence(_) => {
+                serde_json::to_string(value).map_err(|e| CliError::Serialize(e.to_string()))?
+            }
+            scalar => serde_yaml::to_string(scalar).map_err(serialize)?,
+        };
         let from = model
             .read_from
             .iter()

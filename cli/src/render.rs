@@ -93,7 +93,20 @@ pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
     let job = manifest::read_job_filled(&args.file, read.as_ref())?;
     let input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
         path: args.file.clone(),
-        message: why.to_string(),
+        message: match (&job.spec.model.hugging_face, &read) {
+            // The operator reads the repository; here the Hub is reached only when asked.
+            (Some(hf), None) => {
+                let repo = format!(
+                    "{}@{}",
+                    hf.repo,
+                    hf.revision.as_deref().unwrap_or(vramfit_hub::DEFAULT_REVISION)
+                );
+                format!(
+                    "{why}: model.huggingFace names {repo}, which the operator reads from the Hub; to plan it here, add --hub {repo} (or --model-from a local copy)"
+                )
+            }
+            _ => why.to_string(),
+        },
     })?;
     let mut classes = manifest::classes(args.node_classes.as_ref())?;
     if let Some(name) = &args.class {

@@ -171,6 +171,32 @@ fn a_folder_with_safetensors_gives_exact_weight_bytes() {
 }
 
 #[test]
+fn a_pre_quantized_config_gives_a_block_a_manifest_reads() {
+    // Nested fields stay on their line (flow style), so the output is still a manifest's YAML.
+    let out = ok(&vramfit(
+        &[
+            "model",
+            "inspect",
+            &configs("Orion-zhen/QwQ-32B-Preview-AWQ"),
+            "--name",
+            "q",
+        ],
+        None,
+    ));
+    let model = model_block(&out);
+    let quantized = model.pre_quantized.expect("preQuantized");
+    assert_eq!(
+        (
+            quantized.method.as_str(),
+            quantized.weight_bits,
+            quantized.group_size
+        ),
+        ("awq", 4, Some(128))
+    );
+    assert!(model.weight_bytes.is_some(), "{out}");
+}
+
+#[test]
 fn a_gguf_file_gives_its_size_and_blocks() {
     let dir = scratch("gguf");
     let (bytes, _) = test_support::small_llama();
@@ -184,6 +210,11 @@ fn a_gguf_file_gives_its_size_and_blocks() {
     assert_eq!(model.name.as_deref(), Some("small-Q4_K_M.gguf"));
     assert_eq!(model.gguf_file_bytes, Some(bytes.len() as u64));
     assert_eq!((model.layers, model.kv_heads), (Some(2), Some(2)));
+    assert_eq!(
+        model.gguf_layout.map(|l| l.block_bytes.len()),
+        Some(2),
+        "{out}"
+    );
     assert!(
         out.contains("# small-Q4_K_M.gguf llama.block_count"),
         "{out}"
@@ -308,6 +339,22 @@ fn plan_fills_what_the_manifest_leaves_unset_from_the_checkpoint() {
         ),
         "cannot read /nonexistent",
     );
+}
+
+#[test]
+fn a_manifest_naming_a_hub_repository_says_how_to_plan_it() {
+    let manifest =
+        format!("{JOB}  model: {{huggingFace: {{repo: Qwen/Qwen3-8B, revision: v1}}}}\n");
+    // Without --hub the Hub is not read: the error names the flag that reads the repository.
+    one_line_error(
+        &vramfit(&["plan", "-"], Some(&manifest)),
+        "model.huggingFace names Qwen/Qwen3-8B@v1, which the operator reads from the Hub; to plan it here, add --hub Qwen/Qwen3-8B@v1 (or --model-from a local copy)",
+    );
+    // Given a copy, it plans.
+    ok(&vramfit(
+        &["plan", "-", "--model-from", &configs("Qwen/Qwen3-8B")],
+        Some(&manifest),
+    ));
 }
 
 #[test]
