@@ -9,28 +9,8 @@ use std::process::{Command, Output};
 use vramfit_api::ModelSpec;
 use vramfit_models::test_support;
 
-fn vramfit(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramfit"))
-        .args(args)
-        .env_remove("HF_ENDPOINT")
-        .env_remove("HF_TOKEN")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
+mod support;
+use support::vramfit;
 
 fn configs(repo: &str) -> String {
     format!(
