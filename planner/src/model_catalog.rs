@@ -79,6 +79,96 @@ const UNSET: Shape<&str> = Shape {
     active_parameters: None,
 };
 
+/// A GGUF quantization of `base`: its shape, under the file's name and size (llama.cpp plans by
+/// the file's bytes; the vocabulary matters only to in-flight quantization).
+const fn gguf(base: Shape<&'static str>, file: &'static str, bytes: u64) -> Shape<&'static str> {
+    Shape {
+        name: file,
+        gguf_file_bytes: Some(bytes),
+        vocab_size: None,
+        ..base
+    }
+}
+
+/// Models several presets share (a GGUF or pre-quantized release of the same weights).
+const MISTRAL_7B: Shape<&str> = Shape {
+    name: "mistralai/Mistral-7B-Instruct-v0.3",
+    parameters: 7_248_023_552,
+    layers: 32,
+    hidden_size: 4096,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 32_768,
+    vocab_size: Some(32_768),
+    ..UNSET
+};
+
+const LLAMA_31_8B: Shape<&str> = Shape {
+    name: "meta-llama/Llama-3.1-8B-Instruct",
+    parameters: 8_030_261_248,
+    layers: 32,
+    hidden_size: 4096,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 131_072,
+    vocab_size: Some(128_256),
+    ..UNSET
+};
+
+const LLAMA_31_70B: Shape<&str> = Shape {
+    name: "meta-llama/Llama-3.1-70B-Instruct",
+    parameters: 70_553_706_496,
+    layers: 80,
+    hidden_size: 8192,
+    attention_heads: 64,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 131_072,
+    vocab_size: Some(128_256),
+    ..UNSET
+};
+
+const QWEN3_4B: Shape<&str> = Shape {
+    name: "Qwen/Qwen3-4B",
+    parameters: 4_022_468_096,
+    layers: 36,
+    hidden_size: 2560,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 40_960,
+    vocab_size: Some(151_936),
+    ..UNSET
+};
+
+const QWEN3_8B: Shape<&str> = Shape {
+    name: "Qwen/Qwen3-8B",
+    parameters: 8_190_735_360,
+    layers: 36,
+    hidden_size: 4096,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 40_960,
+    vocab_size: Some(151_936),
+    ..UNSET
+};
+
+const QWEN25_7B: Shape<&str> = Shape {
+    name: "Qwen/Qwen2.5-7B-Instruct",
+    parameters: 7_615_616_512,
+    layers: 28,
+    hidden_size: 3584,
+    attention_heads: 28,
+    kv_heads: 4,
+    head_dim: 128,
+    context_limit: 32_768,
+    vocab_size: Some(152_064),
+    ..UNSET
+};
+
 /// The built-in presets.
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -117,114 +207,53 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         key: "mistral-7b-instruct-v0.3",
-        shape: Shape {
-            name: "mistralai/Mistral-7B-Instruct-v0.3",
-            parameters: 7_248_023_552,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 32_768,
-            vocab_size: Some(32_768),
-            ..UNSET
-        },
+        shape: MISTRAL_7B,
         source: "mistralai/Mistral-7B-Instruct-v0.3 config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 32768, vocab_size 32768); safetensors: 7.25B parameters",
     },
     Preset {
         key: "llama-3.1-8b-instruct",
-        shape: Shape {
-            name: "meta-llama/Llama-3.1-8B-Instruct",
-            parameters: 8_030_261_248,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 131_072,
-            vocab_size: Some(128_256),
-            ..UNSET
-        },
+        shape: LLAMA_31_8B,
         source: "meta-llama/Llama-3.1-8B-Instruct config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256); safetensors: 8.03B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q4_k_m",
-        shape: Shape {
-            name: "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
-            parameters: 7_248_023_552,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 32_768,
-            gguf_file_bytes: Some(4_372_812_000),
-            ..UNSET
-        },
+        shape: gguf(
+            MISTRAL_7B,
+            "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
+            4_372_812_000,
+        ),
         source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 32768); file 4.37 GB",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q8_0",
-        shape: Shape {
-            name: "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
-            parameters: 7_248_023_552,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 32_768,
-            gguf_file_bytes: Some(7_702_565_000),
-            ..UNSET
-        },
+        shape: gguf(
+            MISTRAL_7B,
+            "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
+            7_702_565_000,
+        ),
         source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q8_0.gguf (llama.block_count 32, head_count_kv 8); file 7.70 GB",
     },
     Preset {
         key: "llama-3.1-8b-instruct-q4_k_m",
-        shape: Shape {
-            name: "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
-            parameters: 8_030_261_248,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 131_072,
-            gguf_file_bytes: Some(4_920_734_000),
-            ..UNSET
-        },
+        shape: gguf(
+            LLAMA_31_8B,
+            "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            4_920_734_000,
+        ),
         source: "GGUF metadata of Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 131072); file 4.92 GB",
     },
     Preset {
         key: "llama-3.1-70b-instruct-q4_k_m",
-        shape: Shape {
-            name: "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
-            parameters: 70_553_706_496,
-            layers: 80,
-            hidden_size: 8192,
-            attention_heads: 64,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 131_072,
-            gguf_file_bytes: Some(42_520_393_000),
-            ..UNSET
-        },
+        shape: gguf(
+            LLAMA_31_70B,
+            "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+            42_520_393_000,
+        ),
         source: "GGUF metadata of Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf (llama.block_count 80, embedding_length 8192, head_count 64, head_count_kv 8); file 42.5 GB",
     },
     Preset {
         key: "qwen2.5-7b-instruct",
-        shape: Shape {
-            name: "Qwen/Qwen2.5-7B-Instruct",
-            parameters: 7_615_616_512,
-            layers: 28,
-            hidden_size: 3584,
-            attention_heads: 28,
-            kv_heads: 4,
-            head_dim: 128,
-            context_limit: 32_768,
-            vocab_size: Some(152_064),
-            ..UNSET
-        },
+        shape: QWEN25_7B,
         source: "Qwen/Qwen2.5-7B-Instruct config.json (28 layers, hidden 3584, 28 heads, 4 KV heads, max_position_embeddings 32768, vocab_size 152064; 7.62B); parameters counted from it as transformers builds the model",
     },
     Preset {
@@ -246,34 +275,12 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         key: "qwen3-4b",
-        shape: Shape {
-            name: "Qwen/Qwen3-4B",
-            parameters: 4_022_468_096,
-            layers: 36,
-            hidden_size: 2560,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            vocab_size: Some(151_936),
-            ..UNSET
-        },
+        shape: QWEN3_4B,
         source: "Qwen/Qwen3-4B config.json (36 layers, hidden 2560, 32 heads of 128, 8 KV heads, max_position_embeddings 40960, vocab_size 151936, tied embeddings; 4.02B); parameters counted from it as transformers builds the model",
     },
     Preset {
         key: "qwen3-8b",
-        shape: Shape {
-            name: "Qwen/Qwen3-8B",
-            parameters: 8_190_735_360,
-            layers: 36,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            vocab_size: Some(151_936),
-            ..UNSET
-        },
+        shape: QWEN3_8B,
         source: "Qwen/Qwen3-8B config.json (36 layers, hidden 4096, 32 heads of 128, 8 KV heads, max_position_embeddings 40960, vocab_size 151936; 8.19B); parameters counted from it as transformers builds the model",
     },
     Preset {
@@ -392,18 +399,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         key: "llama-3.1-70b-instruct",
-        shape: Shape {
-            name: "meta-llama/Llama-3.1-70B-Instruct",
-            parameters: 70_553_706_496,
-            layers: 80,
-            hidden_size: 8192,
-            attention_heads: 64,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 131_072,
-            vocab_size: Some(128_256),
-            ..UNSET
-        },
+        shape: LLAMA_31_70B,
         source: "meta-llama/Llama-3.1-70B-Instruct config.json (80 layers, hidden 8192, 64 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256; 70.6B); parameters counted from it as transformers builds the model",
     },
     Preset {
@@ -461,82 +457,27 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         key: "qwen3-4b-q4_k_m",
-        shape: Shape {
-            name: "Qwen_Qwen3-4B-Q4_K_M.gguf",
-            parameters: 4_022_468_096,
-            layers: 36,
-            hidden_size: 2560,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            gguf_file_bytes: Some(2_505_000_000),
-            ..UNSET
-        },
+        shape: gguf(QWEN3_4B, "Qwen_Qwen3-4B-Q4_K_M.gguf", 2_505_000_000),
         source: "bartowski/Qwen_Qwen3-4B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-4B-Q4_K_M.gguf 2.50 GB, planned at the listing's upper bound 2.505 GB; GGUF metadata as Qwen/Qwen3-4B config.json (block_count 36, embedding_length 2560, head_count 32, head_count_kv 8, context_length 40960)",
     },
     Preset {
         key: "qwen3-4b-q6_k",
-        shape: Shape {
-            name: "Qwen_Qwen3-4B-Q6_K.gguf",
-            parameters: 4_022_468_096,
-            layers: 36,
-            hidden_size: 2560,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            gguf_file_bytes: Some(3_315_000_000),
-            ..UNSET
-        },
+        shape: gguf(QWEN3_4B, "Qwen_Qwen3-4B-Q6_K.gguf", 3_315_000_000),
         source: "bartowski/Qwen_Qwen3-4B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-4B-Q6_K.gguf 3.31 GB, planned at the listing's upper bound 3.315 GB; GGUF metadata as Qwen/Qwen3-4B config.json (block_count 36, embedding_length 2560, head_count 32, head_count_kv 8, context_length 40960)",
     },
     Preset {
         key: "qwen3-4b-q8_0",
-        shape: Shape {
-            name: "Qwen_Qwen3-4B-Q8_0.gguf",
-            parameters: 4_022_468_096,
-            layers: 36,
-            hidden_size: 2560,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            gguf_file_bytes: Some(4_285_000_000),
-            ..UNSET
-        },
+        shape: gguf(QWEN3_4B, "Qwen_Qwen3-4B-Q8_0.gguf", 4_285_000_000),
         source: "bartowski/Qwen_Qwen3-4B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-4B-Q8_0.gguf 4.28 GB, planned at the listing's upper bound 4.285 GB; GGUF metadata as Qwen/Qwen3-4B config.json (block_count 36, embedding_length 2560, head_count 32, head_count_kv 8, context_length 40960)",
     },
     Preset {
         key: "qwen3-8b-q6_k",
-        shape: Shape {
-            name: "Qwen_Qwen3-8B-Q6_K.gguf",
-            parameters: 8_190_735_360,
-            layers: 36,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            gguf_file_bytes: Some(6_735_000_000),
-            ..UNSET
-        },
+        shape: gguf(QWEN3_8B, "Qwen_Qwen3-8B-Q6_K.gguf", 6_735_000_000),
         source: "bartowski/Qwen_Qwen3-8B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-8B-Q6_K.gguf 6.73 GB, planned at the listing's upper bound 6.735 GB; GGUF metadata as Qwen/Qwen3-8B config.json (block_count 36, embedding_length 4096, head_count 32, head_count_kv 8, context_length 40960)",
     },
     Preset {
         key: "qwen3-8b-q8_0",
-        shape: Shape {
-            name: "Qwen_Qwen3-8B-Q8_0.gguf",
-            parameters: 8_190_735_360,
-            layers: 36,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 40_960,
-            gguf_file_bytes: Some(8_715_000_000),
-            ..UNSET
-        },
+        shape: gguf(QWEN3_8B, "Qwen_Qwen3-8B-Q8_0.gguf", 8_715_000_000),
         source: "bartowski/Qwen_Qwen3-8B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-8B-Q8_0.gguf 8.71 GB, planned at the listing's upper bound 8.715 GB; GGUF metadata as Qwen/Qwen3-8B config.json (block_count 36, embedding_length 4096, head_count 32, head_count_kv 8, context_length 40960)",
     },
     Preset {
@@ -568,14 +509,6 @@ pub const PRESETS: &[Preset] = &[
         key: "qwen2.5-7b-instruct-gptq-int4",
         shape: Shape {
             name: "OPEA/Qwen2.5-7B-Instruct-int4-sym-inc",
-            parameters: 7_615_616_512,
-            layers: 28,
-            hidden_size: 3584,
-            attention_heads: 28,
-            kv_heads: 4,
-            head_dim: 128,
-            context_limit: 32_768,
-            vocab_size: Some(152_064),
             pre_quantized: Some(PreQuantized {
                 method: PreQuantizationMethod::Gptq,
                 weight_bits: 4,
@@ -585,7 +518,7 @@ pub const PRESETS: &[Preset] = &[
                 symmetric: Some(true),
             }),
             weight_bytes: Some(WEIGHTS_QWEN25_7B_GPTQ),
-            ..UNSET
+            ..QWEN25_7B
         },
         source: "Qwen/Qwen2.5-7B-Instruct config.json with the quantization_config of OPEA/Qwen2.5-7B-Instruct-int4-sym-inc (quantize_config.json: gptq, 4 bits, groups of 128, symmetric; an AutoRound quantization in GPTQ format); weights estimated from its linear layers at 4 bits with a scale and zero per group of 128",
     },
@@ -593,14 +526,7 @@ pub const PRESETS: &[Preset] = &[
         key: "qwen2.5-7b-fp8-dynamic",
         shape: Shape {
             name: "neuralmagic/Qwen2.5-7B-FP8-dynamic",
-            parameters: 7_615_616_512,
-            layers: 28,
-            hidden_size: 3584,
-            attention_heads: 28,
-            kv_heads: 4,
-            head_dim: 128,
             context_limit: 131_072,
-            vocab_size: Some(152_064),
             pre_quantized: Some(PreQuantized {
                 method: PreQuantizationMethod::CompressedTensors,
                 weight_bits: 8,
@@ -610,7 +536,7 @@ pub const PRESETS: &[Preset] = &[
                 symmetric: Some(true),
             }),
             weight_bytes: Some(WEIGHTS_QWEN25_7B_FP8),
-            ..UNSET
+            ..QWEN25_7B
         },
         source: "neuralmagic/Qwen2.5-7B-FP8-dynamic config.json (Qwen2.5-7B: 28 layers, hidden 3584, 28 heads, 4 KV heads, max_position_embeddings 131072, vocab_size 152064; quantization_config: compressed-tensors, FP8 weights per channel and FP8 dynamic per-token activations, lm_head ignored); weights estimated from its linear layers at 8 bits",
     },
