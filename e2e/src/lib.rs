@@ -12,6 +12,7 @@
 //!   `/readyz` and `/metrics`; [`kubectl`](mod@kubectl): `kubectl` and its tables.
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
+//! * [`hub`]: a local HTTP server playing the Hugging Face Hub (`--hub-endpoint`).
 //! * [`metrics`]: what the benchmark measures.
 //!
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
@@ -22,6 +23,7 @@ pub mod cleanup;
 pub mod cluster;
 pub mod crds;
 pub mod http;
+pub mod hub;
 pub mod jobs;
 pub mod kubectl;
 pub mod manifests;

@@ -1,6 +1,7 @@
 //! A job's `tuning` section, checked and resolved with its defaults. Errors are the user's to
 //! fix (the operator's `InvalidSpec`); the CRD refuses most of them already.
 use thiserror::Error;
+use vramfit_api::checkpoint::PreQuantizationMethod;
 use vramfit_api::tuning::{
     ALL_LINEAR, DATA_MOUNT_PATH, DEFAULT_EFFECTIVE_BATCH, DEFAULT_LORA_DROPOUT_PERCENT,
     DEFAULT_LORA_RANK, DEFAULT_SEQUENCE_LENGTH, OUTPUT_MOUNT_PATH, TuningMethodRequest,
@@ -69,6 +70,19 @@ pub enum TuningSpecError {
         "a tuning job trains a Hugging Face checkpoint, not a GGUF file: choose a model that is not a GGUF preset, without ggufFileBytes"
     )]
     GgufModel,
+    /// A checkpoint published quantized, for a method that trains a 16-bit base (or quantizes
+    /// one itself).
+    #[error(
+        "model is a pre-quantized {scheme} checkpoint ({bits}-bit weights): {why}; fine-tune the unquantized checkpoint it was made from"
+    )]
+    PreQuantized {
+        /// The scheme (`awq`, `gptq`, …).
+        scheme: &'static str,
+        /// Its weight bits.
+        bits: u32,
+        /// Why the method cannot train it.
+        why: &'static str,
+    },
     /// `tuning.lora` with method full.
     #[error("tuning.lora is for methods lora, qlora and auto, not full")]
     LoraOnFull,
@@ -127,6 +141,7 @@ pub fn resolve(
     if tuning.method == TuningMethodRequest::Full && tuning.lora.is_some() {
         return Err(TuningSpecError::LoraOnFull);
     }
+    let method = method_for_checkpoint(tuning.method, model, notes)?;
     check_volumes(
         spec,
         tuning.data_volume.as_deref(),
@@ -142,7 +157,7 @@ pub fn resolve(
     let lora = tuning.lora.clone().unwrap_or_default();
     let rank = lora.rank.unwrap_or(DEFAULT_LORA_RANK);
     Ok(Some(TuningInput {
-        method: tuning.method,
+        method,
         sequence_length,
         effective_batch: tuning
             .effective_batch
@@ -160,6 +175,45 @@ pub fn resolve(
         data_volume: tuning.data_volume.clone(),
         output_volume: tuning.output_volume.clone(),
     }))
+}
+
+/// The method for a pre-quantized checkpoint: full and LoRA train (or keep frozen) a 16-bit
+/// base, and QLoRA quantizes a 16-bit base to NF4 itself; only a checkpoint already stored in
+/// bitsandbytes 4-bit is a QLoRA base as it is (`auto` takes QLoRA then). Any other method of
+/// any other scheme is refused: the weights to train are not in the checkpoint.
+fn method_for_checkpoint(
+    asked: TuningMethodRequest,
+    model: &ModelShape,
+    notes: &mut Vec<String>,
+) -> Result<TuningMethodRequest, TuningSpecError> {
+    let Some(q) = model.pre_quantized else {
+        return Ok(asked);
+    };
+    let refuse = |why| TuningSpecError::PreQuantized {
+        scheme: q.method.as_str(),
+        bits: q.weight_bits,
+        why,
+    };
+    let nf4_base = q.method == PreQuantizationMethod::Bitsandbytes && q.weight_bits == 4;
+    match asked {
+        TuningMethodRequest::Full => Err(refuse(
+            "full fine-tuning updates 16-bit weights, which the checkpoint does not hold",
+        )),
+        TuningMethodRequest::Lora => Err(refuse(
+            "LoRA trains adapters on a 16-bit base; on a 4-bit bitsandbytes checkpoint use method qlora",
+        )),
+        _ if !nf4_base => Err(refuse(
+            "QLoRA quantizes a 16-bit base to NF4 itself and cannot re-quantize another scheme",
+        )),
+        TuningMethodRequest::Auto => {
+            notes.push(
+                "method qlora: the checkpoint is stored in bitsandbytes 4-bit, the base QLoRA trains on"
+                    .to_string(),
+            );
+            Ok(TuningMethodRequest::Qlora)
+        }
+        TuningMethodRequest::Qlora => Ok(asked),
+    }
 }
 
 fn check_volumes(
@@ -283,5 +337,47 @@ image: x
             let err = resolve(yaml).unwrap_err().to_string();
             assert!(err.contains(message), "{yaml}: {err}");
         }
+    }
+
+    /// A checkpoint published quantized holds no 16-bit weights to train: full and LoRA are
+    /// refused with the reason, QLoRA only on a checkpoint stored in bitsandbytes 4-bit.
+    #[test]
+    fn a_pre_quantized_checkpoint_is_refused_unless_it_is_a_bitsandbytes_4_bit_qlora_base() {
+        let gptq =
+            "model: {preset: qwen2.5-7b-instruct-gptq-int4}\nruntime: transformers\nimage: x\n";
+        for (method, why) in [
+            ("full", "full fine-tuning updates 16-bit weights"),
+            (
+                "lora",
+                "on a 4-bit bitsandbytes checkpoint use method qlora",
+            ),
+            ("qlora", "cannot re-quantize another scheme"),
+            ("auto", "cannot re-quantize another scheme"),
+        ] {
+            let err = resolve(&format!("{gptq}tuning: {{method: {method}}}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("model is a pre-quantized gptq checkpoint (4-bit weights): ")
+                    && err.contains(why)
+                    && err.ends_with("fine-tune the unquantized checkpoint it was made from"),
+                "{method}: {err}"
+            );
+        }
+        let nf4 = "model: {preset: mistral-7b-instruct-v0.3, preQuantized: {method: bitsandbytes, weightBits: 4}}\nruntime: transformers\nimage: x\n";
+        let job = resolve(&format!("{nf4}tuning: {{method: auto}}")).unwrap();
+        assert_eq!(
+            job.tuning.map(|t| t.method),
+            Some(vramfit_api::tuning::TuningMethodRequest::Qlora)
+        );
+        assert!(
+            job.notes
+                .iter()
+                .any(|n| n.contains("stored in bitsandbytes 4-bit"))
+        );
+        let err = resolve(&format!("{nf4}tuning: {{method: lora}}")).unwrap_err();
+        assert!(err.to_string().contains("use method qlora"), "{err}");
+        let eight = nf4.replace("weightBits: 4", "weightBits: 8");
+        assert!(resolve(&format!("{eight}tuning: {{method: qlora}}")).is_err());
     }
 }
