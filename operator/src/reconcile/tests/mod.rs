@@ -122,6 +122,18 @@ pub(crate) fn assert_metrics(ctx: &Context, lines: &[&str]) {
     }
 }
 
+/// Asserts the metrics of a bfloat16 attempt on `a10g-x4` whose output (or loss) check failed
+/// and whose job stepped down to float16.
+pub(crate) fn assert_bfloat16_bad_output_stepped_down(ctx: &Context) {
+    assert_metrics(
+        ctx,
+        &[
+            "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
+            "vramfit_fallbacks_total{reason=\"float16\"} 1",
+        ],
+    );
+}
+
 /// The first reconcile of `chat` on an A10G cluster: returns (pod body, status body).
 pub(crate) async fn first_reconcile(
     ctx: &Arc<Context>,

@@ -10,7 +10,8 @@ use vramfit_api::{InferenceJob, InferenceJobSpec, Phase};
 use crate::context::Context;
 use crate::fixtures;
 use crate::reconcile::tests::{
-    assert_metrics, condition, created_pod, first_reconcile, run, with_status,
+    assert_bfloat16_bad_output_stepped_down, assert_metrics, condition, created_pod,
+    first_reconcile, run, with_status,
 };
 use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context};
@@ -160,13 +161,7 @@ async fn a_nan_loss_in_bfloat16_retries_in_float16() {
             .await;
     })
     .await;
-    assert_metrics(
-        &ctx,
-        &[
-            "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
-            "vramfit_fallbacks_total{reason=\"float16\"} 1",
-        ],
-    );
+    assert_bfloat16_bad_output_stepped_down(&ctx);
 }
 
 #[tokio::test]

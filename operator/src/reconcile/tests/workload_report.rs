@@ -5,7 +5,8 @@ use vramfit_api::Phase;
 
 use crate::fixtures;
 use crate::reconcile::tests::{
-    a10g_cluster, assert_metrics, created_pod, first_reconcile, run, with_status,
+    a10g_cluster, assert_bfloat16_bad_output_stepped_down, assert_metrics, created_pod,
+    first_reconcile, run, with_status,
 };
 use crate::verifier::test_context;
 
@@ -54,13 +55,7 @@ async fn garbage_in_bfloat16_starts_the_next_attempt_in_float16() {
             .await;
     })
     .await;
-    assert_metrics(
-        &ctx,
-        &[
-            "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
-            "vramfit_fallbacks_total{reason=\"float16\"} 1",
-        ],
-    );
+    assert_bfloat16_bad_output_stepped_down(&ctx);
 }
 
 #[tokio::test]
