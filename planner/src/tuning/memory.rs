@@ -222,7 +222,7 @@ fn activation_bytes_per_token(
         (d.hidden, LAYER_BYTES_PER_HIDDEN),
         (d.query, LAYER_BYTES_PER_QUERY),
         (d.key_value, LAYER_BYTES_PER_KEY_VALUE),
-        (d.intermediate, LAYER_BYTES_PER_INTERMEDIATE),
+        (d.active_intermediate, LAYER_BYTES_PER_INTERMEDIATE),
     ])?;
     if let Some(a) = adapters.filter(|a| a.dropout) {
         layer = layer.saturating_add(
@@ -235,7 +235,7 @@ fn activation_bytes_per_token(
             .hidden
             .saturating_mul(5)
             .saturating_add(d.query)
-            .saturating_add(d.intermediate);
+            .saturating_add(d.active_intermediate);
         layer = layer.saturating_add(inputs.saturating_mul(QLORA_CAST_BYTES_PER_INPUT));
     }
     let layers = u64::from(model.layers);

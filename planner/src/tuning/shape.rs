@@ -19,8 +19,12 @@ pub struct BlockDims {
     pub query: u64,
     /// Key (and value) projection width: KV heads × head dim.
     pub key_value: u64,
-    /// MLP intermediate size.
+    /// MLP intermediate size: the width of the linear layers LoRA adapts (for a mixture of
+    /// experts derived from every expert's parameters, an upper bound).
     pub intermediate: u64,
+    /// MLP width one token runs through, which sizes its activations: the intermediate size,
+    /// or for a mixture of experts the width its active parameters leave.
+    pub active_intermediate: u64,
 }
 
 /// The training-relevant numbers of a model, each with whether it was derived or assumed.
@@ -57,12 +61,27 @@ impl TrainingShape {
                 true,
             ),
         };
+        // A token of a mixture of experts runs through a few experts' MLPs, not all of them.
+        let active_intermediate = match (model.experts, model.active_parameters) {
+            (Some(_), Some(active)) => derived_intermediate(
+                &ModelShape {
+                    parameters: active.min(model.parameters),
+                    ..model.clone()
+                },
+                embedding_parameters,
+                query,
+                key_value,
+            )
+            .min(intermediate),
+            _ => intermediate,
+        };
         Self {
             dims: BlockDims {
                 hidden,
                 query,
                 key_value,
                 intermediate,
+                active_intermediate,
             },
             intermediate_derived,
             vocab_size: model.vocab_size.unwrap_or(ASSUMED_VOCAB_SIZE),
@@ -194,6 +213,18 @@ mod tests {
             (given.dims.intermediate, given.intermediate_derived),
             (14_336, false)
         );
+    }
+
+    /// Qwen3-30B-A3B: 128 experts of width 768, 8 per token. Adapters are sized on every
+    /// expert's width; activations on the 8 a token runs through (8 × 768 = 6144).
+    #[test]
+    fn a_mixture_of_experts_sizes_activations_by_the_experts_a_token_runs_through() {
+        let moe = TrainingShape::of(&preset("qwen3-30b-a3b"), None);
+        let active = moe.dims.active_intermediate;
+        assert!((6_144..7_000).contains(&active), "{active}");
+        assert!(moe.dims.intermediate > 10 * active, "{:?}", moe.dims);
+        let dense = TrainingShape::of(&preset("mistral-7b-instruct-v0.3"), None);
+        assert_eq!(dense.dims.active_intermediate, dense.dims.intermediate);
     }
 
     #[test]
