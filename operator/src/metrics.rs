@@ -117,6 +117,15 @@ struct WorkCounters {
 }
 
 impl WorkCounters {
+    /// Registers the items, seconds and cost counters under the (name, help) pairs given, in
+    /// that order.
+    fn register(&self, registry: &mut Registry, names: [(&str, &str); 3]) {
+        let [items, seconds, cost] = names;
+        registry.register(items.0, items.1, self.items.clone());
+        registry.register(seconds.0, seconds.1, self.seconds.clone());
+        registry.register(cost.0, cost.1, self.cost.clone());
+    }
+
     /// Adds `items` done in `seconds` and their cost at `hourly_price_cents` (0: unknown).
     fn count(&self, node_class: &str, items: u64, seconds: f64, hourly_price_cents: u32) {
         let labels = ClassLabels {
@@ -194,35 +203,36 @@ impl Metrics {
             "Attempts whose output check found garbage, by class and dtype",
             bad_outputs.clone(),
         );
-        registry.register(
-            "items",
-            "Items finished jobs reported, by class",
-            work.items.clone(),
+        work.register(
+            &mut registry,
+            [
+                ("items", "Items finished jobs reported, by class"),
+                (
+                    "work_seconds",
+                    "Seconds of work finished jobs reported, by class",
+                ),
+                (
+                    "work_cost_cents",
+                    "Cost in US cents of the work finished jobs reported, at their plans' hourly price",
+                ),
+            ],
         );
-        registry.register(
-            "work_seconds",
-            "Seconds of work finished jobs reported, by class",
-            work.seconds.clone(),
-        );
-        registry.register(
-            "work_cost_cents",
-            "Cost in US cents of the work finished jobs reported, at their plans' hourly price",
-            work.cost.clone(),
-        );
-        registry.register(
-            "training_tokens",
-            "Training tokens finished fine-tuning runs reported, by class",
-            training.items.clone(),
-        );
-        registry.register(
-            "training_seconds",
-            "Seconds of training finished fine-tuning runs reported, by class",
-            training.seconds.clone(),
-        );
-        registry.register(
-            "training_cost_cents",
-            "Cost in US cents of the training finished fine-tuning runs reported, at their plans' hourly price",
-            training.cost.clone(),
+        training.register(
+            &mut registry,
+            [
+                (
+                    "training_tokens",
+                    "Training tokens finished fine-tuning runs reported, by class",
+                ),
+                (
+                    "training_seconds",
+                    "Seconds of training finished fine-tuning runs reported, by class",
+                ),
+                (
+                    "training_cost_cents",
+                    "Cost in US cents of the training finished fine-tuning runs reported, at their plans' hourly price",
+                ),
+            ],
         );
         registry.register(
             "tuning_pods",
