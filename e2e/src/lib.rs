@@ -12,6 +12,7 @@
 //!   `/readyz` and `/metrics`; [`kubectl`](mod@kubectl): `kubectl` and its tables.
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
+//! * [`real_node`]: a node with a real kubelet, for the scenarios that run real pods.
 //! * [`metrics`]: what the benchmark measures.
 //!
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
@@ -32,6 +33,7 @@ pub mod pods;
 pub mod poll;
 pub mod processes;
 pub mod rbac;
+pub mod real_node;
 pub mod suite;
 pub mod volumes;
 
@@ -47,5 +49,6 @@ pub use nodes::*;
 pub use pods::*;
 pub use poll::*;
 pub use processes::*;
+pub use real_node::*;
 pub use suite::*;
 pub use volumes::*;

@@ -49,6 +49,8 @@ mod planning_and_pods;
 mod pod_security;
 #[path = "scenarios/rbac.rs"]
 mod rbac;
+#[path = "scenarios/real_node.rs"]
+mod real_node;
 #[path = "scenarios/scheduling.rs"]
 mod scheduling;
 #[path = "scenarios/status_and_events.rs"]
@@ -153,6 +155,22 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("namespace-scoped-install", |s| {
             Box::pin(namespace_scope::namespace_scoped_install(s))
+        }),
+        // Last: they label a real node, which the simulated scenarios above must not see.
+        ("real-node-runs-a-job", |s| {
+            Box::pin(real_node::runs_a_job(s))
+        }),
+        ("real-node-garbage-then-float16", |s| {
+            Box::pin(real_node::garbage_then_float16(s))
+        }),
+        ("real-node-oom-steps-down", |s| {
+            Box::pin(real_node::oom_steps_down(s))
+        }),
+        ("real-node-restricted-namespace", |s| {
+            Box::pin(real_node::restricted_namespace(s))
+        }),
+        ("real-node-image-pull-fails", |s| {
+            Box::pin(real_node::image_pull_fails(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;
