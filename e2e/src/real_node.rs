@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Map, Value};
+use vramfit_api::Phase;
 use vramfit_api::labels::{GPU_PREFIX, GPU_RESOURCE, MIG_PREFIX};
 
 use crate::{RUN_LABEL, Suite};
@@ -240,11 +241,16 @@ impl Suite {
                 return Err(crate::Skipped(format!("no schedulable real node: {why}")).into());
             }
         };
-        {
+        let first = {
             let mut plan = self.cleanup.lock().unwrap_or_else(|e| e.into_inner());
-            if !plan.labelled_nodes.contains(&node.name) {
+            let first = !plan.labelled_nodes.contains(&node.name);
+            if first {
                 plan.labelled_nodes.push(node.name.clone());
             }
+            first
+        };
+        if first {
+            self.drop_waiting_jobs().await?;
         }
         let fixture = self.logs.join(format!("fixture-{}.yaml", node.name));
         std::fs::create_dir_all(&self.logs)?;
@@ -252,6 +258,31 @@ impl Suite {
             .with_context(|| format!("writing {}", fixture.display()))?;
         self.label_with_agent_from(&fixture, &node.name).await?;
         Ok((node, image))
+    }
+
+    /// Deletes the test namespace's jobs that still wait for a node (Pending,
+    /// Unschedulable): once the real node is labelled they could take its GPUs, and their
+    /// images are not on it.
+    async fn drop_waiting_jobs(&self) -> Result<()> {
+        let waiting: Vec<String> = self
+            .jobs()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|j| {
+                matches!(
+                    j.status.as_ref().and_then(|st| st.phase),
+                    None | Some(Phase::Pending) | Some(Phase::Unschedulable)
+                )
+            })
+            .map(|j| j.name_any())
+            .collect();
+        if !waiting.is_empty() {
+            println!("     deleting the jobs that wait for a node: {waiting:?}");
+            self.delete_jobs(&waiting).await?;
+        }
+        Ok(())
     }
 }
 

@@ -93,16 +93,51 @@ fn expect_result(job: &InferenceJob, pod: &Pod) -> Result<()> {
     Ok(())
 }
 
+/// Applies `job` and follows it on the real node through `attempts` pods, each to its end
+/// in the container runtime, and the job to its end: the pods, oldest first, and the job.
+async fn run_to_end(
+    s: &Suite,
+    job: Value,
+    attempts: u32,
+    node: &RealNode,
+) -> Result<(Vec<Pod>, InferenceJob)> {
+    let name = job["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    s.apply_job(job).await?;
+    let mut pods = vec![];
+    for attempt in 1..=attempts {
+        pods.push(ended_pod(s, &name, attempt, node).await?);
+    }
+    let job = s
+        .wait_phase(&name, &[Phase::Succeeded, Phase::Failed])
+        .await?;
+    Ok((pods, job))
+}
+
 pub async fn runs_a_job(s: &mut Suite) -> Result<()> {
     let (node, image) = s.real_node().await?;
+    // The simulated scenarios ran before, while the node formed no class: none of their
+    // pods may have landed on it.
+    let strays: Vec<String> = s
+        .pods()
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|p| node_of(p) == Some(node.name.as_str()))
+        .map(|p| p.name_any())
+        .collect();
+    ensure!(
+        strays.is_empty(),
+        "pods of the simulated scenarios bound to the real node {}: {strays:?}",
+        node.name
+    );
     s.ensure_single_operator().await?;
     let name = "real-runs";
-    s.apply_job(real_job(s, name, &node, &image, &[])).await?;
-    let pod = ended_pod(s, name, 1, &node).await?;
-    let job = s
-        .wait_phase(name, &[Phase::Succeeded, Phase::Failed])
-        .await?;
-    expect_result(&job, &pod)?;
+    let (pods, job) = run_to_end(s, real_job(s, name, &node, &image, &[]), 1, &node).await?;
+    expect_result(&job, &pods[0])?;
     s.delete_jobs(&[name.to_string()]).await
 }
 
@@ -111,10 +146,9 @@ pub async fn garbage_then_float16(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
     let name = "real-garbage";
     let script = [("SCRIPTED_GARBAGE_WHEN", "VRAMFIT_DTYPE=bfloat16")];
-    s.apply_job(real_job(s, name, &node, &image, &script))
-        .await?;
-    let first = ended_pod(s, name, 1, &node).await?;
-    let (code, message) = terminated(&first).context("attempt 1 has not ended")?;
+    let job = real_job(s, name, &node, &image, &script);
+    let (pods, job) = run_to_end(s, job, 2, &node).await?;
+    let (code, message) = terminated(&pods[0]).context("attempt 1 has not ended")?;
     expect_eq("exit code of attempt 1 (the output check)", code, 3)?;
     ensure!(
         message.contains(r#""kind":"OutputCheckFailed""#)
@@ -122,11 +156,6 @@ pub async fn garbage_then_float16(s: &mut Suite) -> Result<()> {
         "attempt 1 wrote {message:?}"
     );
     println!("     attempt 1 (bfloat16) wrote {message}");
-
-    let second = ended_pod(s, name, 2, &node).await?;
-    let job = s
-        .wait_phase(name, &[Phase::Succeeded, Phase::Failed])
-        .await?;
     let status = job.status.clone().unwrap_or_default();
     expect_eq(
         "dtype of attempt 2",
@@ -140,7 +169,7 @@ pub async fn garbage_then_float16(s: &mut Suite) -> Result<()> {
     )?;
     s.wait_events(name, &[EventReason::BadOutput, EventReason::SteppedDown])
         .await?;
-    expect_result(&job, &second)?;
+    expect_result(&job, &pods[1])?;
     s.delete_jobs(&[name.to_string()]).await
 }
 
@@ -149,20 +178,14 @@ pub async fn oom_steps_down(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
     let name = "real-oom";
     let script = [("SCRIPTED_OOM_WHEN", "VRAMFIT_GPU_COUNT=1")];
-    s.apply_job(real_job(s, name, &node, &image, &script))
-        .await?;
-    let first = ended_pod(s, name, 1, &node).await?;
-    let (code, message) = terminated(&first).context("attempt 1 has not ended")?;
+    let job = real_job(s, name, &node, &image, &script);
+    let (pods, job) = run_to_end(s, job, 2, &node).await?;
+    let (code, message) = terminated(&pods[0]).context("attempt 1 has not ended")?;
     ensure!(
         code != 0 && message.contains("CUDA out of memory"),
         "attempt 1 ended with {code} and {message:?}"
     );
     println!("     attempt 1 (1 GPU) wrote {message}");
-
-    let second = ended_pod(s, name, 2, &node).await?;
-    let job = s
-        .wait_phase(name, &[Phase::Succeeded, Phase::Failed])
-        .await?;
     let status = job.status.clone().unwrap_or_default();
     expect_eq(
         "outcome of attempt 1",
@@ -179,7 +202,7 @@ pub async fn oom_steps_down(s: &mut Suite) -> Result<()> {
     s.wait_events(name, &[EventReason::OutOfMemory, EventReason::SteppedDown])
         .await?;
     println!("     attempt 2: {}", step.unwrap_or_default());
-    expect_result(&job, &second)?;
+    expect_result(&job, &pods[1])?;
     s.delete_jobs(&[name.to_string()]).await
 }
 
@@ -197,12 +220,8 @@ async fn restricted_jobs(s: &mut Suite, node: &RealNode, image: &str) -> Result<
     let mut job = real_job(s, non_root, node, image, &[]);
     // A UID the image does not know: HOME (where the answers go) must be writable for it.
     job["spec"]["pod"]["securityContext"] = json!({"runAsUser": 1000, "runAsGroup": 1000});
-    s.apply_job(job).await?;
-    let pod = ended_pod(s, non_root, 1, node).await?;
-    let job = s
-        .wait_phase(non_root, &[Phase::Succeeded, Phase::Failed])
-        .await?;
-    expect_result(&job, &pod)?;
+    let (pods, job) = run_to_end(s, job, 1, node).await?;
+    expect_result(&job, &pods[0])?;
 
     s.apply_job(real_job(s, root, node, image, &[])).await?;
     let condition = rejection(s, root).await?;
