@@ -778,7 +778,7 @@ def node_unsuitable(node: dict[str, Any], images: list[str]) -> str | None:
         return "no label nvidia.com/gpu.present=true (which GPU Feature Discovery sets)"
     if int(status.get("allocatable", {}).get("nvidia.com/gpu", "0")) < 1:
         return "no nvidia.com/gpu in its allocatable resources"
-    held = {n for i in status.get("images", []) for n in i.get("names", [])}
+    held = {n for i in status.get("images") or [] for n in i.get("names") or []}
     absent = [i for i in images if i not in held]
     if absent:
         return f"images not on it: {', '.join(absent)} (docker/README.md builds and loads them)"

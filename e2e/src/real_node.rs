@@ -308,7 +308,8 @@ mod tests {
                     "architecture": "amd64", "bootID": "", "kernelVersion": "", "kubeProxyVersion": "",
                     "machineID": "", "operatingSystem": "linux", "osImage": "", "systemUUID": ""
                 },
-                "images": [{"names": [image], "sizeBytes": 1}],
+                // An image that lost its last tag is listed without names.
+                "images": [{"names": null, "sizeBytes": 2}, {"names": [image], "sizeBytes": 1}],
             }
         }))
         .unwrap()
