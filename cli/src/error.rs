@@ -1,4 +1,4 @@
-//! Errors the CLI reports as one line on stderr, with exit code 2.
+//! Errors the CLI reports as one line on stderr, with exit code 2 ([`EXIT_BAD_INPUT`]).
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +14,19 @@ pub enum CliError {
         path: PathBuf,
         kind: &'static str,
         message: String,
+    },
+    #[error("{path}: larger than 3 MiB, the API server's limit for one request; not read further")]
+    TooLarge { path: PathBuf },
+    #[error(
+        "{path}: nested more than {max} levels deep at line {line}; a manifest nests about ten",
+        max = crate::nesting::MAX_DEPTH
+    )]
+    TooDeep { path: PathBuf, line: usize },
+    #[error("{path}: the API server would refuse this {kind}: {}", one_line(.problems))]
+    Refused {
+        path: PathBuf,
+        kind: &'static str,
+        problems: Vec<String>,
     },
     #[error("{path}: invalid spec: {message}")]
     InvalidSpec { path: PathBuf, message: String },
@@ -31,4 +44,29 @@ pub enum CliError {
     Usage(String),
     #[error("Kubernetes API: {0}")]
     Kube(String),
+}
+
+/// Exit code for bad input: a file that cannot be read, parsed or admitted, an invalid spec,
+/// an unknown class, a bad argument.
+pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code of `vramfit plan` when the job is valid but no class it was planned for can run
+/// it (the plan is still printed).
+pub const EXIT_NO_CLASS_CAN_RUN: u8 = 3;
+
+/// At most five problems on one line, and how many more there are.
+fn one_line(problems: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut line = problems
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if problems.len() > SHOWN {
+        line.push_str(&format!(
+            "; and {} more",
+            problems.len().saturating_sub(SHOWN)
+        ));
+    }
+    line
 }

@@ -6,4 +6,6 @@ pub mod args;
 pub mod compare;
 pub mod error;
 pub mod manifest;
+pub mod nesting;
 pub mod render;
+pub mod validate;

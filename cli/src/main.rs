@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use vramfit_cli::args::{Cli, Command};
-use vramfit_cli::error::CliError;
+use vramfit_cli::error::{CliError, EXIT_BAD_INPUT, EXIT_NO_CLASS_CAN_RUN};
 use vramfit_cli::{compare, render};
 
 fn main() -> ExitCode {
@@ -15,14 +15,25 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("vramfit: error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_BAD_INPUT)
         }
     }
 }
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let out = match cli.command {
-        Command::Plan(args) => render::plan_command(&args)?,
+        Command::Plan(args) => {
+            let planned = render::plan_command(&args)?;
+            print!("{}", planned.output);
+            if planned.runnable {
+                return Ok(ExitCode::SUCCESS);
+            }
+            eprintln!(
+                "vramfit: no class can run {}: each class says why",
+                args.file.display()
+            );
+            return Ok(ExitCode::from(EXIT_NO_CLASS_CAN_RUN));
+        }
         Command::Classes(args) => render::classes_command(&args)?,
         Command::Presets => render::presets_command(),
         Command::Crds(args) => render::crds_command(&args)?,

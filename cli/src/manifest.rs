@@ -8,27 +8,52 @@ use vramfit_api::{GpuNodeClass, InferenceJob};
 use vramfit_planner::{NodeClass, builtin_classes};
 
 use crate::error::CliError;
+use crate::{nesting, validate};
 
-/// Reads a file, or standard input for `-`.
+/// The largest manifest read: the API server's limit for one request body (3 MiB), so that a
+/// huge file is refused before it is parsed.
+pub const MAX_MANIFEST_BYTES: u64 = 3 * 1024 * 1024;
+
+/// Reads a file, or standard input for `-`, up to [`MAX_MANIFEST_BYTES`].
 fn read(path: &Path) -> Result<String, CliError> {
     let read_err = |source| CliError::Read {
         path: path.to_path_buf(),
         source,
     };
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(read_err)?;
-        return Ok(text);
+    let source: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(read_err)?)
+    };
+    let mut bytes = Vec::new();
+    source
+        .take(MAX_MANIFEST_BYTES.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if u64::try_from(bytes.len()).map_or(true, |n| n > MAX_MANIFEST_BYTES) {
+        return Err(CliError::TooLarge {
+            path: path.to_path_buf(),
+        });
     }
-    std::fs::read_to_string(path).map_err(read_err)
+    String::from_utf8(bytes).map_err(|e| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text ({e})"),
+        ))
+    })
 }
 
-/// Every YAML document of a file as `T`, checking `apiVersion` and `kind` first so a wrong
-/// object gets a clear message rather than a missing-field error.
-fn documents<T: DeserializeOwned>(path: &Path, kind: &'static str) -> Result<Vec<T>, CliError> {
+/// Every YAML document of a file as `K`, admitted as the API server would admit it
+/// (`apiVersion` and `kind` first, then the CRD's schema and rules).
+fn documents<K>(path: &Path, kind: &'static str) -> Result<Vec<K>, CliError>
+where
+    K: DeserializeOwned + kube::CustomResourceExt,
+{
     let text = read(path)?;
+    nesting::check(&text).map_err(|deep| CliError::TooDeep {
+        path: path.to_path_buf(),
+        line: deep.line,
+    })?;
     let parse_err = |message: String| CliError::Parse {
         path: path.to_path_buf(),
         kind,
@@ -54,7 +79,17 @@ fn documents<T: DeserializeOwned>(path: &Path, kind: &'static str) -> Result<Vec
                 "expected apiVersion vramfit.io/v1alpha1 and kind {kind}, found {api_version} {found_kind}"
             )));
         }
-        objects.push(serde_yaml::from_value(value).map_err(|e| parse_err(e.to_string()))?);
+        let mut object: serde_json::Value =
+            serde_json::to_value(&value).map_err(|e| parse_err(e.to_string()))?;
+        let problems = validate::admit::<K>(&mut object);
+        if !problems.is_empty() {
+            return Err(CliError::Refused {
+                path: path.to_path_buf(),
+                kind,
+                problems,
+            });
+        }
+        objects.push(serde_json::from_value(object).map_err(|e| parse_err(e.to_string()))?);
     }
     if objects.is_empty() {
         return Err(parse_err("the file holds no object".into()));

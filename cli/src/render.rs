@@ -41,8 +41,17 @@ struct PlanReport {
     classes: Vec<ClassOutcome>,
 }
 
+/// What `vramfit plan` prints, and whether any class it planned for can run the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// The table, JSON or YAML.
+    pub output: String,
+    /// A class was chosen; `false` is exit code [`crate::error::EXIT_NO_CLASS_CAN_RUN`].
+    pub runnable: bool,
+}
+
 /// `vramfit plan`.
-pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
+pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
     let job = manifest::read_job(&args.file)?;
     let input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
         path: args.file.clone(),
@@ -100,11 +109,15 @@ pub fn plan_command(args: &PlanArgs) -> Result<String, CliError> {
             })
             .collect(),
     };
-    match args.output {
-        Format::Json => to_json(&report),
-        Format::Yaml => to_yaml(&report),
-        Format::Table => Ok(plan_table(&input, &report, args.class.is_some())),
-    }
+    let output = match args.output {
+        Format::Json => to_json(&report)?,
+        Format::Yaml => to_yaml(&report)?,
+        Format::Table => plan_table(&input, &report, args.class.is_some()),
+    };
+    Ok(Planned {
+        output,
+        runnable: report.chosen.is_some(),
+    })
 }
 
 fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: bool) -> ClassOutcome {

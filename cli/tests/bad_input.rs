@@ -86,7 +86,10 @@ fn invalid_enum_value() {
             "{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: tensorrt, image: x}}"
         )),
     );
-    assert_clean_error(&out, "unknown variant `tensorrt`");
+    assert_clean_error(
+        &out,
+        "spec.runtime: \"tensorrt\" is not one of transformers, vllm, llamacpp, custom",
+    );
 }
 
 #[test]
@@ -97,10 +100,7 @@ fn impossible_gpu_count() {
             "{HEAD}spec: {{model: {{preset: internvl3-8b}}, runtime: vllm, image: x, gpus: {{min: 4, max: 2}}}}"
         )),
     );
-    assert_clean_error(
-        &out,
-        "gpus.min (4) must be at least 1 and not exceed gpus.max (2)",
-    );
+    assert_clean_error(&out, "spec: gpus.min must not exceed gpus.max");
 }
 
 #[test]
@@ -122,5 +122,8 @@ fn bad_gpu_layers() {
             "{HEAD}spec: {{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, llamaCpp: {{gpuLayers: many}}}}"
         )),
     );
-    assert_clean_error(&out, "gpuLayers must be `auto` or a non-negative integer");
+    assert_clean_error(
+        &out,
+        "spec.llamaCpp.gpuLayers: gpuLayers must be `auto` or a number of layers from 0 to 1025",
+    );
 }

@@ -82,11 +82,13 @@ pub struct InferenceJobSpec {
     #[schemars(length(max = 256), inner(length(max = 4096)))]
     pub args: Vec<String>,
     /// Context length in tokens (prompt + output, image tokens included). Defaults to 4096,
-    /// capped at the model's context limit.
+    /// capped at the model's context limit. 128 to 1,048,576 (2^20, the longest context a
+    /// published model serves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 128, max = 1048576))]
     pub context_length: Option<u32>,
-    /// Sequences processed at once.
+    /// Sequences processed at once, 1 to 1024 (vLLM's `--max-num-seqs` default is 256; a
+    /// thousand sequences already fill the largest GPU's KV cache).
     #[serde(default = "default_batch_size")]
     #[schemars(range(min = 1, max = 1024))]
     pub batch_size: u32,
@@ -116,14 +118,15 @@ pub struct InferenceJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_classes: Option<NodeClassSelection>,
     /// Pods vramfit may create for this job, the first included; after an out-of-memory
-    /// failure it retries one step down until this many have run.
+    /// failure it retries one step down until this many have run. At most 10: the step-down
+    /// ladders are shorter than that.
     #[serde(default = "default_max_attempts")]
     #[schemars(range(min = 1, max = 10))]
     pub max_attempts: u32,
     /// Seconds a pod bound to a node may take to start (pull its image, mount its volumes)
     /// before vramfit ends the attempt and frees its GPUs; default 900. An image that cannot
     /// be pulled or a container that cannot be created fails the job; a pod stuck otherwise
-    /// is tried again in a new pod.
+    /// is tried again in a new pod. 30 s to a day (86,400 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 30, max = 86400))]
     pub start_deadline_seconds: Option<u32>,
@@ -158,38 +161,44 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 512))]
     pub name: Option<String>,
-    /// Parameter count (all of them: vision tower included).
+    /// Parameter count (all of them: vision tower included). 10^6 to 10^13 (ten times the
+    /// largest published model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1000000, max = 10000000000000_u64))]
     pub parameters: Option<u64>,
-    /// Transformer layers (decoder layers for the KV cache and llama.cpp offload).
+    /// Transformer layers (decoder layers for the KV cache and llama.cpp offload). At most
+    /// 1024 (published models have at most a few hundred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1024))]
     pub layers: Option<u32>,
-    /// Hidden size.
+    /// Hidden size, 64 to 1,048,576 (2^20; published models stay below 2^15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 64, max = 1048576))]
     pub hidden_size: Option<u32>,
-    /// Attention heads.
+    /// Attention heads, at most 4096 (published models have at most a few hundred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4096))]
     pub attention_heads: Option<u32>,
     /// Key/value heads (grouped-query attention). Unset: as many as attention heads, which
-    /// over-estimates the KV cache but never under-estimates it.
+    /// over-estimates the KV cache but never under-estimates it. At most 4096, as attention
+    /// heads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4096))]
     pub kv_heads: Option<u32>,
-    /// Dimension of one head. Unset: hiddenSize / attentionHeads.
+    /// Dimension of one head. Unset: hiddenSize / attentionHeads. At most 4096 (published
+    /// models use 64 to 256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4096))]
     pub head_dim: Option<u32>,
-    /// Longest context the model supports, in tokens.
+    /// Longest context the model supports, in tokens: 128 to 10,485,760 (ten times the
+    /// longest context a job may ask for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 128, max = 10485760))]
     pub context_limit: Option<u32>,
-    /// Size of the GGUF file in bytes (llama.cpp models).
+    /// Size of the GGUF file in bytes (llama.cpp models). At most 40 TB: the largest model
+    /// the schema takes (10^13 parameters) at 4 bytes each, GGUF's widest tensor type (F32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 40000000000000_u64))]
     pub gguf_file_bytes: Option<u64>,
     /// Whether the model takes images (enables MAX_TILES planning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,11 +247,11 @@ pub enum Preference {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct GpuBounds {
-    /// Fewest GPUs to use.
+    /// Fewest GPUs to use, 1 to 64 (a node has at most 64; a pod never spans nodes).
     #[serde(default = "default_min_gpus")]
     #[schemars(range(min = 1, max = 64))]
     pub min: u32,
-    /// Most GPUs to use.
+    /// Most GPUs to use, 1 to 64 (a node has at most 64; a pod never spans nodes).
     #[serde(default = "default_max_gpus")]
     #[schemars(range(min = 1, max = 64))]
     pub max: u32,
@@ -268,8 +277,9 @@ impl Default for GpuBounds {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LlamaCppSpec {
-    /// `auto` (default): the most layers that fit. A number is respected as given, with a
-    /// warning in status when it cannot fit.
+    /// `auto` (default): the most layers that fit. A number (0 to 1025: model.layers is at
+    /// most 1024, plus the output layer) is respected as given, with a warning in status when
+    /// it cannot fit.
     #[serde(default)]
     #[schemars(schema_with = "schema::int_or_auto")]
     pub gpu_layers: GpuLayers,
@@ -277,7 +287,7 @@ pub struct LlamaCppSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 3))]
     pub kv_cache_types: Option<Vec<KvCacheType>>,
-    /// Share of VRAM the offload may plan for, in percent (default 80).
+    /// Share of VRAM the offload may plan for, in percent (default 80), 10 to 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 100))]
     pub target_usage_percent: Option<u32>,
@@ -326,7 +336,8 @@ impl<'de> Deserialize<'de> for GpuLayers {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JobOverrides {
-    /// MAX_TILES for vision models (otherwise from VRAM per GPU).
+    /// MAX_TILES for vision models (otherwise from VRAM per GPU), 1 to 64 (the tile ladder
+    /// tops out at 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub max_tiles: Option<u32>,
@@ -360,7 +371,8 @@ pub struct NodeClassSelection {
 pub struct PodTemplate {
     /// Extra environment variables. Names vramfit plans (`VRAMFIT_*`, `TORCH_DTYPE`,
     /// `PYTORCH_CUDA_ALLOC_CONF`, …) and names that select GPUs (`NVIDIA_*`,
-    /// `CUDA_VISIBLE_DEVICES`) are reserved: a job that sets one is InvalidSpec.
+    /// `CUDA_VISIBLE_DEVICES`) are reserved: the API server refuses a job that sets one (and
+    /// the operator marks it InvalidSpec should one get past).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "schema::env_list")]
     pub env: Vec<EnvVar>,
@@ -388,13 +400,16 @@ pub struct PodTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub service_account_name: Option<String>,
-    /// Extra pod labels.
+    /// Extra pod labels. `vramfit.io/*` and the `app.kubernetes.io/` name, instance,
+    /// managed-by and component are vramfit's, set on every pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "schema::bounded_string_map")]
+    #[schemars(schema_with = "schema::pod_labels")]
     pub labels: BTreeMap<String, String>,
-    /// Extra pod annotations.
+    /// Extra pod annotations. `vramfit.io/*` is vramfit's; AppArmor and seccomp annotations,
+    /// container-runtime options (`io.kubernetes.cri-o.*`, `io.katacontainers.*`) and CDI
+    /// devices (`cdi.k8s.io/*`) would change the pod's security and are refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(schema_with = "schema::bounded_string_map")]
+    #[schemars(schema_with = "schema::pod_annotations")]
     pub annotations: BTreeMap<String, String>,
     /// Priority class of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,7 +8,8 @@
 //!   shared GPUs read from them.
 //! * [`conditions`]: status condition types and reasons, and how they are set;
 //!   [`AttemptOutcome`]: how an attempt ended; [`event_reasons`]: the reasons of its Events.
-//! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates.
+//! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates;
+//!   [`reserved_pod_keys`]: the pod labels and annotations a job may not set.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
@@ -25,7 +26,10 @@ pub mod partitions;
 pub mod plan;
 pub mod pod_keys;
 pub mod pod_security;
+pub mod reserved_env;
+pub mod reserved_pod_keys;
 mod schema;
+pub mod schema_check;
 mod words;
 pub mod workload_report;
 

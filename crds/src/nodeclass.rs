@@ -42,19 +42,23 @@ pub struct GpuNodeClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub pytorch_cuda_alloc_conf: Option<String>,
-    /// Share of each GPU's memory a process may use, in percent; from the tier when unset.
+    /// Share of each GPU's memory a process may use, in percent (10 to 100); from the tier
+    /// when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 100))]
     pub memory_fraction_percent: Option<u32>,
-    /// Memory kept free on every GPU, in MiB; from the tier when unset.
+    /// Memory kept free on every GPU, in MiB; from the tier when unset. At most 1 TiB
+    /// (1,048,576 MiB), more than any GPU has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 1048576))]
     pub memory_buffer_mib: Option<u64>,
-    /// MAX_TILES for vision models; from VRAM per GPU when unset.
+    /// MAX_TILES for vision models (1 to 64; the tile ladder tops out at 32); from VRAM per
+    /// GPU when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub max_tiles: Option<u32>,
-    /// Hourly price of one GPU of this class, in US cents (for economy jobs and reports).
+    /// Hourly price of one GPU of this class, in US cents (for economy jobs and reports). At
+    /// most 1,000,000 ($10,000 an hour, a hundred times the dearest cloud GPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 1000000))]
     pub hourly_price_cents_per_gpu: Option<u32>,
@@ -91,10 +95,11 @@ pub struct GpuDescription {
     /// Product name as NVML reports it, e.g. `NVIDIA A10G`.
     #[schemars(length(min = 1, max = 128))]
     pub product: String,
-    /// GPUs per node.
+    /// GPUs per node, 1 to 64 (the largest nodes have 8 to 16).
     #[schemars(range(min = 1, max = 64))]
     pub count: u32,
-    /// Memory per GPU in MiB, as NVML reports it.
+    /// Memory per GPU in MiB, as NVML reports it: 1 GiB to 4 TiB (4,194,304 MiB; the largest
+    /// GPU has 288 GB).
     #[schemars(range(min = 1024, max = 4194304))]
     pub memory_mib: u64,
     /// CUDA compute capability, `major.minor`.

@@ -16,6 +16,14 @@ pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
 pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
 /// `app.kubernetes.io/name` of every workload pod.
 pub const APP_NAME: &str = "vramfit-job";
+/// The recommended labels the operator sets on every pod (`app.kubernetes.io/`).
+pub const APP_NAME_LABEL: &str = "app.kubernetes.io/name";
+/// Label on every pod: the job it runs, like [`JOB_LABEL`].
+pub const APP_INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// Label on every pod: the operator's field manager.
+pub const APP_MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Label on every pod: `inference`.
+pub const APP_COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
 /// Longest pod name vramfit creates (a DNS label, so the name can double as a hostname).
 const MAX_NAME: usize = 63;

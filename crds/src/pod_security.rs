@@ -13,11 +13,12 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct PodSecurity {
     /// UID the workload's processes run as (the image's `USER` when unset). A non-zero UID
-    /// also sets `runAsNonRoot: true` unless `runAsNonRoot` says otherwise.
+    /// also sets `runAsNonRoot: true` unless `runAsNonRoot` says otherwise. 0 to 2^31 − 1, as
+    /// the pod's own field allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2147483647))]
     pub run_as_user: Option<i64>,
-    /// Primary GID of the workload's processes.
+    /// Primary GID of the workload's processes, 0 to 2^31 − 1 as the pod's own field allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2147483647))]
     pub run_as_group: Option<i64>,
@@ -25,7 +26,8 @@ pub struct PodSecurity {
     /// `restricted`). Unset: as `runAsUser` implies, else the image decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_non_root: Option<bool>,
-    /// Supplementary GID that owns the pod's volumes (so a non-root workload can write them).
+    /// Supplementary GID that owns the pod's volumes (so a non-root workload can write them),
+    /// 0 to 2^31 − 1 as the pod's own field allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2147483647))]
     pub fs_group: Option<i64>,

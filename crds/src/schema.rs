@@ -1,6 +1,8 @@
 //! Hand-written schema fragments for shapes schemars cannot express structurally.
 use schemars::{Schema, generate::SchemaGenerator, json_schema};
 
+use crate::reserved_pod_keys::{PodKeyField, cel_rules};
+
 /// `conditions`: a list-map keyed by `type`, as `kubectl` and dashboards expect.
 pub fn conditions(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
@@ -28,8 +30,8 @@ pub fn int_or_auto(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-int-or-string": true,
         "description": "`auto` (default) or a number of layers to offload.",
         "x-kubernetes-validations": [{
-            "rule": "string(self) == 'auto' || string(self).matches('^[0-9]+$')",
-            "message": "gpuLayers must be `auto` or a non-negative integer"
+            "rule": "string(self) == 'auto' || (string(self).matches('^[0-9]{1,4}$') && int(string(self)) <= 1025)",
+            "message": "gpuLayers must be `auto` or a number of layers from 0 to 1025 (model.layers is at most 1024, plus the output layer)"
         }]
     })
 }
@@ -56,8 +58,18 @@ fn bounded_passthrough_list(max_items: u32) -> Schema {
 }
 
 /// `env`: at most 128 variables; a name of at most 256 and a value of at most 32 KiB
-/// characters (`valueFrom` passes through as written).
+/// characters (`valueFrom` passes through as written). The reserved names
+/// ([`crate::reserved_env`]) are refused by the API server itself, one rule per reason.
 pub fn env_list(_: &mut SchemaGenerator) -> Schema {
+    let validations: Vec<serde_json::Value> = crate::reserved_env::cel_rules()
+        .into_iter()
+        .map(|rule| {
+            serde_json::json!({
+                "rule": rule.rule,
+                "message": rule.message,
+            })
+        })
+        .collect();
     json_schema!({
         "type": "array",
         "maxItems": 128,
@@ -68,7 +80,8 @@ pub fn env_list(_: &mut SchemaGenerator) -> Schema {
                 "name": { "type": "string", "maxLength": 256 },
                 "value": { "type": "string", "maxLength": 32768 }
             }
-        }
+        },
+        "x-kubernetes-validations": validations
     })
 }
 
@@ -89,6 +102,28 @@ pub fn bounded_string_map(_: &mut SchemaGenerator) -> Schema {
         "maxProperties": 64,
         "additionalProperties": { "type": "string", "maxLength": 4096 }
     })
+}
+
+/// `pod.labels`: a bounded string map without the keys vramfit sets itself.
+pub fn pod_labels(generator: &mut SchemaGenerator) -> Schema {
+    with_rules(
+        bounded_string_map(generator),
+        cel_rules(PodKeyField::Labels),
+    )
+}
+
+/// `pod.annotations`: a bounded string map without vramfit's keys and those that would change
+/// the pod's security.
+pub fn pod_annotations(generator: &mut SchemaGenerator) -> Schema {
+    with_rules(
+        bounded_string_map(generator),
+        cel_rules(PodKeyField::Annotations),
+    )
+}
+
+fn with_rules(mut schema: Schema, rules: Vec<serde_json::Value>) -> Schema {
+    schema.insert("x-kubernetes-validations".into(), rules.into());
+    schema
 }
 
 /// A free-form object (resource requirements), passed to the pod as written.

@@ -133,10 +133,97 @@ fn gpu_layers_is_auto_or_a_count() {
     };
     assert!(validate(&schema::<InferenceJob>(), &with_layers(json!("auto")), None).is_ok());
     assert!(validate(&schema::<InferenceJob>(), &with_layers(json!(33)), None).is_ok());
-    assert!(
-        rejection(&with_layers(json!("many")))
-            .contains("gpuLayers must be `auto` or a non-negative integer")
+    assert!(validate(&schema::<InferenceJob>(), &with_layers(json!(1025)), None).is_ok());
+    assert!(validate(&schema::<InferenceJob>(), &with_layers(json!("1025")), None).is_ok());
+    for bad in [
+        json!("many"),
+        json!(1026),
+        json!("99999999999999999999"),
+        json!(-1),
+    ] {
+        assert!(
+            rejection(&with_layers(bad.clone()))
+                .contains("gpuLayers must be `auto` or a number of layers from 0 to 1025"),
+            "{bad}"
+        );
+    }
+}
+
+fn job_with_env(names: &[&str]) -> Value {
+    let env: Vec<Value> = names
+        .iter()
+        .map(|name| json!({"name": name, "value": "1"}))
+        .collect();
+    job(
+        json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "vllm", "image": "x",
+               "pod": {"env": env}}),
+    )
+}
+
+/// The CRD's rule on `pod.env` refuses exactly the names the operator refuses (one table makes
+/// both), with the operator's reason and the offending names.
+#[test]
+fn reserved_env_names_are_refused_by_the_crd_as_by_the_operator() {
+    use vramfit_api::reserved_env::{LLAMACPP_FLAG_ENV, PLANNED_ENV, reserved_env};
+    let mut names: Vec<String> = PLANNED_ENV
+        .iter()
+        .chain(&LLAMACPP_FLAG_ENV)
+        .map(|n| n.to_string())
+        .collect();
+    names.extend(
+        [
+            "VRAMFIT_",
+            "VRAMFIT_MODEL",
+            "NVIDIA_",
+            "NVIDIA_VISIBLE_DEVICES",
+            "NVIDIA_DRIVER_CAPABILITIES",
+            "CUDA_VISIBLE_DEVICES",
+            "HF_HOME",
+            "NVIDIA",
+            "VRAMFIT",
+            "cuda_visible_devices",
+            "nvidia_visible_devices",
+            "XVRAMFIT_A",
+            "CUDA_VISIBLE_DEVICES_X",
+            "TORCH_DTYPE2",
+            "MY_TORCH_DTYPE",
+            "",
+            "LLAMA_ARG_HOST",
+        ]
+        .map(String::from),
     );
+    let schema = schema::<InferenceJob>();
+    for name in &names {
+        let verdict = validate(&schema, &job_with_env(&["HF_HOME", name]), None);
+        match reserved_env(name) {
+            Some(why) => {
+                let message = verdict
+                    .expect_err(&format!("{name} is reserved but the CRD admits it"))
+                    .to_string();
+                assert!(
+                    message.contains("pod.env may not set ") && message.contains(why),
+                    "{name}: {message}"
+                );
+            }
+            None => assert!(verdict.is_ok(), "{name} is the job's, but: {verdict:?}"),
+        }
+    }
+    let message = rejection(&job_with_env(&[
+        "NVIDIA_VISIBLE_DEVICES",
+        "CUDA_VISIBLE_DEVICES",
+    ]));
+    assert!(
+        message.contains(
+            "spec.pod.env: pod.env may not set NVIDIA_*, CUDA_VISIBLE_DEVICES: it selects GPUs, which only the device plugin assigns"
+        ),
+        "{message}"
+    );
+    // An item without a name (the API server refuses it when it builds the pod) is no error here.
+    let nameless = job(
+        json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "vllm",
+                             "image": "x", "pod": {"env": [{"value": "1"}]}}),
+    );
+    assert!(validate(&schema, &nameless, None).is_ok());
 }
 
 #[test]

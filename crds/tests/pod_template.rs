@@ -103,3 +103,52 @@ fn root_and_run_as_non_root_together_are_refused() {
         assert_eq!(cel(&job), Ok(()), "{fine}");
     }
 }
+
+/// Keys the CRD's rules and the operator's check must agree on: reserved ones of both maps,
+/// and ordinary ones (including look-alikes) that pass.
+const SAMPLE_KEYS: [&str; 14] = [
+    "vramfit.io/job",
+    "vramfit.io/plan",
+    "vramfit.io/something-new",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/managed-by",
+    "container.apparmor.security.beta.kubernetes.io/inference",
+    "seccomp.security.alpha.kubernetes.io/pod",
+    "container.seccomp.security.alpha.kubernetes.io/inference",
+    "io.kubernetes.cri-o.Devices",
+    "cdi.k8s.io/gpus",
+    "team",
+    "app.kubernetes.io/part-of",
+    "example.com/vramfit.io",
+    "prometheus.io/scrape",
+];
+
+#[test]
+fn reserved_pod_keys_are_refused_by_the_crd_as_by_the_operator() {
+    use vramfit_api::reserved_pod_keys::{PodKeyField, reserved};
+    let mut refused = 0;
+    for (field, name) in [
+        (PodKeyField::Labels, "labels"),
+        (PodKeyField::Annotations, "annotations"),
+    ] {
+        for key in SAMPLE_KEYS {
+            let job = job_with_pod(serde_json::json!({ name: {"team": "a", key: "x"} }));
+            match (reserved(field, key), cel(&job)) {
+                (None, Ok(())) => {}
+                (Some(why), Err(error)) => {
+                    refused += 1;
+                    let wanted = format!("spec.pod.{name} may not set {key}: {why}");
+                    assert!(error.contains(&wanted), "{wanted}\n{error}");
+                }
+                (expected, seen) => {
+                    panic!("{name} {key}: the operator says {expected:?}, the CRD {seen:?}")
+                }
+            }
+        }
+    }
+    assert_eq!(
+        refused,
+        5 + 8,
+        "labels: 5 of vramfit's; annotations: 3 of vramfit's, 5 security"
+    );
+}

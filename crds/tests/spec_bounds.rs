@@ -60,3 +60,29 @@ fn every_list_map_and_string_of_the_job_spec_is_bounded() {
         "unbounded in the InferenceJob spec: {found:?}"
     );
 }
+
+/// Every integer a tenant or an admin writes has a physical minimum and maximum in the schema,
+/// so that no number the planner multiplies can be arbitrarily large (`gpuLayers`, an int or
+/// `auto`, is bounded by its CEL rule; see `cel_rules.rs`).
+#[test]
+fn every_integer_of_both_specs_has_a_minimum_and_a_maximum() {
+    use vramfit_api::schema_check::{integer_fields, openapi_schema};
+    use vramfit_api::{GpuNodeClass, InferenceJob};
+    for schema in [
+        openapi_schema::<InferenceJob>(),
+        openapi_schema::<GpuNodeClass>(),
+    ] {
+        let fields: Vec<_> = integer_fields(&schema)
+            .into_iter()
+            .filter(|f| f.path.starts_with("spec."))
+            .collect();
+        assert!(fields.len() >= 6, "{fields:?}");
+        for field in fields {
+            assert!(
+                field.minimum.is_some() && field.maximum.is_some(),
+                "{} is unbounded: {field:?}",
+                field.path
+            );
+        }
+    }
+}

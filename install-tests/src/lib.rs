@@ -234,6 +234,21 @@ pub fn chart_app_version() -> String {
         .to_string()
 }
 
+/// The image deploy/ must run for `component` (`operator`, `agent`): `repository@digest`
+/// when the chart's values.yaml pins it (a release's), else `repository:<appVersion>` (between
+/// releases deploy/ is rendered with images.allowTags).
+pub fn expected_image(component: &str) -> String {
+    let values = read_yaml_documents(&repo_root().join("charts/vramfit/values.yaml"));
+    let image = &values[0].value[component]["image"];
+    let repository = image["repository"]
+        .as_str()
+        .expect("values.yaml has <component>.image.repository");
+    match image["digest"].as_str().filter(|d| !d.is_empty()) {
+        Some(digest) => format!("{repository}@{digest}"),
+        None => format!("{repository}:{}", chart_app_version()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

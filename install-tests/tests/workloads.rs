@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Service, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vramfit_install_tests::{
-    AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, chart_app_version, deploy_objects,
+    AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, deploy_objects, expected_image,
 };
 
 fn object(kind: &str, name: &str) -> Object {
@@ -180,7 +180,7 @@ fn operator_runs_two_replicas_with_leader_election() {
     );
     assert_eq!(
         container.image.as_deref(),
-        Some(format!("ghcr.io/vramfit/vramfit-operator:{}", chart_app_version()).as_str())
+        Some(expected_image("operator").as_str())
     );
     assert_eq!(env_field_path(container, "POD_NAME"), Some("metadata.name"));
     assert_eq!(
@@ -239,7 +239,7 @@ fn agent_reads_gpus_through_the_nvidia_runtime_without_privileges() {
     }
     assert_eq!(
         container.image.as_deref(),
-        Some(format!("ghcr.io/vramfit/vramfit-agent:{}", chart_app_version()).as_str())
+        Some(expected_image("agent").as_str())
     );
     assert_health_probes("agent", container, 9102);
     assert_locked_down("agent", &pod);

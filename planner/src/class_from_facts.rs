@@ -46,7 +46,11 @@ pub fn classes_from_facts(facts: &GpuFacts, mig_strategy: Option<MigStrategy>) -
     };
     if let Some(sharing) = &facts.sharing {
         class.name = format!("{}-shared{}", class.name, sharing.replicas);
-        class.memory_mib /= u64::from(sharing.replicas);
+        // Replicas are at least 2 where labels are read; never divide by zero all the same.
+        class.memory_mib = class
+            .memory_mib
+            .checked_div(u64::from(sharing.replicas))
+            .unwrap_or(0);
         class.memory_buffer_mib =
             crate::gpu_catalog::memory_buffer_mib(class.tier, class.memory_mib);
         class.gpus_per_node = class.gpus_per_node.saturating_mul(sharing.replicas);

@@ -65,6 +65,17 @@ pub enum SpecError {
         /// Who owns it.
         why: &'static str,
     },
+    /// `pod.labels` or `pod.annotations` sets a key vramfit reserves
+    /// (`vramfit_api::reserved_pod_keys`).
+    #[error("{field} may not set {key}: {why}")]
+    ReservedPodKey {
+        /// `spec.pod.labels` or `spec.pod.annotations`.
+        field: &'static str,
+        /// The key.
+        key: String,
+        /// Why it is reserved.
+        why: &'static str,
+    },
     /// The job's command or args contradict the planned flags.
     #[error("command/args: {contradiction}")]
     CommandArgs {
@@ -145,6 +156,15 @@ pub enum PodGpuLimit {
 pub struct NoEightBitUnderVllm {
     /// The class's compute capability.
     pub capability: ComputeCapability,
+}
+
+/// A size the planner computes from the job's numbers passes 64 bits: no GPU holds it, and
+/// the plan refuses the class rather than wrap or panic (release builds check overflow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error("{what} is more than 16 EiB (2^64 bytes), far beyond any GPU")]
+pub struct SizeOverflow {
+    /// The quantity and the numbers it is computed from.
+    pub what: &'static str,
 }
 
 /// Why a class cannot run a job (a `ClassRejection`'s reason).
@@ -262,6 +282,9 @@ pub enum PlanError {
         /// The budget per GPU, MiB.
         budget_per_gpu_mib: u64,
     },
+    /// The job's numbers are too large to size on any GPU.
+    #[error("cannot size the job: {0}")]
+    SizeOverflow(#[from] SizeOverflow),
 }
 
 #[cfg(test)]
@@ -386,6 +409,12 @@ mod tests {
                     budget_per_gpu_mib: 1_536,
                 }),
                 "not one layer fits: 2.0 GiB for one layer with KV q4_0, 1.5 GiB budget per GPU",
+            ),
+            (
+                Box::new(PlanError::from(SizeOverflow {
+                    what: "the KV cache",
+                })),
+                "cannot size the job: the KV cache is more than 16 EiB (2^64 bytes), far beyond any GPU",
             ),
         ];
         for (error, message) in cases {

@@ -35,7 +35,7 @@ pub fn next_step(
         ..fallback.clone()
     };
     let more_gpus = (plan.gpu_count < max_gpus).then(|| {
-        let n = plan.gpu_count + 1;
+        let n = plan.gpu_count.saturating_add(1);
         (
             Fallback {
                 min_gpus: Some(n),
@@ -165,7 +165,7 @@ fn llamacpp_step(
     let fewer_layers = (fallback.offload_steps < MAX_OFFLOAD_STEPS).then(|| {
         (
             Fallback {
-                offload_steps: fallback.offload_steps + 1,
+                offload_steps: fallback.offload_steps.saturating_add(1),
                 ..fallback.clone()
             },
             "offload budget 10% smaller (fewer GPU layers)".to_string(),

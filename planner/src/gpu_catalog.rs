@@ -133,7 +133,7 @@ pub fn tier_of(product: &str) -> Tier {
 
 /// Memory kept free on every GPU (docs/planning.md): min(cap, share of VRAM), in MiB.
 pub fn memory_buffer_mib(tier: Tier, vram_mib: u64) -> u64 {
-    let (cap_gib, percent) = match tier {
+    let (cap_gib, percent): (u64, u32) = match tier {
         DatacenterHighMemory => (20, 15),
         WorkstationHighMemory => (12, 20),
         DatacenterMidMemory => (6, 20),
@@ -141,7 +141,9 @@ pub fn memory_buffer_mib(tier: Tier, vram_mib: u64) -> u64 {
         LegacyDatacenter => (4, 25),
         Other => (8, 20),
     };
-    (cap_gib * 1024).min(vram_mib * percent / 100)
+    cap_gib
+        .saturating_mul(1024)
+        .min(crate::memory::percent_of(vram_mib, percent))
 }
 
 /// Share of each GPU's memory a process may use (docs/planning.md), in percent.

@@ -60,7 +60,7 @@ pub struct JobInput {
 impl JobInput {
     /// Tokens held at once: batch × context.
     pub fn tokens(&self) -> u64 {
-        u64::from(self.batch_size) * u64::from(self.context_length)
+        crate::memory::tokens(self.batch_size, self.context_length)
     }
 
     /// Tokens processed at once during prefill: all of them, except under vLLM's chunked
@@ -89,6 +89,15 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
     {
         return Err(SpecError::ReservedEnv {
             name: name.clone(),
+            why,
+        });
+    }
+    if let Some((field, key, why)) = spec.pod.as_ref().and_then(|pod| {
+        vramfit_api::reserved_pod_keys::first_reserved(pod.labels.keys(), pod.annotations.keys())
+    }) {
+        return Err(SpecError::ReservedPodKey {
+            field: field.path(),
+            key: key.to_string(),
             why,
         });
     }

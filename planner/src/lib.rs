@@ -15,6 +15,7 @@
 //! * [`user_args`]: a job's own command and args against the planned flags.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
 pub mod class_from_facts;
 pub mod error;
@@ -37,7 +38,8 @@ pub mod workload;
 
 pub use class_from_facts::classes_from_facts;
 pub use error::{
-    ClassDefinitionError, ModelError, NoEightBitUnderVllm, PlanError, PodGpuLimit, SpecError,
+    ClassDefinitionError, ModelError, NoEightBitUnderVllm, PlanError, PodGpuLimit, SizeOverflow,
+    SpecError,
 };
 pub use job_input::{JobInput, resolve_job};
 pub use node_class::{GpuUnit, NodeClass, builtin_classes};

@@ -2,6 +2,7 @@
 //! costs a failed pod and a retry; an over-estimate costs at most a quantization step.
 use vramfit_api::{KvCacheType, Quantization};
 
+use crate::error::SizeOverflow;
 use crate::model_catalog::ModelShape;
 
 /// One mebibyte.
@@ -46,55 +47,122 @@ pub fn mib(bytes: u64) -> u64 {
     div_ceil(bytes, MIB)
 }
 
+/// `percent` % of `value`, rounded down. Exact for any value (computed in 128 bits); a percent
+/// above 100 (never from the schema) saturates rather than wraps.
+#[expect(
+    clippy::arithmetic_side_effects,
+    reason = "a u64 times a u32 fits a u128; the division is by a constant"
+)]
+pub fn percent_of(value: u64, percent: u32) -> u64 {
+    let exact = u128::from(value) * u128::from(percent) / 100;
+    u64::try_from(exact).unwrap_or(u64::MAX)
+}
+
+/// Tokens held at once, `batch × context`: two `u32`s, so the product always fits a `u64`.
+#[expect(
+    clippy::arithmetic_side_effects,
+    reason = "a u32 times a u32 fits a u64"
+)]
+pub fn tokens(batch: u32, context: u32) -> u64 {
+    u64::from(batch) * u64::from(context)
+}
+
+/// `factors` multiplied, or [`SizeOverflow`] naming `what` when the product passes `u64`.
+fn product(what: &'static str, factors: &[u64]) -> Result<u64, SizeOverflow> {
+    factors
+        .iter()
+        .try_fold(1u64, |acc, &factor| acc.checked_mul(factor))
+        .ok_or(SizeOverflow { what })
+}
+
+/// `a + b`, or [`SizeOverflow`] naming `what`.
+pub fn sum(what: &'static str, a: u64, b: u64) -> Result<u64, SizeOverflow> {
+    a.checked_add(b).ok_or(SizeOverflow { what })
+}
+
 /// Weights in bytes at a quantization. In-flight quantization (bitsandbytes, vLLM's FP8)
 /// converts the linear layers only: the token embeddings and the output layer (vocab ×
 /// hidden each, where the vocabulary is known) stay at 16 bits.
-pub fn weights_bytes(model: &ModelShape, q: Quantization) -> u64 {
+pub fn weights_bytes(model: &ModelShape, q: Quantization) -> Result<u64, SizeOverflow> {
+    const WHAT: &str = "the weights (parameters × bytes per parameter)";
     let unquantized = match q {
         Quantization::None => 0,
         _ => model.vocab_size.map_or(0, |v| {
-            (2 * u64::from(v) * u64::from(model.hidden_size)).min(model.parameters)
+            2u64.saturating_mul(u64::from(v))
+                .saturating_mul(u64::from(model.hidden_size))
+                .min(model.parameters)
         }),
     };
-    let quantized = model.parameters - unquantized;
-    div_ceil(
-        quantized
-            .saturating_mul(weight_millibytes_per_parameter(q))
-            .saturating_add(
-                unquantized.saturating_mul(weight_millibytes_per_parameter(Quantization::None)),
-            ),
-        1000,
-    )
+    let quantized = model.parameters.saturating_sub(unquantized);
+    let millibytes = sum(
+        WHAT,
+        product(WHAT, &[quantized, weight_millibytes_per_parameter(q)])?,
+        product(
+            WHAT,
+            &[
+                unquantized,
+                weight_millibytes_per_parameter(Quantization::None),
+            ],
+        )?,
+    )?;
+    Ok(div_ceil(millibytes, 1000))
 }
 
 /// KV cache in bytes for all layers: 2 × layers × tokens × kv_heads × head_dim × bytes.
-pub fn kv_cache_bytes(model: &ModelShape, tokens: u64, t: KvCacheType) -> u64 {
-    kv_cache_bytes_per_layer(model, tokens, t).saturating_mul(u64::from(model.layers))
+pub fn kv_cache_bytes(
+    model: &ModelShape,
+    tokens: u64,
+    t: KvCacheType,
+) -> Result<u64, SizeOverflow> {
+    product(
+        KV_CACHE,
+        &[
+            kv_cache_bytes_per_layer(model, tokens, t)?,
+            u64::from(model.layers),
+        ],
+    )
 }
 
+/// What overflows when the KV cache does.
+const KV_CACHE: &str = "the KV cache (2 × batchSize × contextLength × kvHeads × headDim × bytes per element, per layer)";
+
 /// KV cache in bytes for one layer.
-pub fn kv_cache_bytes_per_layer(model: &ModelShape, tokens: u64, t: KvCacheType) -> u64 {
-    let elements = 2u64
-        .saturating_mul(tokens)
-        .saturating_mul(u64::from(model.kv_heads))
-        .saturating_mul(u64::from(model.head_dim));
-    div_ceil(elements.saturating_mul(kv_millibytes_per_element(t)), 1000)
+pub fn kv_cache_bytes_per_layer(
+    model: &ModelShape,
+    tokens: u64,
+    t: KvCacheType,
+) -> Result<u64, SizeOverflow> {
+    let millibytes = product(
+        KV_CACHE,
+        &[
+            2,
+            tokens,
+            u64::from(model.kv_heads),
+            u64::from(model.head_dim),
+            kv_millibytes_per_element(t),
+        ],
+    )?;
+    Ok(div_ceil(millibytes, 1000))
 }
 
 /// Activations and runtime overhead per GPU, in bytes: a 1 GiB floor, a share
 /// proportional to the tokens processed at once × hidden, and the vision tower's allowance.
-pub fn overhead_bytes(model: &ModelShape, prefill_tokens: u64) -> u64 {
-    let activations = prefill_tokens
-        .saturating_mul(u64::from(model.hidden_size))
-        .saturating_mul(ACTIVATION_BYTES_PER_TOKEN_HIDDEN);
+pub fn overhead_bytes(model: &ModelShape, prefill_tokens: u64) -> Result<u64, SizeOverflow> {
+    const WHAT: &str = "the activations (tokens processed at once × hiddenSize × 64 bytes)";
+    let activations = product(
+        WHAT,
+        &[
+            prefill_tokens,
+            u64::from(model.hidden_size),
+            ACTIVATION_BYTES_PER_TOKEN_HIDDEN,
+        ],
+    )?;
     let vision = if model.vision {
         VISION_ALLOWANCE_MIB * MIB
     } else {
         0
     };
-    (RUNTIME_FLOOR_MIB * MIB)
-        .saturating_add(activations)
-        .saturating_add(vision)
+    sum(WHAT, activations, RUNTIME_FLOOR_MIB * MIB).and_then(|bytes| sum(WHAT, bytes, vision))
 }
 
 /// Memory per GPU for a transformer runtime with weights and KV cache sharded over `gpus`
@@ -110,27 +178,31 @@ pub struct TransformerNeed {
 }
 
 impl TransformerNeed {
-    /// Total per GPU, MiB.
+    /// Total per GPU, MiB. Each part is MiB of a `u64` byte count (below 2^44), so the sum
+    /// cannot reach `u64::MAX`.
     pub fn per_gpu_mib(&self) -> u64 {
-        self.weights_mib + self.kv_cache_mib + self.overhead_mib
+        self.weights_mib
+            .saturating_add(self.kv_cache_mib)
+            .saturating_add(self.overhead_mib)
     }
 }
 
 /// Memory per GPU needed to serve `model` on `gpus` GPUs, holding `tokens` (batch × context)
-/// in the KV cache and processing `prefill_tokens` at once.
+/// in the KV cache and processing `prefill_tokens` at once; [`SizeOverflow`] when a figure
+/// passes 16 EiB (the job's numbers are beyond any GPU).
 pub fn transformer_need(
     model: &ModelShape,
     q: Quantization,
     tokens: u64,
     prefill_tokens: u64,
     gpus: u32,
-) -> TransformerNeed {
+) -> Result<TransformerNeed, SizeOverflow> {
     let gpus = u64::from(gpus.max(1));
-    TransformerNeed {
-        weights_mib: div_ceil(mib(weights_bytes(model, q)), gpus),
-        kv_cache_mib: div_ceil(mib(kv_cache_bytes(model, tokens, KvCacheType::F16)), gpus),
-        overhead_mib: mib(overhead_bytes(model, prefill_tokens)),
-    }
+    Ok(TransformerNeed {
+        weights_mib: div_ceil(mib(weights_bytes(model, q)?), gpus),
+        kv_cache_mib: div_ceil(mib(kv_cache_bytes(model, tokens, KvCacheType::F16)?), gpus),
+        overhead_mib: mib(overhead_bytes(model, prefill_tokens)?),
+    })
 }
 
 #[cfg(test)]
@@ -148,13 +220,17 @@ mod tests {
     }
 
     fn total_gb(model: &ModelShape, q: Quantization, tokens: u64) -> f64 {
-        transformer_need(model, q, tokens, tokens, 1).per_gpu_mib() as f64 * MIB as f64 / 1e9
+        transformer_need(model, q, tokens, tokens, 1)
+            .unwrap()
+            .per_gpu_mib() as f64
+            * MIB as f64
+            / 1e9
     }
 
     #[test]
     fn mistral_weights_match_the_reference_points() {
         let m = preset("mistral-7b-instruct-v0.3");
-        let gb = |q| weights_bytes(&m, q) as f64 / 1e9;
+        let gb = |q| weights_bytes(&m, q).unwrap() as f64 / 1e9;
         assert!(
             (gb(Quantization::None) - 14.5).abs() < 0.1,
             "{}",
@@ -179,7 +255,7 @@ mod tests {
         let m = preset("mistral-7b-instruct-v0.3");
         let unquantized = 2 * 32_768 * 4096;
         assert_eq!(
-            weights_bytes(&m, Quantization::Int8),
+            weights_bytes(&m, Quantization::Int8).unwrap(),
             div_ceil(
                 (m.parameters - unquantized) * 1020 + unquantized * 2000,
                 1000
@@ -190,11 +266,12 @@ mod tests {
             ..m.clone()
         };
         assert!(
-            weights_bytes(&unknown, Quantization::Int8) < weights_bytes(&m, Quantization::Int8)
+            weights_bytes(&unknown, Quantization::Int8).unwrap()
+                < weights_bytes(&m, Quantization::Int8).unwrap()
         );
         assert_eq!(
-            weights_bytes(&m, Quantization::None),
-            weights_bytes(&unknown, Quantization::None)
+            weights_bytes(&m, Quantization::None).unwrap(),
+            weights_bytes(&unknown, Quantization::None).unwrap()
         );
     }
 
@@ -223,30 +300,33 @@ mod tests {
     fn grouped_query_attention_shrinks_the_kv_cache() {
         let m = preset("mistral-7b-instruct-v0.3");
         // 2 × 32 layers × 4096 tokens × 8 KV heads × 128 × 2 bytes = 512 MiB.
-        assert_eq!(kv_cache_bytes(&m, 4096, KvCacheType::F16), 512 * MIB);
+        assert_eq!(
+            kv_cache_bytes(&m, 4096, KvCacheType::F16).unwrap(),
+            512 * MIB
+        );
         let full_mha = ModelShape {
             kv_heads: 32,
             ..m.clone()
         };
         assert_eq!(
-            kv_cache_bytes(&full_mha, 4096, KvCacheType::F16),
+            kv_cache_bytes(&full_mha, 4096, KvCacheType::F16).unwrap(),
             2048 * MIB
         );
         assert!(
-            kv_cache_bytes(&m, 4096, KvCacheType::Q8_0)
-                < kv_cache_bytes(&m, 4096, KvCacheType::F16)
+            kv_cache_bytes(&m, 4096, KvCacheType::Q8_0).unwrap()
+                < kv_cache_bytes(&m, 4096, KvCacheType::F16).unwrap()
         );
         assert!(
-            kv_cache_bytes(&m, 4096, KvCacheType::Q4_0)
-                < kv_cache_bytes(&m, 4096, KvCacheType::Q8_0)
+            kv_cache_bytes(&m, 4096, KvCacheType::Q4_0).unwrap()
+                < kv_cache_bytes(&m, 4096, KvCacheType::Q8_0).unwrap()
         );
     }
 
     #[test]
     fn sharding_divides_weights_and_cache_but_not_overhead() {
         let m = preset("llama-3.2-11b-vision-instruct");
-        let one = transformer_need(&m, Quantization::None, 4096, 4096, 1);
-        let two = transformer_need(&m, Quantization::None, 4096, 4096, 2);
+        let one = transformer_need(&m, Quantization::None, 4096, 4096, 1).unwrap();
+        let two = transformer_need(&m, Quantization::None, 4096, 4096, 2).unwrap();
         assert_eq!(two.weights_mib, one.weights_mib.div_ceil(2));
         assert_eq!(two.overhead_mib, one.overhead_mib);
     }

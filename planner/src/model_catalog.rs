@@ -215,7 +215,7 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     let head_dim = spec
         .head_dim
         .or(shape.map(|s| s.head_dim))
-        .unwrap_or((hidden_size / attention_heads).max(1));
+        .unwrap_or(hidden_size.checked_div(attention_heads).unwrap_or(0).max(1));
     // Unknown KV heads: assume full multi-head attention, which never under-estimates.
     let kv_heads = spec
         .kv_heads

@@ -7,6 +7,7 @@ use vramfit_api::{GpuNodeClassSpec, Tier};
 
 use crate::error::{ClassDefinitionError, PodGpuLimit};
 use crate::gpu_catalog::{self, Architecture};
+use crate::memory;
 
 /// A class of GPU nodes as the planner sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -191,16 +192,18 @@ impl NodeClass {
     /// Memory usable per GPU in MiB: VRAM less the buffer, capped by the memory fraction.
     pub fn usable_per_gpu_mib(&self) -> u64 {
         let after_buffer = self.memory_mib.saturating_sub(self.memory_buffer_mib);
-        let by_fraction = self.memory_mib * u64::from(self.memory_fraction_percent) / 100;
+        let by_fraction = memory::percent_of(self.memory_mib, self.memory_fraction_percent);
         after_buffer.min(by_fraction)
     }
 
     /// The usable memory as a whole percent of VRAM, rounded down: what vLLM's
     /// `--gpu-memory-utilization` takes, so that vLLM never claims more than the plan budgets.
     pub fn usable_percent(&self) -> u32 {
-        (self.usable_per_gpu_mib() * 100)
-            .checked_div(self.memory_mib)
-            .unwrap_or(0) as u32
+        // Usable memory is at most the VRAM: at most 100, computed in 128 bits.
+        let percent = (u128::from(self.usable_per_gpu_mib()) * 100)
+            .checked_div(u128::from(self.memory_mib))
+            .unwrap_or(0);
+        u32::try_from(percent).unwrap_or(100)
     }
 
     /// The model's short name (`A10G`), or the product name for unknown models.

@@ -66,7 +66,11 @@ pub fn plan_for_class(
         context_length: job.context_length,
         llama_cpp,
         memory,
-        hourly_price_cents: class.hourly_price_cents_per_gpu.unwrap_or(0) * gpu_count,
+        // Saturates: a price past u32 (no schema allows one) ranks last rather than wraps.
+        hourly_price_cents: class
+            .hourly_price_cents_per_gpu
+            .unwrap_or(0)
+            .saturating_mul(gpu_count),
         reasons,
         warnings,
     })

@@ -207,7 +207,9 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
             format!(
                 "memory fraction {:.2} (--gpu-memory-utilization): the share of VRAM the plan budgets, {} buffer kept free",
                 f64::from(percent) / 100.0,
-                gib(class.memory_mib - class.memory_mib * u64::from(percent) / 100)
+                gib(class
+                    .memory_mib
+                    .saturating_sub(crate::memory::percent_of(class.memory_mib, percent)))
             ),
         );
         percent

@@ -2,7 +2,7 @@
 //! which KV-cache type, on how many GPUs.
 use vramfit_api::{Fallback, GpuLayers, KvCacheType, LlamaCppPlan, MemoryEstimate, Preference};
 
-use crate::error::PlanError;
+use crate::error::{PlanError, SizeOverflow};
 use crate::job_input::JobInput;
 use crate::memory::{self, LLAMACPP_OVERHEAD_MIB};
 use crate::node_class::NodeClass;
@@ -33,10 +33,14 @@ struct Budget<'a> {
     target_percent: u32,
 }
 
+/// What overflows when a GGUF offload does.
+const OFFLOAD: &str =
+    "the offloaded weights and KV cache (ggufFileBytes per layer and the KV cache of each layer)";
+
 impl Budget<'_> {
     /// Per GPU, MiB: VRAM × target usage − runtime overhead.
     fn per_gpu_mib(&self) -> u64 {
-        (self.class.memory_mib * u64::from(self.target_percent) / 100)
+        memory::percent_of(self.class.memory_mib, self.target_percent)
             .saturating_sub(LLAMACPP_OVERHEAD_MIB)
     }
 
@@ -57,55 +61,72 @@ impl Budget<'_> {
     /// Weights on the GPUs for `--n-gpu-layers n`. All `blocks + 1` layers: at most the whole
     /// file. Fewer: `n` shares plus one for the output layer, which builds from llama.cpp
     /// PR 18148 on offload first (earlier builds offload `n` blocks and keep it on the CPU).
-    fn weights_bytes(&self, n: u32) -> u64 {
+    fn weights_bytes(&self, n: u32) -> Result<u64, SizeOverflow> {
         if n > self.blocks() {
-            self.job.model.gguf_file_bytes.unwrap_or(0)
+            Ok(self.job.model.gguf_file_bytes.unwrap_or(0))
         } else if n == 0 {
-            0
+            Ok(0)
         } else {
-            self.unit_bytes() * u64::from(n + 1)
+            let shares = u64::from(n).saturating_add(1);
+            self.unit_bytes()
+                .checked_mul(shares)
+                .ok_or(SizeOverflow { what: OFFLOAD })
         }
     }
 
     /// KV cache on the GPUs: one per offloaded block (the output layer has none).
-    fn kv_bytes(&self, n: u32, kv: KvCacheType) -> u64 {
-        memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)
-            * u64::from(n.min(self.blocks()))
+    fn kv_bytes(&self, n: u32, kv: KvCacheType) -> Result<u64, SizeOverflow> {
+        memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)?
+            .checked_mul(u64::from(n.min(self.blocks())))
+            .ok_or(SizeOverflow { what: OFFLOAD })
     }
 
-    fn bytes(&self, n: u32, kv: KvCacheType) -> u64 {
-        self.weights_bytes(n) + self.kv_bytes(n, kv)
+    fn bytes(&self, n: u32, kv: KvCacheType) -> Result<u64, SizeOverflow> {
+        memory::sum(OFFLOAD, self.weights_bytes(n)?, self.kv_bytes(n, kv)?)
     }
 
     /// Per GPU, MiB, for `--n-gpu-layers n` on `gpus` GPUs: the weights and the KV cache, each
     /// rounded up as the plan's memory estimate shows them.
-    fn weights_and_kv_per_gpu_mib(&self, n: u32, kv: KvCacheType, gpus: u32) -> (u64, u64) {
-        let per_gpu = |bytes: u64| memory::mib(bytes).div_ceil(u64::from(gpus.max(1)));
-        (
-            per_gpu(self.weights_bytes(n)),
-            per_gpu(self.kv_bytes(n, kv)),
-        )
+    fn weights_and_kv_per_gpu_mib(
+        &self,
+        n: u32,
+        kv: KvCacheType,
+        gpus: u32,
+    ) -> Result<(u64, u64), SizeOverflow> {
+        let per_gpu = |bytes: u64| memory::div_ceil(memory::mib(bytes), u64::from(gpus));
+        Ok((
+            per_gpu(self.weights_bytes(n)?),
+            per_gpu(self.kv_bytes(n, kv)?),
+        ))
     }
 
     /// Whether `n` layers fit on `gpus` GPUs, judged on the rounded-up figures the estimate
     /// reports (exact bytes could fit while the reported MiB, each rounded up, exceed the
-    /// budget by one).
+    /// budget by one). A size past 64 bits fits nowhere.
     fn fits(&self, n: u32, kv: KvCacheType, gpus: u32) -> bool {
-        let (weights, kv_cache) = self.weights_and_kv_per_gpu_mib(n, kv, gpus);
-        weights + kv_cache <= self.per_gpu_mib()
+        self.weights_and_kv_per_gpu_mib(n, kv, gpus)
+            .is_ok_and(|(weights, kv_cache)| weights.saturating_add(kv_cache) <= self.per_gpu_mib())
     }
 
     /// The largest `--n-gpu-layers` whose layers fit on `gpus` GPUs (llama.cpp splits layers
-    /// across GPUs), at most `blocks + 1`.
+    /// across GPUs), at most `blocks + 1`. Up to `blocks` the memory grows with every layer,
+    /// so a binary search finds it in a few steps whatever the block count.
     fn layers_that_fit(&self, gpus: u32, kv: KvCacheType) -> u32 {
         let all = total_layers(self.job);
         if self.fits(all, kv, gpus) {
             return all;
         }
-        (0..=self.blocks())
-            .rev()
-            .find(|&n| self.fits(n, kv, gpus))
-            .unwrap_or(0)
+        // Invariant: `fit` fits (0 always does: nothing offloaded), `too_many` does not.
+        let (mut fit, mut too_many) = (0u32, self.blocks().saturating_add(1));
+        while too_many.saturating_sub(fit) > 1 {
+            let middle = fit.saturating_add(too_many.saturating_sub(fit) / 2);
+            if self.fits(middle, kv, gpus) {
+                fit = middle;
+            } else {
+                too_many = middle;
+            }
+        }
+        fit
     }
 }
 
@@ -116,20 +137,25 @@ pub const LLAMACPP_HOST_OVERHEAD_MIB: u64 = 1024;
 /// layers run from it and loading reads every layer through the page cache), the KV cache
 /// of the blocks left on the CPU, and llama.cpp's host buffers. `None` when every layer is
 /// on the GPUs.
-pub fn host_memory_mib(job: &JobInput, plan: &LlamaCppPlan) -> Option<u64> {
+pub fn host_memory_mib(job: &JobInput, plan: &LlamaCppPlan) -> Result<Option<u64>, SizeOverflow> {
+    const WHAT: &str = "the host memory (ggufFileBytes and the KV cache of the layers on the CPU)";
     let blocks = job.model.layers;
-    if plan.gpu_layers > blocks {
-        return None;
-    }
-    let on_cpu = u64::from(blocks - plan.gpu_layers);
-    let kv = memory::kv_cache_bytes_per_layer(&job.model, job.tokens(), plan.kv_cache_type);
-    let bytes = job.model.gguf_file_bytes.unwrap_or(0) + kv * on_cpu;
-    Some(memory::mib(bytes) + LLAMACPP_HOST_OVERHEAD_MIB)
+    let Some(on_cpu) = blocks.checked_sub(plan.gpu_layers) else {
+        return Ok(None);
+    };
+    let kv = memory::kv_cache_bytes_per_layer(&job.model, job.tokens(), plan.kv_cache_type)?;
+    let kv_on_cpu = kv
+        .checked_mul(u64::from(on_cpu))
+        .ok_or(SizeOverflow { what: WHAT })?;
+    let bytes = memory::sum(WHAT, job.model.gguf_file_bytes.unwrap_or(0), kv_on_cpu)?;
+    Ok(Some(
+        memory::mib(bytes).saturating_add(LLAMACPP_HOST_OVERHEAD_MIB),
+    ))
 }
 
 /// Layers as llama.cpp counts them for `--n-gpu-layers`: the blocks and the output layer.
 pub fn total_layers(job: &JobInput) -> u32 {
-    job.model.layers + 1
+    job.model.layers.saturating_add(1)
 }
 
 /// Sizes a GGUF job on a class.
@@ -140,9 +166,10 @@ pub fn size(
     flash_attention: bool,
 ) -> Result<LlamaCppSizing, PlanError> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
+    // `offload_steps` is read back from status: saturate rather than trust it.
     let target_percent = job
         .target_usage_percent
-        .saturating_sub(OFFLOAD_STEP_PERCENT * fallback.offload_steps)
+        .saturating_sub(OFFLOAD_STEP_PERCENT.saturating_mul(fallback.offload_steps))
         .max(OFFLOAD_STEP_PERCENT);
     let budget = Budget {
         job,
@@ -198,7 +225,7 @@ pub fn size(
             let fit = budget.layers_that_fit(hi, kv);
             if fit == 0 {
                 return Err(PlanError::NoLayerFits {
-                    one_layer_mib: memory::mib(budget.bytes(1, kv)),
+                    one_layer_mib: memory::mib(budget.bytes(1, kv)?),
                     kv_cache_type: kv,
                     budget_per_gpu_mib: budget.per_gpu_mib(),
                 });
@@ -250,14 +277,14 @@ pub fn size(
         total_layers,
         kv_cache_type: kv,
     };
-    if let Some(host) = host_memory_mib(job, &llama_cpp) {
+    if let Some(host) = host_memory_mib(job, &llama_cpp)? {
         reasons.push(format!(
             "host memory {} requested and limited: the GGUF file, the KV cache of {} layer(s) on the CPU and {LLAMACPP_HOST_OVERHEAD_MIB} MiB of host buffers",
             gib(host),
-            job.model.layers - layers
+            job.model.layers.saturating_sub(layers)
         ));
     }
-    let (weights_mib, kv_cache_mib) = budget.weights_and_kv_per_gpu_mib(layers, kv, gpus);
+    let (weights_mib, kv_cache_mib) = budget.weights_and_kv_per_gpu_mib(layers, kv, gpus)?;
     Ok(LlamaCppSizing {
         gpu_count: gpus,
         llama_cpp,
@@ -265,9 +292,12 @@ pub fn size(
             weights_mib,
             kv_cache_mib,
             overhead_mib: LLAMACPP_OVERHEAD_MIB,
-            needed_per_gpu_mib: weights_mib + kv_cache_mib + LLAMACPP_OVERHEAD_MIB,
+            // MiB of u64 byte counts: below 2^44 each, so the sum never saturates.
+            needed_per_gpu_mib: weights_mib
+                .saturating_add(kv_cache_mib)
+                .saturating_add(LLAMACPP_OVERHEAD_MIB),
             vram_per_gpu_mib: class.memory_mib,
-            usable_per_gpu_mib: class.memory_mib * u64::from(target_percent) / 100,
+            usable_per_gpu_mib: memory::percent_of(class.memory_mib, target_percent),
         },
         reasons,
         warnings,

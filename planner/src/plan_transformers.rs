@@ -1,9 +1,10 @@
 //! Sizing for transformer runtimes (transformers, vLLM, custom): quantization and GPU count
 //! (docs/planning.md). Quality: full precision on more GPUs before quantizing. Economy: fewest GPUs
 //! first, quantizing before adding GPUs.
+use vramfit_api::labels::MAX_GPUS_PER_NODE;
 use vramfit_api::{Dtype, Fallback, MemoryEstimate, Preference, Quantization, Runtime};
 
-use crate::error::{NoEightBitUnderVllm, PlanError};
+use crate::error::{NoEightBitUnderVllm, PlanError, SizeOverflow};
 use crate::job_input::JobInput;
 use crate::memory::{self, TransformerNeed};
 use crate::node_class::NodeClass;
@@ -30,7 +31,12 @@ pub fn gpu_range(
     fallback: &Fallback,
 ) -> Result<(u32, u32), PlanError> {
     let lo = job.min_gpus.max(fallback.min_gpus.unwrap_or(0));
-    let hi = job.max_gpus.min(class.max_gpus_per_pod());
+    // No node has more GPUs than the labels admit: a class or job beyond that (no schema
+    // allows one) is not searched GPU by GPU up to u32::MAX.
+    let hi = job
+        .max_gpus
+        .min(class.max_gpus_per_pod())
+        .min(MAX_GPUS_PER_NODE);
     if lo > hi {
         return Err(PlanError::TooFewGpusAfterStepDowns {
             needed: lo,
@@ -74,7 +80,8 @@ pub fn size(
     let usable = usable_per_gpu_mib(job, class);
     let need =
         |q, n| memory::transformer_need(&job.model, q, job.tokens(), job.prefill_tokens(), n);
-    let fits = |q, n| need(q, n).per_gpu_mib() <= usable;
+    // A size past 64 bits does not fit anywhere.
+    let fits = |q, n| need(q, n).is_ok_and(|need| need.per_gpu_mib() <= usable);
 
     let counts: Vec<u32> = (lo..=hi).filter(|&n| splits_evenly(job, n)).collect();
     let candidates: Vec<(Quantization, u32)> = match job.preference {
@@ -89,7 +96,7 @@ pub fn size(
     };
     let Some(&(quantization, gpu_count)) = candidates.iter().find(|&&(q, n)| fits(q, n)) else {
         return Err(PlanError::DoesNotFit {
-            needed_per_gpu_mib: need(most_compact, hi).per_gpu_mib(),
+            needed_per_gpu_mib: need(most_compact, hi)?.per_gpu_mib(),
             usable_per_gpu_mib: usable,
             quantization: most_compact,
             gpus: hi,
@@ -97,7 +104,7 @@ pub fn size(
         });
     };
 
-    let chosen = need(quantization, gpu_count);
+    let chosen = need(quantization, gpu_count)?;
     reasons.push(quantization_reason(
         job,
         class,
@@ -143,7 +150,7 @@ fn runtime_level(
 /// `--gpu-memory-utilization`.
 fn usable_per_gpu_mib(job: &JobInput, class: &NodeClass) -> u64 {
     match job.runtime {
-        Runtime::Vllm => class.memory_mib * u64::from(class.usable_percent()) / 100,
+        Runtime::Vllm => memory::percent_of(class.memory_mib, class.usable_percent()),
         _ => class.usable_per_gpu_mib(),
     }
 }
@@ -162,15 +169,21 @@ fn quantization_reason(
     dtype: Dtype,
     chosen: Quantization,
     gpus: u32,
-    need: &dyn Fn(Quantization, u32) -> TransformerNeed,
+    need: &dyn Fn(Quantization, u32) -> Result<TransformerNeed, SizeOverflow>,
 ) -> String {
+    let needed = |q, n| {
+        need(q, n).map_or_else(
+            |e| format!("over 16 EiB ({})", e.what),
+            |need| gib(need.per_gpu_mib()),
+        )
+    };
     let usable = gib(usable_per_gpu_mib(job, class));
     let model = class.describe_gpu();
     if chosen == Quantization::None {
         return format!(
             "no quantization: {} needs {} per GPU on {gpus}×{model}, {usable} usable",
             dtype.as_str(),
-            gib(need(Quantization::None, gpus).per_gpu_mib())
+            needed(Quantization::None, gpus)
         );
     }
     let label = match (chosen, job.runtime) {
@@ -203,7 +216,7 @@ fn quantization_reason(
                 Quantization::Int8 => "8-bit",
                 Quantization::Nf4 => "nf4",
             };
-            format!("{} in {form}", gib(need(q, compare_gpus).per_gpu_mib()))
+            format!("{} in {form}", needed(q, compare_gpus))
         })
         .collect();
     format!(

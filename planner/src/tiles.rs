@@ -8,7 +8,8 @@ pub const TILE_LADDER: [u32; 6] = [32, 18, 14, 12, 8, 6];
 /// NVML reports less than the marketing size (a 24 GB A10G shows 23028 MiB, a 16 GB T4
 /// 15360 MiB), so a step counts as reached at 90% of its size.
 pub fn max_tiles_for_vram(memory_mib: u64) -> u32 {
-    let reaches = |gib: u64| memory_mib * 10 >= gib * 1024 * 9;
+    // Saturating: a reading past u64 / 10 reaches every step, as it should.
+    let reaches = |gib: u64| memory_mib.saturating_mul(10) >= gib.saturating_mul(1024 * 9);
     if reaches(80) {
         32
     } else if reaches(24) {
@@ -38,13 +39,17 @@ pub fn step_down(tiles: u32, steps: u32) -> u32 {
     if steps == 0 {
         return tiles;
     }
-    let last = TILE_LADDER.len() - 1;
+    let last = TILE_LADDER.len().saturating_sub(1);
     let Some(start) = TILE_LADDER.iter().position(|&t| t <= tiles) else {
         return tiles; // already below the ladder
     };
     // A value between rungs: its first step is the rung just below it.
     let on_ladder = TILE_LADDER[start] == tiles;
-    let index = start + steps as usize - usize::from(!on_ladder);
+    // `steps` is read back from status: saturate rather than trust it.
+    let steps = usize::try_from(steps).unwrap_or(usize::MAX);
+    let index = start
+        .saturating_add(steps)
+        .saturating_sub(usize::from(!on_ladder));
     TILE_LADDER[index.min(last)]
 }
 

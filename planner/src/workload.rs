@@ -5,42 +5,8 @@ use vramfit_api::{Plan, Quantization, Runtime};
 use crate::job_input::JobInput;
 use crate::runtime_vllm;
 
-/// Every env name the plan may set besides the `VRAMFIT_` ones (all of which are vramfit's).
-pub const PLANNED_ENV: [&str; 8] = [
-    "TORCH_DTYPE",
-    "USE_QUANTIZATION",
-    "QUANTIZATION_BITS",
-    "USE_FLASH_ATTN",
-    "MAX_TILES",
-    "PYTORCH_CUDA_ALLOC_CONF",
-    "PYTORCH_ALLOC_CONF",
-    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-];
-
-/// llama.cpp's env spellings of the flags vramfit plans (`common/arg.cpp` `set_env`).
-pub const LLAMACPP_FLAG_ENV: [&str; 6] = [
-    "LLAMA_ARG_N_GPU_LAYERS",
-    "LLAMA_ARG_CTX_SIZE",
-    "LLAMA_ARG_N_PARALLEL",
-    "LLAMA_ARG_CACHE_TYPE_K",
-    "LLAMA_ARG_CACHE_TYPE_V",
-    "LLAMA_ARG_FLASH_ATTN",
-];
-
-/// Why a job may not set env `name` itself, if it may not: vramfit plans it, or it chooses
-/// which GPUs the container sees (the device plugin sets those for the GPUs the pod got;
-/// another value would reach GPUs the pod was not given).
-pub fn reserved_env(name: &str) -> Option<&'static str> {
-    if name.starts_with("VRAMFIT_") || PLANNED_ENV.contains(&name) {
-        Some("vramfit plans it from the node class")
-    } else if LLAMACPP_FLAG_ENV.contains(&name) {
-        Some("it sets a llama.cpp flag that vramfit plans")
-    } else if name.starts_with("NVIDIA_") || name == "CUDA_VISIBLE_DEVICES" {
-        Some("it selects GPUs, which only the device plugin assigns")
-    } else {
-        None
-    }
-}
+// The reserved names live with the API types, whose CEL rule refuses them too.
+pub use vramfit_api::reserved_env::{LLAMACPP_FLAG_ENV, PLANNED_ENV, reserved_env};
 
 /// The env vars of a plan, in a stable order. Both vramfit's own names and the names the
 /// teams' scripts already read (`TORCH_DTYPE`, `USE_QUANTIZATION`, `QUANTIZATION_BITS`,
@@ -172,7 +138,7 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
                 flag("--n-gpu-layers", l.gpu_layers.to_string());
                 flag(
                     "--ctx-size",
-                    (u64::from(plan.context_length) * u64::from(job.batch_size)).to_string(),
+                    crate::memory::tokens(job.batch_size, plan.context_length).to_string(),
                 );
                 flag("--parallel", job.batch_size.to_string());
                 flag("--cache-type-k", l.kv_cache_type.as_str().to_string());
@@ -193,8 +159,10 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
 /// Host memory, MiB, that a llama.cpp plan with layers left on the CPU needs the pod to
 /// request and be allowed (docs/runtime-contracts.md); `None` otherwise.
 pub fn host_memory_mib(job: &JobInput, plan: &Plan) -> Option<u64> {
+    // A plan is refused when its host memory overflows, so a plan given here never does;
+    // should one still, the most memory there is (a pod no node admits) rather than none.
     plan.llama_cpp
-        .and_then(|l| crate::plan_llamacpp::host_memory_mib(job, &l))
+        .and_then(|l| crate::plan_llamacpp::host_memory_mib(job, &l).unwrap_or(Some(u64::MAX)))
 }
 
 fn fraction(percent: u32) -> String {

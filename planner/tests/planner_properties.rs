@@ -180,8 +180,8 @@ proptest! {
         long_spec.model.context_limit = Some(u32::MAX);
         let long = input(&long_spec);
         for q in Quantization::LADDER {
-            let a = transformer_need(&short.model, q, short.tokens(), short.prefill_tokens(), gpus);
-            let b = transformer_need(&long.model, q, long.tokens(), long.prefill_tokens(), gpus);
+            let a = transformer_need(&short.model, q, short.tokens(), short.prefill_tokens(), gpus).unwrap();
+            let b = transformer_need(&long.model, q, long.tokens(), long.prefill_tokens(), gpus).unwrap();
             prop_assert!(b.per_gpu_mib() >= a.per_gpu_mib());
         }
     }

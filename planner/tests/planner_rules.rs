@@ -473,6 +473,34 @@ fn a_job_may_not_set_planned_or_gpu_selecting_env() {
 }
 
 #[test]
+fn a_job_may_not_set_vramfits_pod_keys_or_security_annotations() {
+    for (field, key) in [
+        ("labels", "vramfit.io/job"),
+        ("labels", "app.kubernetes.io/managed-by"),
+        ("annotations", "vramfit.io/plan"),
+        (
+            "annotations",
+            "container.apparmor.security.beta.kubernetes.io/inference",
+        ),
+        ("annotations", "seccomp.security.alpha.kubernetes.io/pod"),
+        ("annotations", "cdi.k8s.io/gpus"),
+    ] {
+        let yaml = format!(
+            "{{model: {{preset: mistral-7b-instruct-v0.3}}, runtime: transformers, image: x, \
+             pod: {{{field}: {{team: a, '{key}': unconfined}}}}}}"
+        );
+        let error = resolve_job(&spec(&yaml)).expect_err(key).to_string();
+        assert!(
+            error.starts_with(&format!("spec.pod.{field} may not set {key}: ")),
+            "{error}"
+        );
+    }
+    let own = "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x, \
+               pod: {labels: {team: a, app.kubernetes.io/part-of: x}, annotations: {note: x}}}";
+    assert!(resolve_job(&spec(own)).is_ok(), "other keys are the job's");
+}
+
+#[test]
 fn every_env_name_a_plan_sets_is_reserved() {
     let runtimes = ["transformers", "vllm", "custom"];
     let mut seen = 0;

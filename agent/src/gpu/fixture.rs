@@ -32,8 +32,9 @@ use super::{
     AbsentReason, DriverVersions, GpuDevice, GpuProbe, MigDevice, MigMode, Probe, ProbeError,
 };
 
-/// More GPUs than any node has; a guard against `count: 4000000000` eating memory.
-const MAX_GPUS: u32 = 1024;
+/// The most GPUs a node has, as for NVML's count: a guard against `count: 4000000000` eating
+/// memory, and against labels the operator would not believe.
+const MAX_GPUS: u32 = vramfit_api::labels::MAX_GPUS_PER_NODE;
 /// More MIG devices than any GPU has (an A100 or H100 has at most 7); the same guard.
 const MAX_MIG_DEVICES_PER_GPU: u32 = 64;
 
@@ -176,7 +177,7 @@ impl FixtureFile {
         }
         if total > MAX_GPUS {
             return Err(format!(
-                "{total} GPUs is more than the {MAX_GPUS} a fixture may describe"
+                "{total} GPUs is more than the {MAX_GPUS} a node can have"
             ));
         }
         if self.error.is_some() && self.unavailable.is_some() {
@@ -434,7 +435,11 @@ mod tests {
             ),
             (
                 "gpus: [{name: X, memoryMiB: 1, computeCapability: '8.6', count: 5000}]",
-                "more than",
+                "5000 GPUs is more than the 256 a node can have",
+            ),
+            (
+                "gpus: [{name: X, memoryMiB: 1, computeCapability: '8.6', count: 200}, {name: Y, memoryMiB: 1, computeCapability: '8.6', count: 57}]",
+                "257 GPUs is more than the 256 a node can have",
             ),
             ("gpu: []", "unknown field"),
             (

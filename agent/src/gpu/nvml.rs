@@ -10,7 +10,7 @@
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use tracing::debug;
-use vramfit_api::labels::ComputeCapability;
+use vramfit_api::labels::{ComputeCapability, MAX_GPUS_PER_NODE};
 
 use super::{
     AbsentReason, DriverVersions, GpuDevice, GpuProbe, MigDevice, MigMode, Probe, ProbeError,
@@ -74,36 +74,74 @@ fn read_devices(nvml: &Nvml) -> Result<Probe, NvmlError> {
             .and_then(format_cuda_driver_version),
     };
     let count = nvml.device_count()?;
-    let mut gpus = Vec::with_capacity(usize::try_from(count).unwrap_or_default());
-    for index in 0..count {
-        let device = nvml.device_by_index(index)?;
-        let cc = device.cuda_compute_capability()?;
-        let mig = match device.mig_mode() {
-            Ok(mode) if mode.current == NVML_DEVICE_MIG_ENABLE => MigMode::Enabled,
-            Ok(_) => MigMode::Disabled,
-            Err(NvmlError::NotSupported) => MigMode::Unsupported,
-            Err(error) => {
-                debug!(index, %error, "MIG mode unreadable, reporting unsupported");
-                MigMode::Unsupported
-            }
-        };
-        let mig_devices = if mig == MigMode::Enabled {
-            read_mig_devices(index, &device)
-        } else {
-            Vec::new()
-        };
-        gpus.push(GpuDevice {
-            name: device.name()?,
-            memory_mib: device.memory_info()?.total / MIB,
-            compute_capability: ComputeCapability::new(
-                u32::try_from(cc.major).unwrap_or_default(),
-                u32::try_from(cc.minor).unwrap_or_default(),
-            ),
-            mig,
-            mig_devices,
-        });
-    }
+    let gpus = match read_each(count, |index| read_device(nvml, index)) {
+        Ok(gpus) => gpus,
+        Err(ReadError::TooMany(count)) => {
+            return Ok(Probe::absent(
+                AbsentReason::NvmlError,
+                format!(
+                    "NVML reports {count} GPUs, more than the {MAX_GPUS_PER_NODE} a node can have"
+                ),
+            ));
+        }
+        Err(ReadError::Device(error)) => return Err(error),
+    };
     Ok(Probe::of_devices(versions, gpus))
+}
+
+/// Why the GPUs could not be read one by one.
+#[derive(Debug)]
+enum ReadError<E> {
+    /// NVML counts more GPUs than any node has: a driver fault, refused before anything is
+    /// allocated for that many.
+    TooMany(u32),
+    /// One GPU could not be read.
+    Device(E),
+}
+
+/// Reads GPUs `0..count` with `read`, after checking `count` against the node maximum
+/// ([`MAX_GPUS_PER_NODE`], what the operator believes of a node's labels).
+fn read_each<E>(
+    count: u32,
+    read: impl FnMut(u32) -> Result<GpuDevice, E>,
+) -> Result<Vec<GpuDevice>, ReadError<E>> {
+    if count > MAX_GPUS_PER_NODE {
+        return Err(ReadError::TooMany(count));
+    }
+    (0..count)
+        .map(read)
+        .collect::<Result<_, _>>()
+        .map_err(ReadError::Device)
+}
+
+/// GPU `index` as NVML describes it.
+fn read_device(nvml: &Nvml, index: u32) -> Result<GpuDevice, NvmlError> {
+    let device = nvml.device_by_index(index)?;
+    let cc = device.cuda_compute_capability()?;
+    let mig = match device.mig_mode() {
+        Ok(mode) if mode.current == NVML_DEVICE_MIG_ENABLE => MigMode::Enabled,
+        Ok(_) => MigMode::Disabled,
+        Err(NvmlError::NotSupported) => MigMode::Unsupported,
+        Err(error) => {
+            debug!(index, %error, "MIG mode unreadable, reporting unsupported");
+            MigMode::Unsupported
+        }
+    };
+    let mig_devices = if mig == MigMode::Enabled {
+        read_mig_devices(index, &device)
+    } else {
+        Vec::new()
+    };
+    Ok(GpuDevice {
+        name: device.name()?,
+        memory_mib: device.memory_info()?.total / MIB,
+        compute_capability: ComputeCapability::new(
+            u32::try_from(cc.major).unwrap_or_default(),
+            u32::try_from(cc.minor).unwrap_or_default(),
+        ),
+        mig,
+        mig_devices,
+    })
 }
 
 /// The MIG devices of a partitioned GPU. Best effort: a slice NVML cannot describe is left
@@ -191,6 +229,47 @@ mod tests {
         for (name, expected) in cases {
             assert_eq!(mig_profile_from_name(name), expected, "{name:?}");
         }
+    }
+
+    fn gpu(index: u32) -> GpuDevice {
+        GpuDevice {
+            name: format!("GPU {index}"),
+            memory_mib: 1024,
+            compute_capability: ComputeCapability::new(8, 0),
+            mig: MigMode::Unsupported,
+            mig_devices: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_device_count_past_the_node_maximum_is_refused_before_any_read() {
+        let reads = std::cell::Cell::new(0);
+        let read = |index| {
+            reads.set(reads.get() + 1);
+            Ok::<_, NvmlError>(gpu(index))
+        };
+        assert!(matches!(
+            read_each(u32::MAX, read),
+            Err(ReadError::TooMany(u32::MAX))
+        ));
+        assert!(matches!(
+            read_each(MAX_GPUS_PER_NODE + 1, read),
+            Err(ReadError::TooMany(n)) if n == MAX_GPUS_PER_NODE + 1
+        ));
+        assert_eq!(reads.get(), 0, "nothing read, nothing allocated");
+        let all = read_each(MAX_GPUS_PER_NODE, read).unwrap();
+        assert_eq!(all.len(), MAX_GPUS_PER_NODE as usize);
+        let failing = read_each(8, |index| {
+            if index == 3 {
+                Err(NvmlError::GpuLost)
+            } else {
+                Ok(gpu(index))
+            }
+        });
+        assert!(matches!(
+            failing,
+            Err(ReadError::Device(NvmlError::GpuLost))
+        ));
     }
 
     #[test]

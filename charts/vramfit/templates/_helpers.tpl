@@ -82,14 +82,19 @@ app.kubernetes.io/component: {{ . }}
 {{- end }}
 
 {{/*
-An image reference "repository:tag" or "repository@digest". Call with
-(dict "root" $ "image" .Values.operator.image); the tag defaults to the appVersion.
+An image reference: "repository@digest", or, only with images.allowTags, "repository:tag"
+(the tag defaults to the appVersion). Call with
+(dict "root" $ "name" "operator" "image" .Values.operator.image).
+A release pins every image by digest (scripts/pin-images.sh writes them into values.yaml):
+a tag can be moved to other content, and with IfNotPresent each node keeps what it pulled.
 */}}
 {{- define "vramfit.image" -}}
 {{- if .image.digest }}
 {{- printf "%s@%s" .image.repository .image.digest }}
-{{- else }}
+{{- else if .root.Values.images.allowTags }}
 {{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) }}
+{{- else }}
+{{- fail (printf "%s.image.digest is empty: a release pins each image by digest (its values.yaml holds them, written by scripts/pin-images.sh). Set %s.image.digest=sha256:<digest>, or images.allowTags=true to run %s by its tag alone (a development build)." .name .name .image.repository) }}
 {{- end }}
 {{- end }}
 

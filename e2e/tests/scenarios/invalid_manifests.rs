@@ -42,7 +42,57 @@ pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
                 v["spec"]["model"] = json!({"preset": "llama-3.1-70b-instruct-q4_k_m"});
                 v["spec"]["llamaCpp"] = json!({"gpuLayers": "lots"});
             }),
-            vec!["gpuLayers must be `auto` or a non-negative integer"],
+            vec!["gpuLayers must be `auto` or a number of layers from 0 to 1025"],
+        ),
+        // Reserved env names: refused by the CRD's own rule, with the operator's reason.
+        (
+            case("gpu-selecting-env", &|v| {
+                v["spec"]["pod"] = json!({"env": [{"name": "HF_HOME", "value": "/c"},
+                                                  {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]});
+            }),
+            vec![
+                "spec.pod.env",
+                "pod.env may not set NVIDIA_*, CUDA_VISIBLE_DEVICES: it selects GPUs, which only the device plugin assigns",
+            ],
+        ),
+        (
+            case("planned-env", &|v| {
+                v["spec"]["pod"] = json!({"env": [{"name": "TORCH_DTYPE", "value": "float32"}]});
+            }),
+            vec![
+                "pod.env may not set VRAMFIT_*, TORCH_DTYPE",
+                "vramfit plans it from the node class",
+            ],
+        ),
+        (
+            case("huge-gguf", &|v| {
+                v["spec"]["runtime"] = json!("llamacpp");
+                v["spec"]["model"] = json!({"preset": "llama-3.1-70b-instruct-q4_k_m",
+                                            "ggufFileBytes": 9223372036854775000u64});
+            }),
+            vec![
+                "spec.model.ggufFileBytes",
+                "should be less than or equal to 40000000000000",
+            ],
+        ),
+        // Pod keys that are vramfit's, or that would change the pod's security: from 1.30 the
+        // API server turns the AppArmor annotation into the container's appArmorProfile.
+        (
+            case("unconfined-apparmor", &|v| {
+                v["spec"]["pod"] = json!({"annotations": {
+                    "container.apparmor.security.beta.kubernetes.io/inference": "unconfined"}});
+            }),
+            vec![
+                "spec.pod.annotations may not set container.apparmor.security.beta.kubernetes.io/inference",
+                "it would change the pod's security",
+            ],
+        ),
+        (
+            case("vramfit-label", &|v| {
+                v["spec"]["pod"] =
+                    json!({"labels": {"team": "a", "vramfit.io/node-class": "h100-x8"}});
+            }),
+            vec!["spec.pod.labels may not set vramfit.io/node-class: vramfit sets it on every pod"],
         ),
         // The spec's bounds (no job makes the operator's cache grow without limit).
         (

@@ -17,7 +17,8 @@ use vramfit_planner::{JobInput, NodeClass};
 
 use thiserror::Error;
 use vramfit_api::pod_keys::{
-    APP_NAME, ATTEMPT_LABEL, CONTAINER_NAME, JOB_LABEL, NODE_CLASS_LABEL, PLAN_ANNOTATION,
+    APP_COMPONENT_LABEL, APP_INSTANCE_LABEL, APP_MANAGED_BY_LABEL, APP_NAME, APP_NAME_LABEL,
+    ATTEMPT_LABEL, CONTAINER_NAME, JOB_LABEL, NODE_CLASS_LABEL, PLAN_ANNOTATION,
     SPEC_HASH_ANNOTATION, fnv1a64, label_value, pod_name,
 };
 
@@ -74,19 +75,18 @@ pub fn desired_pod(
     }
     let template = job.spec.pod.clone().unwrap_or_default();
 
+    // The job's keys never include vramfit's (reserved_pod_keys: refused by the CRD and by
+    // resolve_job); should one get through, vramfit's value wins.
     let mut labels = template.labels.clone();
     let instance = label_value(&job_name);
     labels.extend([
-        ("app.kubernetes.io/name".to_string(), APP_NAME.to_string()),
-        ("app.kubernetes.io/instance".to_string(), instance.clone()),
+        (APP_NAME_LABEL.to_string(), APP_NAME.to_string()),
+        (APP_INSTANCE_LABEL.to_string(), instance.clone()),
         (
-            "app.kubernetes.io/managed-by".to_string(),
+            APP_MANAGED_BY_LABEL.to_string(),
             crate::FIELD_MANAGER.to_string(),
         ),
-        (
-            "app.kubernetes.io/component".to_string(),
-            "inference".to_string(),
-        ),
+        (APP_COMPONENT_LABEL.to_string(), "inference".to_string()),
         (JOB_LABEL.to_string(), instance),
         (ATTEMPT_LABEL.to_string(), attempt.to_string()),
         (NODE_CLASS_LABEL.to_string(), label_value(&class.name)),

@@ -552,6 +552,35 @@ fn invalid_spec_is_reported_once_and_waits() {
 }
 
 #[test]
+fn a_stored_job_with_a_reserved_pod_annotation_gets_no_pod() {
+    // Stored before the CRD refused the key (or with the CRD's rules removed): the operator
+    // refuses it too, so the annotation never reaches a pod (from 1.30 the API server would
+    // turn it into the container's AppArmor profile).
+    let world = a10g_world();
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.pod = Some(vramfit_api::PodTemplate {
+        annotations: [(
+            "container.apparmor.security.beta.kubernetes.io/inference".to_string(),
+            "unconfined".to_string(),
+        )]
+        .into(),
+        ..Default::default()
+    });
+    let d = world.decide(&fixtures::job("unconfined", spec));
+    assert!(d.apply_pod.is_none());
+    assert_eq!(d.status.phase, Some(Phase::Pending));
+    let invalid = condition(&d, "InvalidSpec");
+    assert_eq!(invalid.status, "True");
+    assert!(
+        invalid.message.starts_with(
+            "spec.pod.annotations may not set container.apparmor.security.beta.kubernetes.io/inference: "
+        ),
+        "{}",
+        invalid.message
+    );
+}
+
+#[test]
 fn a_spec_change_makes_a_new_pod_only_when_the_pod_changes() {
     let mut world = a10g_world();
     let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
