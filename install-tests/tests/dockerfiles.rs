@@ -7,7 +7,10 @@ const DOCKERFILES: [&str; 2] = ["docker/operator.Dockerfile", "docker/agent.Dock
 /// Every image the project builds, and the build arguments that choose its base images
 /// (docker/README.md documents each override).
 const IMAGES: [(&str, &[&str]); 5] = [
-    ("docker/operator.Dockerfile", &["BUILD_IMAGE", "RUNTIME_IMAGE"]),
+    (
+        "docker/operator.Dockerfile",
+        &["BUILD_IMAGE", "RUNTIME_IMAGE"],
+    ),
     ("docker/agent.Dockerfile", &["BUILD_IMAGE", "RUNTIME_IMAGE"]),
     ("workload/examples/captioner/Dockerfile", &["BASE_IMAGE"]),
     ("workload/examples/scripted/Dockerfile", &["BASE_IMAGE"]),
@@ -98,7 +101,10 @@ fn every_base_image_is_a_documented_build_argument() {
             let base = words[1];
             match base.strip_prefix("${").and_then(|b| b.strip_suffix('}')) {
                 Some(arg) => {
-                    assert!(bases.contains(&arg), "{path}: {line}: {arg} is not a base argument");
+                    assert!(
+                        bases.contains(&arg),
+                        "{path}: {line}: {arg} is not a base argument"
+                    );
                     used.push(arg);
                 }
                 None => assert!(
@@ -112,13 +118,19 @@ fn every_base_image_is_a_documented_build_argument() {
             }
         }
         for arg in bases {
-            assert!(used.contains(arg), "{path}: no stage starts FROM ${{{arg}}}");
+            assert!(
+                used.contains(arg),
+                "{path}: no stage starts FROM ${{{arg}}}"
+            );
             assert!(
                 readme.contains(&format!("{arg}=")),
                 "docker/README.md shows no --build-arg {arg}="
             );
         }
-        assert!(readme.contains(path), "docker/README.md does not name {path}");
+        assert!(
+            readme.contains(path),
+            "docker/README.md does not name {path}"
+        );
         // BuildKit reads <Dockerfile>.dockerignore: the context is the repository root, whose
         // target/ and .venv/ never belong in it.
         let ignore = read(&format!("{path}.dockerignore"));

@@ -241,7 +241,11 @@ pub async fn image_pull_fails(s: &mut Suite) -> Result<()> {
     let name = "real-pull";
     // `:latest` makes the pull policy Always: the kubelet pulls even a name it holds, from a
     // registry that is not there.
-    let repository = image.rsplit_once(':').map_or(image.as_str(), |(r, _)| r);
+    let named = image.split('@').next().unwrap_or(&image);
+    let repository = match named.rsplit_once(':') {
+        Some((repository, tag)) if !tag.contains('/') => repository,
+        _ => named,
+    };
     let mut job = real_job(s, name, &node, &format!("{repository}:latest"), &[]);
     job["spec"]["startDeadlineSeconds"] = json!(30);
     s.apply_job(job).await?;
