@@ -24,6 +24,11 @@ status_words! {
         /// its args (True, `ShellCommand`); False once it is not. Unset for jobs that never had
         /// one.
         FlagsUnreachable = "FlagsUnreachable",
+        /// The operator failed on this job — an internal error, a bug — (True, `InternalError`,
+        /// with the error); the job is retried with backoff and no other job is affected.
+        /// False (`Reconciled`) once a reconcile of it succeeds. Unset for jobs that never had
+        /// one.
+        ReconcileFailed = "ReconcileFailed",
     }
 }
 
@@ -69,6 +74,9 @@ status_words! {
         /// Ready=False: the pod could not start (its image or container configuration) within
         /// the start deadline.
         StartDeadlineExceeded = "StartDeadlineExceeded",
+        /// Ready=False: the attempt's pod was not scheduled to a node within the schedule
+        /// deadline, and no other class is left to try (or no attempt is left).
+        ScheduleDeadlineExceeded = "ScheduleDeadlineExceeded",
         /// OutOfMemory=False.
         NoOutOfMemory = "NoOutOfMemory",
         /// FlagsUnreachable=True: the command is a shell (`sh -c …`).
@@ -77,6 +85,10 @@ status_words! {
         FlagsAppended = "FlagsAppended",
         /// OutOfMemory=True: a step down was taken (or waits for room to be taken).
         SteppedDown = "SteppedDown",
+        /// ReconcileFailed=True: the operator failed on this job (an internal error).
+        InternalError = "InternalError",
+        /// ReconcileFailed=False: the last reconcile of the job succeeded.
+        Reconciled = "Reconciled",
     }
 }
 

@@ -18,6 +18,9 @@ status_words! {
         HostOutOfMemory = "HostOutOfMemory",
         /// An attempt's pod did not start within the job's start deadline (Warning).
         StartDeadlineExceeded = "StartDeadlineExceeded",
+        /// An attempt's pod was not scheduled to a node within the job's schedule deadline
+        /// (Warning).
+        ScheduleDeadlineExceeded = "ScheduleDeadlineExceeded",
         /// An attempt's output check found garbage (Warning).
         BadOutput = "BadOutput",
         /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).
@@ -35,5 +38,8 @@ status_words! {
         PodRejected = "PodRejected",
         /// A pod of the attempt's name exists and is not this job's (Warning).
         PodNameTaken = "PodNameTaken",
+        /// The operator failed on this job — an internal error — and retries it with backoff
+        /// (Warning).
+        ReconcileFailed = "ReconcileFailed",
     }
 }

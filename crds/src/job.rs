@@ -130,6 +130,15 @@ pub struct InferenceJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 30, max = 86400))]
     pub start_deadline_seconds: Option<u32>,
+    /// Seconds a pod may wait to be scheduled to a node (the scheduler finds none that fits it:
+    /// a resource, an affinity or a taint that none of the class's nodes satisfies) before
+    /// vramfit ends the attempt and deletes the pod, so that it no longer holds the class's
+    /// GPUs; default 600. The next attempt runs on another class (never one where a pod of the
+    /// job was not scheduled in time); with none left, the job fails
+    /// (`ScheduleDeadlineExceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30, max = 86400))]
+    pub schedule_deadline_seconds: Option<u32>,
     /// Pod settings passed through to the workload pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodTemplate>,
@@ -137,6 +146,9 @@ pub struct InferenceJobSpec {
 
 /// How long a bound pod may take to start when the job does not say.
 pub const DEFAULT_START_DEADLINE_SECONDS: u32 = 900;
+
+/// How long a pod may wait to be scheduled when the job does not say.
+pub const DEFAULT_SCHEDULE_DEADLINE_SECONDS: u32 = 600;
 
 fn default_batch_size() -> u32 {
     1

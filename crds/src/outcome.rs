@@ -19,6 +19,8 @@ pub enum AttemptOutcome {
     BadOutput,
     /// The pod did not start within the job's start deadline.
     StartTimeout,
+    /// The pod was not scheduled to a node within the job's schedule deadline.
+    ScheduleTimeout,
     /// The pod failed otherwise.
     Failed,
     /// The pod was deleted for a new one after a spec change.
@@ -31,12 +33,13 @@ pub enum AttemptOutcome {
 
 impl AttemptOutcome {
     /// Every outcome this version writes.
-    pub const KNOWN: [AttemptOutcome; 8] = [
+    pub const KNOWN: [AttemptOutcome; 9] = [
         Self::Succeeded,
         Self::OutOfMemory,
         Self::HostOutOfMemory,
         Self::BadOutput,
         Self::StartTimeout,
+        Self::ScheduleTimeout,
         Self::Failed,
         Self::Replaced,
         Self::Disrupted,
@@ -50,6 +53,7 @@ impl AttemptOutcome {
             Self::HostOutOfMemory => "HostOutOfMemory",
             Self::BadOutput => "BadOutput",
             Self::StartTimeout => "StartTimeout",
+            Self::ScheduleTimeout => "ScheduleTimeout",
             Self::Failed => "Failed",
             Self::Replaced => "Replaced",
             Self::Disrupted => "Disrupted",

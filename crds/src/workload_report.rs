@@ -50,6 +50,43 @@ pub struct WorkSummary {
     pub peak_gpu_memory_mib: Vec<u64>,
 }
 
+/// Most items a report may claim: 2^53, the largest whole number every JSON reader holds
+/// exactly, and far below where a counter of them could wrap.
+pub const MAX_ITEMS: u64 = 1 << 53;
+/// Most seconds a report may claim when its container's run time is unknown: a year.
+pub const MAX_SECONDS_UNTIMED: f64 = 366.0 * 86_400.0;
+/// Largest peak memory per GPU a report may claim, MiB (1 TiB).
+pub const MAX_GPU_MEMORY_MIB: u64 = 1 << 20;
+
+impl WorkSummary {
+    /// The figures as far as the pod's own facts allow: the seconds within the container's run
+    /// time `run_seconds` (from its start and finish times, which Kubernetes keeps to the
+    /// second: one more second is allowed; [`MAX_SECONDS_UNTIMED`] when unknown), a
+    /// non-finite or negative figure as 0, items at most [`MAX_ITEMS`], one peak per GPU a node
+    /// can have, each at most [`MAX_GPU_MEMORY_MIB`]. A workload's report is its own claim: what
+    /// reaches status and metrics must not be able to break either.
+    pub fn bounded(&self, run_seconds: Option<f64>) -> Self {
+        let limit = run_seconds
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map_or(MAX_SECONDS_UNTIMED, |s| (s + 1.0).min(MAX_SECONDS_UNTIMED));
+        let seconds = if self.seconds.is_finite() {
+            self.seconds.clamp(0.0, limit)
+        } else {
+            0.0
+        };
+        Self {
+            items: self.items.min(MAX_ITEMS),
+            seconds,
+            peak_gpu_memory_mib: self
+                .peak_gpu_memory_mib
+                .iter()
+                .take(crate::labels::MAX_GPUS_PER_NODE as usize)
+                .map(|mib| (*mib).min(MAX_GPU_MEMORY_MIB))
+                .collect(),
+        }
+    }
+}
+
 /// A finished job's figures, in its status: the workload's summary and what it cost at the
 /// class's price.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -71,29 +108,40 @@ pub struct JobResult {
 }
 
 impl JobResult {
-    /// The status figures of `summary` for a plan priced at `hourly_price_cents` (0: unknown).
+    /// The status figures of `summary` (as [`WorkSummary::bounded`] leaves it) for a plan
+    /// priced at `hourly_price_cents` (0: unknown). Every figure is finite: a non-finite one
+    /// would be written as `null` into a required field, and the status write would fail.
     pub fn of(summary: &WorkSummary, hourly_price_cents: u32) -> Self {
-        let per_hour = if summary.seconds > 0.0 {
-            summary.items as f64 * 3600.0 / summary.seconds
+        let seconds = round(finite_or_zero(summary.seconds), 3);
+        // Items per hour over the seconds as status keeps them (to the millisecond): a report
+        // of a few items in a femtosecond is not a rate.
+        let per_hour = if seconds > 0.0 {
+            summary.items as f64 * 3600.0 / seconds
         } else {
             0.0
         };
-        let cost = (hourly_price_cents > 0 && summary.items > 0).then(|| {
-            f64::from(hourly_price_cents) * summary.seconds / 3600.0 / summary.items as f64
-        });
+        let cost = (hourly_price_cents > 0 && summary.items > 0)
+            .then(|| f64::from(hourly_price_cents) * seconds / 3600.0 / summary.items as f64)
+            .filter(|c| c.is_finite());
         Self {
-            items: summary.items,
-            seconds: round(summary.seconds, 3),
-            items_per_hour: round(per_hour, 1),
+            items: summary.items.min(MAX_ITEMS),
+            seconds,
+            items_per_hour: round(finite_or_zero(per_hour), 1),
             peak_gpu_memory_mib: summary.peak_gpu_memory_mib.clone(),
             cost_per_item_cents: cost.map(|c| round(c, 4)),
         }
     }
 }
 
+fn finite_or_zero(value: f64) -> f64 {
+    if value.is_finite() { value } else { 0.0 }
+}
+
+/// `value` rounded to `decimals`, or as it is where rounding would leave the finite numbers.
 fn round(value: f64, decimals: i32) -> f64 {
     let scale = 10f64.powi(decimals);
-    (value * scale).round() / scale
+    let rounded = (value * scale).round() / scale;
+    if rounded.is_finite() { rounded } else { value }
 }
 
 /// The kinds this reader knows; any other kind is no report.
@@ -195,6 +243,61 @@ mod tests {
         assert!(
             matches!(parse(&unknown_fields), Some(WorkloadReport::Result(_))),
             "unknown fields are ignored"
+        );
+    }
+
+    /// Regression: `seconds: 1e306` became `inf` when rounded, and `items: u64::MAX` over a
+    /// tiny `seconds` an infinite rate: both serialised as `null` into required status
+    /// fields, and the job's status write failed for ever.
+    #[test]
+    fn reported_figures_are_bounded_and_always_finite() {
+        let huge = WorkSummary {
+            items: u64::MAX,
+            seconds: 1e306,
+            peak_gpu_memory_mib: vec![u64::MAX; 1000],
+        };
+        let bounded = huge.bounded(Some(300.0));
+        assert_eq!(bounded.items, MAX_ITEMS);
+        assert_eq!(bounded.seconds, 301.0, "the container ran 300 s");
+        assert_eq!(
+            bounded.peak_gpu_memory_mib.len(),
+            crate::labels::MAX_GPUS_PER_NODE as usize
+        );
+        assert!(
+            bounded
+                .peak_gpu_memory_mib
+                .iter()
+                .all(|m| *m == MAX_GPU_MEMORY_MIB)
+        );
+        assert_eq!(huge.bounded(None).seconds, MAX_SECONDS_UNTIMED);
+
+        let fast = WorkSummary {
+            items: u64::MAX,
+            seconds: 1e-300,
+            peak_gpu_memory_mib: vec![],
+        };
+        let tiny = JobResult::of(&fast.bounded(Some(1.0)), 400);
+        for summary in [
+            huge.bounded(Some(300.0)),
+            fast.bounded(Some(1.0)),
+            huge,
+            fast,
+        ] {
+            let result = JobResult::of(&summary, 400);
+            let json = serde_json::to_value(&result).unwrap();
+            for field in ["items", "seconds", "itemsPerHour"] {
+                assert!(json[field].is_number(), "{field} in {json}");
+            }
+            assert!(
+                json["costPerItemCents"].is_number() || json.get("costPerItemCents").is_none(),
+                "{json}"
+            );
+            assert!(result.items_per_hour.is_finite() && result.seconds.is_finite());
+        }
+        assert_eq!(
+            (tiny.seconds, tiny.items_per_hour),
+            (0.0, 0.0),
+            "a rate over less than the millisecond status keeps is no rate"
         );
     }
 

@@ -57,6 +57,12 @@ pub fn now() -> String {
     Timestamp::now().to_string()
 }
 
+/// `ago` before now, as the API server writes times.
+pub fn started_ago(ago: std::time::Duration) -> String {
+    let ago = k8s_openapi::jiff::SignedDuration::try_from(ago).unwrap_or_default();
+    (Timestamp::now() - ago).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

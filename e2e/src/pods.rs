@@ -6,7 +6,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 
-use crate::{Suite, now};
+use crate::{Suite, now, started_ago};
 
 /// The workload container of the operator's pods, and the pod labels naming the job and
 /// numbering the attempt: the operator's own vocabulary.
@@ -32,11 +32,17 @@ pub fn pod_running_status(container: &str, image: &str, now: &str) -> Value {
     })
 }
 
-/// A pod status a kubelet would write: the workload container ended with `exit_code`.
+/// How long a simulated workload container ran before it ended (its `startedAt` is this long
+/// before its `finishedAt`): long enough for every figure a scenario's workload reports (the
+/// operator bounds a report's seconds by the container's run time).
+pub const SIMULATED_RUN: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A pod status a kubelet would write: the workload container, started at `started`, ended at
+/// `now` with `exit_code`.
 pub fn pod_terminated_status(
     container: &str,
     image: &str,
-    now: &str,
+    (started, now): (&str, &str),
     exit_code: i32,
     reason: &str,
     message: &str,
@@ -61,7 +67,7 @@ pub fn pod_terminated_status(
                     "exitCode": exit_code,
                     "reason": reason,
                     "message": message,
-                    "startedAt": now,
+                    "startedAt": started,
                     "finishedAt": now,
                 }},
             }],
@@ -164,7 +170,7 @@ impl Suite {
             pod_terminated_status(
                 &container_name(pod),
                 &image_of(pod),
-                &now(),
+                (&started_ago(SIMULATED_RUN), &now()),
                 exit_code,
                 reason,
                 message,
@@ -184,7 +190,7 @@ mod tests {
         let oom = pod_terminated_status(
             CONTAINER,
             "img",
-            "2026-01-01T00:00:00Z",
+            ("2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"),
             1,
             "Error",
             CUDA_OOM_MESSAGE,
@@ -194,8 +200,7 @@ mod tests {
             .as_str()
             .unwrap();
         assert!(msg.contains("CUDA out of memory"));
-        let ok =
-            pod_terminated_status(CONTAINER, "img", "2026-01-01T00:00:00Z", 0, "Completed", "");
+        let ok = pod_terminated_status(CONTAINER, "img", ("t0", "t1"), 0, "Completed", "");
         assert_eq!(ok["status"]["phase"], "Succeeded");
         assert_eq!(
             pod_running_status(CONTAINER, "img", "t")["status"]["phase"],

@@ -26,7 +26,9 @@ pub struct Binaries {
 
 impl Binaries {
     /// `VRAMFIT_AGENT_BIN` / `VRAMFIT_OPERATOR_BIN` when set, otherwise builds both with
-    /// `cargo build -p vramfit-agent -p vramfit-operator` and uses `target/debug/`.
+    /// `cargo build -p vramfit-agent -p vramfit-operator --features
+    /// vramfit-operator/fault-injection` (the test-only faults some scenarios arm; never in a
+    /// release build) and uses `target/debug/`.
     pub fn locate() -> Result<Self> {
         let agent = std::env::var_os("VRAMFIT_AGENT_BIN").map(PathBuf::from);
         let operator = std::env::var_os("VRAMFIT_OPERATOR_BIN").map(PathBuf::from);
@@ -36,7 +38,15 @@ impl Binaries {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             eprintln!("e2e: building vramfit-agent and vramfit-operator (cargo build)");
             let status = Command::new(cargo)
-                .args(["build", "-p", "vramfit-agent", "-p", "vramfit-operator"])
+                .args([
+                    "build",
+                    "-p",
+                    "vramfit-agent",
+                    "-p",
+                    "vramfit-operator",
+                    "--features",
+                    "vramfit-operator/fault-injection",
+                ])
                 .current_dir(&root)
                 .status()
                 .context("running cargo build")?;
@@ -117,6 +127,13 @@ impl ChildProcess {
             );
         }
         Ok(())
+    }
+
+    /// How it exited, once it has (`None` while it runs, or once killed).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// Its log so far (empty when there is none yet).
@@ -213,6 +230,19 @@ impl Suite {
         }
         self.operators.push(child);
         Ok(())
+    }
+
+    /// The flags of a leader-elected replica on the Lease `lease` in the test namespace.
+    pub fn leader_flags(&self, lease: &str) -> Vec<String> {
+        [
+            "--leader-election",
+            "--lease-name",
+            lease,
+            "--lease-namespace",
+            &self.ns,
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     /// Kills (SIGKILL) every operator the suite started.

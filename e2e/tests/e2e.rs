@@ -23,6 +23,8 @@ use vramfit_e2e::{CleanupGuard, CleanupPlan, Skipped, Suite, skip_reason};
 mod agent_labels;
 #[path = "scenarios/compare.rs"]
 mod compare;
+#[path = "scenarios/containment.rs"]
+mod containment;
 #[path = "scenarios/faults.rs"]
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
@@ -119,6 +121,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("full-class-overflows-then-frees", |s| {
             Box::pin(scheduling::full_class_overflows_then_frees(s))
         }),
+        ("unschedulable-pod-frees-its-class", |s| {
+            Box::pin(scheduling::unschedulable_pod_frees_its_class(s))
+        }),
         ("operator-restart-keeps-one-pod-per-job", |s| {
             Box::pin(operator_restart::restart_keeps_one_pod(s))
         }),
@@ -130,6 +135,12 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("deleted-job-pods-are-collectable", |s| {
             Box::pin(garbage_collection::garbage_collection(s))
+        }),
+        ("panicking-reconcile-is-contained", |s| {
+            Box::pin(containment::a_panicking_reconcile_is_contained(s))
+        }),
+        ("ended-controller-ends-the-process", |s| {
+            Box::pin(containment::an_ended_controller_ends_the_process(s))
         }),
         ("operator-sigkill-during-burst", |s| {
             Box::pin(faults::sigkill_during_burst(s))

@@ -381,6 +381,11 @@ async fn bench(jobs_n: usize, nodes_n: usize, concurrency: usize) {
     );
     let total = Instant::now();
     let mut jobs: Vec<InferenceJob> = (0..jobs_n).map(make_job).collect();
+    // The job store, as the controller's reflector fills it: an unbound pod holds room in its
+    // class only for a job the store holds.
+    for job in &jobs {
+        writers.apply_job(job);
+    }
     let mut rss = vec![("setup", vm_rss_kib())];
 
     // 0. one job on an idle operator: the latency a single `kubectl apply` sees.

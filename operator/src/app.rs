@@ -1,5 +1,6 @@
 //! The operator process: metrics server, wait for the CRDs, leader election, controller,
 //! graceful shutdown on SIGTERM/SIGINT (the server and the signals from `vramfit-runtime`).
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use kube::runtime::wait::conditions::is_crd_established;
 use kube::{Client, CustomResourceExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::{JoinError, JoinHandle};
 use tracing::{info, warn};
 use vramfit_api::{GpuNodeClass, InferenceJob};
 use vramfit_runtime::admin_server::{self, AdminRoutes};
@@ -21,6 +23,7 @@ use crate::error::StartupError;
 use crate::health::Health;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
+use crate::reconcile::panic_message;
 
 /// Runs the operator until SIGTERM/SIGINT (`Ok`) or a fatal error (a lost lease included).
 pub async fn run(args: Args) -> Result<(), StartupError> {
@@ -31,6 +34,8 @@ pub async fn run(args: Args) -> Result<(), StartupError> {
         let _ = stop_tx.send(true);
     });
 
+    #[cfg(feature = "fault-injection")]
+    crate::fault_injection::arm_from_env();
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new(args.leader_election));
     // The server outlives the controller: it stops once everything else has (a lost lease
@@ -46,35 +51,69 @@ pub async fn run(args: Args) -> Result<(), StartupError> {
     let router = AdminRoutes::new(health.clone(), metrics.clone())
         .before_scrape(move || gauges.refresh_gauges())
         .router();
-    let server = tokio::spawn(async move {
+    let mut server = tokio::spawn(async move {
         let stopped = async move {
             let _ = server_stop.wait_for(|stopped| *stopped).await;
         };
-        if let Err(error) = admin_server::serve(listener, router, stopped).await {
-            tracing::error!(%error, "metrics server failed");
-        }
+        admin_server::serve(listener, router, stopped).await
     });
     info!(addr = %args.metrics_addr, "serving /metrics, /healthz and /readyz");
 
-    let result = match Client::try_default().await {
-        Ok(client) => lead(client, &args, metrics, health, stop).await,
-        Err(source) => Err(StartupError::Kube {
-            context: "connecting to the API server",
-            source,
-        }),
+    let leading = async {
+        match Client::try_default().await {
+            Ok(client) => lead(client, &args, metrics, health, stop, controller::run).await,
+            Err(source) => Err(StartupError::Kube {
+                context: "connecting to the API server",
+                source,
+            }),
+        }
     };
+    let (result, server_ended) = unless_the_server_ends(leading, &mut server).await;
     let _ = server_stop_tx.send(true);
-    let _ = server.await;
+    if !server_ended {
+        let _ = server.await;
+    }
     result
 }
 
-async fn lead(
+/// Runs `leading` while the admin server runs: a server that ends first (its socket failed,
+/// its task panicked) ends the process with an error too, as the kubelet's probes would see
+/// no `/healthz` and no `/readyz` while the operator went on. Returns whether the server ended.
+async fn unless_the_server_ends(
+    leading: impl Future<Output = Result<(), StartupError>>,
+    server: &mut JoinHandle<std::io::Result<()>>,
+) -> (Result<(), StartupError>, bool) {
+    tokio::select! {
+        result = leading => (result, false),
+        served = server => {
+            let why = match served {
+                Ok(Ok(())) => "it stopped".to_string(),
+                Ok(Err(error)) => error.to_string(),
+                Err(error) => error.to_string(),
+            };
+            (Err(StartupError::AdminServerEnded(why)), true)
+        }
+    }
+}
+
+/// Waits for the CRDs, then runs the controller (`run_controller`) — under `--leader-election`
+/// only while holding the Lease — until `stop` (`Ok`), a lost lease, or the controller's own
+/// end (`Err`): the controller runs in a task whose end is always watched, so a controller that
+/// panicked or whose streams ended takes the process down (non-zero) instead of leaving it
+/// ready, and leading, with nothing reconciled.
+pub async fn lead<C, Run>(
     client: Client,
     args: &Args,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), StartupError> {
+    run_controller: C,
+) -> Result<(), StartupError>
+where
+    C: FnOnce(Client, Arc<Metrics>, Arc<Health>, ControllerConfig, watch::Receiver<bool>) -> Run
+        + Send,
+    Run: Future<Output = Result<(), StartupError>> + Send + 'static,
+{
     if !wait_for_crds(&client, &mut stop).await {
         return Ok(());
     }
@@ -86,8 +125,16 @@ async fn lead(
         ..ControllerConfig::default()
     };
     if !args.leader_election {
-        controller::run(client, metrics, health, config, stop).await;
-        return Ok(());
+        let controller = tokio::spawn(run_controller(
+            client,
+            metrics,
+            health.clone(),
+            config,
+            stop.clone(),
+        ));
+        let ended = controller_end(controller.await, *stop.borrow());
+        health.set_synced(false);
+        return ended;
     }
 
     let lease = LeaseConfig {
@@ -104,36 +151,71 @@ async fn lead(
     health.set_leader(true);
     // The controller stops on a signal or when the lease is lost.
     let (controller_stop_tx, controller_stop) = watch::channel(false);
-    let controller = tokio::spawn(controller::run(
+    let mut controller = tokio::spawn(run_controller(
         client,
         metrics,
         health.clone(),
         config,
         controller_stop,
     ));
-    let lost = tokio::select! {
-        _ = leadership.lost() => true,
-        _ = stop.wait_for(|stopped| *stopped) => false,
+    let ending = tokio::select! {
+        _ = leadership.lost() => Ending::LeaseLost,
+        _ = stop.wait_for(|stopped| *stopped) => Ending::Stopped,
+        joined = &mut controller => Ending::ControllerEnded(controller_end(joined, false)),
     };
     health.set_leader(false);
-    if lost {
-        // Another replica may already lead: stop writing now rather than letting in-flight
-        // reconciles finish (they resume from the cluster's state on the new leader).
-        controller.abort();
-    } else {
-        let _ = controller_stop_tx.send(true);
-        if let Err(error) = controller.await {
-            warn!(%error, "controller task failed");
+    match ending {
+        Ending::LeaseLost => {
+            // Another replica may already lead: stop writing now rather than letting in-flight
+            // reconciles finish (they resume from the cluster's state on the new leader).
+            controller.abort();
+            Err(StartupError::Lease(format!(
+                "lost the lease {}/{}; exiting so that this replica restarts as a standby",
+                lease.namespace, lease.name
+            )))
+        }
+        Ending::Stopped => {
+            let _ = controller_stop_tx.send(true);
+            if let Err(error) = controller_end(controller.await, true) {
+                warn!(%error, "controller task failed");
+            }
+            leadership.release().await;
+            Ok(())
+        }
+        Ending::ControllerEnded(ended) => {
+            // Nothing reconciles here any more: hand the lease over at once, then exit.
+            leadership.release().await;
+            ended
         }
     }
-    if lost {
-        return Err(StartupError::Lease(format!(
-            "lost the lease {}/{}; exiting so that this replica restarts as a standby",
-            lease.namespace, lease.name
-        )));
+}
+
+/// Why leading ended.
+enum Ending {
+    LeaseLost,
+    Stopped,
+    ControllerEnded(Result<(), StartupError>),
+}
+
+/// What the end of the controller task means: `Ok` only for a clean stop that was asked for.
+fn controller_end(
+    joined: Result<Result<(), StartupError>, JoinError>,
+    stop_requested: bool,
+) -> Result<(), StartupError> {
+    match joined {
+        Ok(Ok(())) if stop_requested => Ok(()),
+        Ok(Ok(())) => Err(StartupError::ControllerEnded(
+            "the controller stopped without being asked to".into(),
+        )),
+        Ok(Err(error)) => Err(error),
+        Err(error) if error.is_panic() => Err(StartupError::ControllerEnded(format!(
+            "the controller panicked: {}",
+            panic_message(error.into_panic().as_ref())
+        ))),
+        Err(error) => Err(StartupError::ControllerEnded(format!(
+            "the controller task failed: {error}"
+        ))),
     }
-    leadership.release().await;
-    Ok(())
 }
 
 /// Waits until both CRDs are established, logging what is missing; `false` if stopped first.
@@ -165,5 +247,31 @@ async fn wait_for_crds(client: &Client, stop: &mut watch::Receiver<bool>) -> boo
             _ = stop.wait_for(|stopped| *stopped) => return false,
         }
         delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The admin server's task ending (here: failing) while the operator runs ends the run
+    /// with an error; the run ending first leaves the server to be stopped.
+    #[tokio::test]
+    async fn the_run_ends_when_the_admin_server_ends() {
+        let mut failing = tokio::spawn(async {
+            Err(std::io::Error::other("accept failed: too many open files"))
+        });
+        let forever = std::future::pending::<Result<(), StartupError>>();
+        let (result, ended) = unless_the_server_ends(forever, &mut failing).await;
+        assert!(ended);
+        assert!(
+            matches!(&result, Err(StartupError::AdminServerEnded(why)) if why.contains("too many open files")),
+            "{result:?}"
+        );
+
+        let mut serving = tokio::spawn(std::future::pending::<std::io::Result<()>>());
+        let (result, ended) = unless_the_server_ends(async { Ok(()) }, &mut serving).await;
+        assert!(result.is_ok() && !ended);
+        serving.abort();
     }
 }

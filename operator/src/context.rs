@@ -176,6 +176,34 @@ impl Context {
         lock(&self.reported_malformed).insert((uid.to_string(), generation))
     }
 
+    /// Forgets what this process keeps about job `uid` (`namespace/name` `key`): its failure
+    /// count, its malformed reports, its last status write. Called when the job is deleted:
+    /// without it these maps grew with every job ever created, and a tenant creating and
+    /// deleting jobs could grow them without bound.
+    pub fn forget_job(&self, uid: Option<&str>, key: &str) {
+        lock(&self.failures).remove(key);
+        if let Some(uid) = uid {
+            lock(&self.reported_malformed).retain(|(reported, _)| reported != uid);
+            lock(&self.written_from).remove(uid);
+        }
+    }
+
+    /// Keeps only what is kept about the jobs `exists` says still exist (by uid and
+    /// `namespace/name`): after a relist, whose deletions no event announced.
+    pub fn keep_jobs(&self, exists: impl Fn(&str) -> bool, exists_key: impl Fn(&str) -> bool) {
+        lock(&self.failures).retain(|key, _| exists_key(key));
+        lock(&self.reported_malformed).retain(|(uid, _)| exists(uid));
+        lock(&self.written_from).retain(|uid, _| exists(uid));
+    }
+
+    /// Entries kept per job, summed over the maps (tests).
+    #[cfg(test)]
+    pub fn per_job_entries(&self) -> usize {
+        lock(&self.failures).len()
+            + lock(&self.reported_malformed).len()
+            + lock(&self.written_from).len()
+    }
+
     /// Forgets that a malformed job was reported (its report failed).
     pub fn forget_malformed(&self, uid: &str, generation: Option<i64>) {
         lock(&self.reported_malformed).remove(&(uid.to_string(), generation));

@@ -30,16 +30,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
-use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::reflector::{Store, reflector};
 use kube::runtime::watcher;
+use kube::{Client, Resource};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 
 use crate::context::{Context, Settings};
+use crate::error::StartupError;
 use crate::health::Health;
+use crate::job_gauges::JobGauges;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
 use crate::stores::cached_job::CachedJob;
@@ -47,7 +49,7 @@ use crate::stores::namespaces::{WatchNamespaces, watch_namespaces};
 use crate::stores::reflectors::{drive_reflectors, list_config};
 use crate::stores::relist::applied_after_relist;
 use crate::stores::watch_retry::relist_expired_at_once;
-use crate::stores::{JobRef, Stores};
+use crate::stores::{JobRef, PodChange, Stores, holds_job};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -76,21 +78,29 @@ impl Default for ControllerConfig {
     }
 }
 
-/// Runs the controller until `stop` turns true and in-flight reconciles finish.
+/// Runs the controller until `stop` turns true and in-flight reconciles finish (`Ok`). Any
+/// other end — a reflector or the controller's own stream ending — is an `Err`: the process
+/// must not stay up claiming work nobody does. (A reconcile's panic is contained to its job:
+/// [`crate::reconcile::contain_panics`].)
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     config: ControllerConfig,
     stop: watch::Receiver<bool>,
-) {
-    let (stores, writers) = Stores::writable();
+) -> Result<(), StartupError> {
+    let (stores, mut writers) = Stores::writable();
+    // The job store is the Controller's, filled by the job reflector below; reconciles read it
+    // through `stores.jobs` (whose pod a pod is).
+    let job_writer = std::mem::take(&mut writers.jobs);
+    let job_store = stores.jobs.clone();
     let wake = Arc::new(Notify::new());
     // Pod changes reach their job through the job-pod store's own stream, after the store
     // holds them: a separate `.owns()` watch could trigger a reconcile that reads the store
     // before the change arrives there, and then nothing would trigger another.
-    let (pod_changes, changed_jobs) = futures::channel::mpsc::unbounded();
-    let reflectors = tokio::spawn(drive_reflectors(
+    let (pod_changes, pod_changed) = futures::channel::mpsc::unbounded();
+    let changed_jobs = jobs_to_reconcile(pod_changed, job_store.clone());
+    let mut reflectors = tokio::spawn(drive_reflectors(
         client.clone(),
         writers,
         wake.clone(),
@@ -102,7 +112,6 @@ pub async fn run(
     // the readiness signal. A second waiter on the Controller's store would not do: kube's
     // `Store::wait_until_ready` wakes only its latest poller, so either that waiter or the
     // Controller's own runner would never wake.
-    let (job_store, job_writer) = reflector::store::<CachedJob>();
     let ready_health = health.clone();
     let job_watch = match config.namespaces.listed() {
         // The Controller backs its trigger stream off after an error.
@@ -121,7 +130,21 @@ pub async fn run(
         )
         .boxed(),
     };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        stores.clone(),
+        config.settings.clone(),
+        config.instance.clone(),
+    ));
+    let job_gauges = Arc::new(JobGauges::default());
+    let counted = job_gauges.clone();
+    let forgetting = (ctx.clone(), job_store.clone());
     let job_events = reflector(job_writer, job_watch).inspect(move |event| {
+        if let Ok(event) = event {
+            counted.apply(event);
+            forget_deleted_jobs(event, &forgetting.0, &forgetting.1);
+        }
         if matches!(event, Ok(watcher::Event::InitDone)) {
             ready_health.set_synced(true);
         }
@@ -130,54 +153,67 @@ pub async fn run(
         applied_after_relist(job_events, job_store.clone()),
         job_store.clone(),
     );
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        metrics.clone(),
-        stores.clone(),
-        config.settings.clone(),
-        config.instance.clone(),
-    ));
-    health.set_gauge_source(gauge_source(job_store.clone(), ctx.clone()));
+    health.set_gauge_source(gauge_source(job_gauges, ctx.clone()));
 
     // Reconciling before the stores have listed would see no nodes and park every job.
     info!("waiting for the node, pod and GpuNodeClass caches");
     let mut waiting = stop.clone();
     tokio::select! {
         synced = stores.wait_until_ready() => if synced.is_err() {
-            warn!("a store's reflector ended before it synced");
             reflectors.abort();
-            return;
+            return Err(StartupError::ControllerEnded("a store's reflector ended before it synced".into()));
         },
         _ = waiting.wait_for(|stopped| *stopped) => {
             reflectors.abort();
-            return;
+            return Ok(());
         }
     }
     info!("caches synced; starting the controller (ready once the jobs are listed)");
 
-    controller
+    let reconciling = controller
         .reconcile_on(changed_jobs)
         .reconcile_on(waiting_jobs_on(
             wake_stream(wake, config.wake_coalesce),
             job_store.clone(),
         ))
         .with_config(controller::Config::default().concurrency(config.concurrency))
-        .graceful_shutdown_on(shutdown_future(stop))
+        .graceful_shutdown_on(shutdown_future(stop.clone()))
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             match result {
-                Ok((job, _)) => debug!(job = %job, "reconciled"),
+                Ok((job, _)) => {
+                    debug!(job = %job, "reconciled");
+                    #[cfg(feature = "fault-injection")]
+                    crate::fault_injection::controller_checkpoint(&job.name);
+                }
                 Err(controller::Error::ObjectNotFound(job)) => {
                     debug!(job = %job, "job gone before its reconcile")
                 }
                 Err(controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
                 Err(error) => warn!(%error, "controller"),
             }
-        })
-        .await;
+        });
+    // The reflectors feed every store the reconciles read: if they end, the controller would
+    // go on deciding from stale caches.
+    let ended = tokio::select! {
+        () = reconciling => None,
+        joined = &mut reflectors => Some(match joined {
+            Ok(()) => "the reflectors ended".to_string(),
+            Err(error) => format!("the reflectors' task failed: {error}"),
+        }),
+    };
     health.set_synced(false);
     reflectors.abort();
-    info!("controller stopped");
+    match ended {
+        Some(why) => Err(StartupError::ControllerEnded(why)),
+        None if *stop.borrow() => {
+            info!("controller stopped");
+            Ok(())
+        }
+        None => Err(StartupError::ControllerEnded(
+            "the controller's streams ended".into(),
+        )),
+    }
 }
 
 /// A `Send + Sync` future that resolves once `stop` turns true (what
@@ -193,18 +229,58 @@ fn shutdown_future(
     rx.map(|_| ())
 }
 
-/// The function `/metrics` calls to refresh the job and inventory gauges.
-fn gauge_source(job_store: Store<CachedJob>, ctx: Arc<Context>) -> Box<dyn Fn() + Send + Sync> {
+/// The function `/metrics` calls to refresh the job and inventory gauges: it copies counts
+/// kept up to date as the watches go (one per phase and class), and reads no job or node.
+fn gauge_source(jobs: Arc<JobGauges>, ctx: Arc<Context>) -> Box<dyn Fn() + Send + Sync> {
     Box::new(move || {
-        let jobs = job_store.state();
-        ctx.metrics.observe_jobs(jobs.iter().map(|job| {
-            (
-                job.phase().unwrap_or(vramfit_api::Phase::Pending),
-                job.node_class(),
-            )
-        }));
+        ctx.metrics.observe_job_totals(jobs.totals());
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
+    })
+}
+
+/// Forgets what the context keeps about a job once it is deleted (after a relist: every job
+/// the new list no longer has), so that per-job state never outlives its job.
+pub fn forget_deleted_jobs(
+    event: &watcher::Event<CachedJob>,
+    ctx: &Context,
+    jobs: &Store<CachedJob>,
+) {
+    match event {
+        watcher::Event::Delete(job) => {
+            ctx.forget_job(job.meta().uid.as_deref(), &crate::reconcile::job_key(job));
+        }
+        watcher::Event::InitDone => {
+            let listed = jobs.state();
+            let uids: std::collections::HashSet<&str> = listed
+                .iter()
+                .filter_map(|j| j.meta().uid.as_deref())
+                .collect();
+            let keys: std::collections::HashSet<String> = listed
+                .iter()
+                .map(|j| crate::reconcile::job_key(j))
+                .collect();
+            ctx.keep_jobs(|uid| uids.contains(uid), |key| keys.contains(key));
+        }
+        _ => {}
+    }
+}
+
+/// The jobs whose pods changed, as far as the pods are theirs: a pod whose controller owner
+/// reference names a job triggers it when the uid matches the job in the store (anyone who may
+/// create pods can point a reference at someone's job), or when the pod went (its name may be
+/// the one a job waits for: `PodNameTaken`).
+pub fn jobs_to_reconcile(
+    changes: impl Stream<Item = PodChange> + Send + 'static,
+    jobs: Store<CachedJob>,
+) -> impl Stream<Item = JobRef> + Send + 'static {
+    changes.filter_map(move |change| {
+        let theirs = if change.gone {
+            jobs.get(&change.owner.job).is_some()
+        } else {
+            holds_job(&jobs, &change.owner)
+        };
+        futures::future::ready(theirs.then_some(change.owner.job))
     })
 }
 
@@ -217,11 +293,14 @@ pub fn waiting_jobs_on(
     wakes.flat_map(move |()| futures::stream::iter(waiting_jobs(&jobs.state())))
 }
 
-/// The jobs of `jobs` that wait for a class with room (or have not been planned yet).
+/// The jobs of `jobs` that wait for a class with room (or have not been planned yet). A job
+/// whose status says its current generation is invalid waits for a new generation, which its
+/// own watch event brings: no node or class change can help it.
 pub fn waiting_jobs(jobs: &[Arc<CachedJob>]) -> Vec<JobRef> {
     jobs.iter()
         .filter(|job| {
             job.is_valid()
+                && !job.invalid_spec_is_current()
                 && matches!(
                     job.phase(),
                     None | Some(vramfit_api::Phase::Pending | vramfit_api::Phase::Unschedulable)
@@ -250,6 +329,9 @@ mod tests {
 
     #[test]
     fn wake_ups_re_plan_only_jobs_that_wait_for_room() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use k8s_openapi::jiff::Timestamp;
+        use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
         use vramfit_api::{InferenceJobStatus, Phase};
         let with_phase = |name: &str, phase: Option<Phase>| {
             let mut job = fixtures::job(name, fixtures::vllm_mistral_spec());
@@ -259,16 +341,36 @@ mod tests {
             });
             Arc::new(CachedJob::of(&job))
         };
+        // Pending with InvalidSpec=True: for the job's generation, and for an older one (the
+        // user changed the spec since, and the reconcile of the change has not run yet).
+        let invalid = |name: &str, observed: i64| {
+            let mut job = fixtures::job(name, fixtures::invalid_spec());
+            job.metadata.generation = Some(2);
+            let mut status = InferenceJobStatus {
+                phase: Some(Phase::Pending),
+                ..Default::default()
+            };
+            ConditionsUpdate::new(
+                &mut status.conditions,
+                Some(observed),
+                &Time(Timestamp::now()),
+            )
+            .set(ConditionType::InvalidSpec, true, Reason::InvalidSpec, "bad");
+            job.status = Some(status);
+            Arc::new(CachedJob::of(&job))
+        };
         let jobs = vec![
             with_phase("new", None),
             with_phase("waiting", Some(Phase::Unschedulable)),
-            with_phase("invalid", Some(Phase::Pending)),
+            with_phase("name-taken", Some(Phase::Pending)),
+            invalid("invalid-now", 2),
+            invalid("fixed-since", 1),
             with_phase("placed", Some(Phase::Scheduled)),
             with_phase("running", Some(Phase::Running)),
             with_phase("done", Some(Phase::Succeeded)),
         ];
         let names: Vec<String> = waiting_jobs(&jobs).into_iter().map(|r| r.name).collect();
-        assert_eq!(names, ["new", "waiting", "invalid"]);
+        assert_eq!(names, ["new", "waiting", "name-taken", "fixed-since"]);
     }
 
     /// Regression (seen on a real API server): `/readyz` never turned 200 because a second
@@ -407,6 +509,86 @@ mod tests {
             ],
             "jobs and job pods per namespace, the rest cluster-wide"
         );
+    }
+
+    /// A pod is a job's only when its owner reference's uid is the job's: someone else's pod
+    /// pointing at the job triggers nothing, except when it goes (its name may be the one the
+    /// job waits for).
+    #[tokio::test]
+    async fn pod_changes_trigger_only_the_job_that_really_owns_the_pod() {
+        use crate::stores::{PodChange, PodOwner};
+        use kube::runtime::reflector;
+        let (store, mut writer) = reflector::store::<CachedJob>();
+        let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+        writer.apply_watcher_event(&watcher::Event::Apply(CachedJob::of(&job)));
+        let change = |name: &str, uid: String, gone: bool| PodChange {
+            owner: PodOwner {
+                job: JobRef::new(name).within(fixtures::NAMESPACE),
+                uid,
+            },
+            gone,
+        };
+        let triggers = |change: PodChange| {
+            let jobs = jobs_to_reconcile(futures::stream::iter([change]), store.clone());
+            async move { jobs.collect::<Vec<_>>().await.len() == 1 }
+        };
+        assert!(triggers(change("chat", fixtures::uid("chat"), false)).await);
+        assert!(
+            !triggers(change("chat", "forged".into(), false)).await,
+            "a reference to the job with another uid"
+        );
+        assert!(
+            triggers(change("chat", "an-earlier-chat".into(), true)).await,
+            "a pod of the job's name that went"
+        );
+        assert!(
+            !triggers(change("gone-job", fixtures::uid("gone-job"), false)).await,
+            "a job the store does not hold"
+        );
+        assert!(!triggers(change("gone-job", fixtures::uid("gone-job"), true)).await);
+    }
+
+    /// What the context keeps per job (failure counts, malformed reports, the last status
+    /// write) goes with the job: a tenant creating and deleting jobs cannot grow it for ever.
+    #[tokio::test]
+    async fn a_deleted_job_leaves_nothing_behind_in_the_context() {
+        use kube::runtime::reflector;
+        let (ctx, _api, _writers) = crate::verifier::test_context();
+        let (store, mut writer) = reflector::store::<CachedJob>();
+        let remember = |name: &str| {
+            let uid = fixtures::uid(name);
+            ctx.record_failure(&format!("{}/{name}", fixtures::NAMESPACE));
+            ctx.first_report_of_malformed(&uid, Some(1));
+            ctx.remember_status_write(&uid, "7");
+        };
+        let cached =
+            |name: &str| CachedJob::of(&fixtures::job(name, fixtures::vllm_mistral_spec()));
+        remember("gone");
+        remember("kept");
+        assert_eq!(ctx.per_job_entries(), 6);
+        forget_deleted_jobs(&watcher::Event::Delete(cached("gone")), &ctx, &store);
+        assert_eq!(
+            ctx.per_job_entries(),
+            3,
+            "the deleted job's three entries went"
+        );
+
+        // Deleted while the watch was away: the relist's end drops what the new list lacks.
+        remember("deleted-unseen");
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cached("kept")),
+            watcher::Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&event);
+            forget_deleted_jobs(&event, &ctx, &store);
+        }
+        assert_eq!(
+            ctx.per_job_entries(),
+            3,
+            "only the listed job's entries are left"
+        );
+        assert!(ctx.is_stale(&fixtures::uid("kept"), "7"));
     }
 
     #[tokio::test]

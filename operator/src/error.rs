@@ -25,6 +25,9 @@ pub enum Error {
     /// Writing the job's status.
     #[error(transparent)]
     Status(#[from] StatusError),
+    /// The reconcile panicked (a bug): contained to this job, which is retried with backoff.
+    #[error("the reconcile panicked: {0}")]
+    Panicked(String),
 }
 
 impl Error {
@@ -39,6 +42,7 @@ impl Error {
             Error::Apply(ApplyError::PodNameTaken { .. }) => "pod_name_taken",
             Error::Apply(ApplyError::PodDelete { .. }) => "pod_delete",
             Error::Status(StatusError::StatusPatch { .. }) => "status_patch",
+            Error::Panicked(_) => "panic",
         }
     }
 
@@ -48,7 +52,7 @@ impl Error {
         match self {
             Error::Apply(error) => error.is_transient(),
             Error::Status(StatusError::StatusPatch { source, .. }) => is_transient(source),
-            Error::Observe(_) | Error::Build(_) => false,
+            Error::Observe(_) | Error::Build(_) | Error::Panicked(_) => false,
         }
     }
 }
@@ -77,6 +81,14 @@ pub enum StartupError {
     /// Leader election failed or the lease was lost.
     #[error("leader election: {0}")]
     Lease(String),
+    /// The controller ended without being asked to stop (it panicked, or its streams ended):
+    /// the process exits so that `/readyz` and the Lease do not claim work nobody does.
+    #[error("the controller ended unexpectedly: {0}")]
+    ControllerEnded(String),
+    /// The `/metrics`, `/healthz`, `/readyz` server ended while the operator ran: the
+    /// kubelet's probes would see nothing, so the process exits.
+    #[error("the metrics and health server ended: {0}")]
+    AdminServerEnded(String),
     /// The metrics server could not start.
     #[error("metrics server on {addr}: {source}")]
     Http {

@@ -20,6 +20,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vramfit_api::event_reasons::EventReason;
+use vramfit_api::pod_keys::fnv1a64;
 
 /// An event to publish on a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,10 +195,9 @@ impl EventRecorder {
                 }
             }
             None => {
-                let name = format!(
-                    "{}.{:x}",
+                let name = event_name(
                     regarding.name.as_deref().unwrap_or(&self.controller),
-                    stamp.0.as_nanosecond()
+                    stamp.0.as_nanosecond(),
                 );
                 let body = Event {
                     metadata: ObjectMeta {
@@ -227,6 +227,33 @@ impl EventRecorder {
         self.lock().by_key.insert(key, published);
         Ok(())
     }
+}
+
+/// The longest name the API server gives an Event (a DNS subdomain).
+const MAX_EVENT_NAME: usize = 253;
+
+/// The name of a new event about `object` at `nanos` since the epoch: `<object>.<hex>`, as
+/// kube-runtime names them. A job's name may itself be 253 characters, and the API server
+/// refuses a longer event name (that job got no events at all): then the object's name is cut
+/// and a hash of the whole name added as a label of its own (`<cut>.<hash>.<hex>`), so that two
+/// long names still make two names.
+pub fn event_name(object: &str, nanos: i128) -> String {
+    let stamp = format!("{nanos:x}");
+    let plain = format!("{object}.{stamp}");
+    if plain.len() <= MAX_EVENT_NAME {
+        return plain;
+    }
+    let hash = format!("{:08x}", fnv1a64(object.as_bytes()) as u32);
+    let room = MAX_EVENT_NAME.saturating_sub(stamp.len() + hash.len() + 2);
+    let mut end = room.min(object.len());
+    while !object.is_char_boundary(end) {
+        end -= 1;
+    }
+    // A DNS subdomain's labels end with a letter or digit.
+    let prefix = object[..end].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    let prefix = if prefix.is_empty() { "job" } else { prefix };
+    // The hash is a label of its own: appended to the cut one it could pass 63 characters.
+    format!("{prefix}.{hash}.{stamp}")
 }
 
 /// What makes two events the same series: type, reason, the object and the related pod (as
@@ -391,6 +418,73 @@ mod tests {
             series_key(&other, None, &event),
             "a job created again under the same name is another object"
         );
+    }
+
+    /// Regression: a job name of 253 characters (the most Kubernetes allows) made event names
+    /// of 270, which the API server refuses: such jobs got no events.
+    #[test]
+    fn event_names_stay_within_253_characters_and_apart() {
+        let nanos = 1_790_000_000_123_456_789i128;
+        assert_eq!(event_name("chat", nanos), format!("chat.{nanos:x}"));
+        // A DNS subdomain of 253 characters: labels of at most 63.
+        let stem = vec!["a".repeat(50); 4].join(".");
+        let long = format!("{stem}.{}", "b".repeat(49));
+        let other = format!("{stem}.{}", "c".repeat(49));
+        assert_eq!(long.len(), 253);
+        let name = event_name(&long, nanos);
+        assert!(name.len() <= 253, "{} characters", name.len());
+        assert_ne!(
+            name,
+            event_name(&other, nanos),
+            "two long names, two event names"
+        );
+        assert!(name.ends_with(&format!(".{nanos:x}")));
+        let dns_label = |label: &str| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && label.ends_with(|c: char| c.is_ascii_alphanumeric())
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        };
+        assert!(name.split('.').all(dns_label), "{name}");
+        // Wherever the cut falls (after a dot or a dash too), every label of the event's name
+        // still ends with a letter or digit.
+        for at in 200usize..250 {
+            for mark in ['.', '-'] {
+                // Valid job names only: no label over 63, none ending or starting with '-'.
+                if mark == '-' && matches!(at % 51, 0 | 49 | 50) {
+                    continue;
+                }
+                let name: String = (0usize..253)
+                    .map(|i| match i {
+                        _ if i == at => mark,
+                        _ if i % 51 == 50 && (mark == '-' || i.abs_diff(at) > 1) => '.',
+                        _ => 'a',
+                    })
+                    .collect();
+                assert!(name.split('.').all(dns_label), "fixture {name}");
+                let cut = event_name(&name, nanos);
+                assert!(cut.len() <= 253 && cut.split('.').all(dns_label), "{cut}");
+            }
+        }
+    }
+
+    /// The recorder itself publishes an event about a job with a 253-character name.
+    #[tokio::test]
+    async fn a_job_with_the_longest_name_gets_its_events() {
+        let mut regarding = job_reference();
+        regarding.name = Some(format!("{}-{}", "chat".repeat(50), "x".repeat(52)));
+        assert_eq!(regarding.name.as_deref().map(str::len), Some(253));
+        let seen = recorded(1, async |recorder| {
+            let event = JobEvent::normal(EventReason::PodCreated, "x");
+            assert_eq!(recorder.publish(&regarding, &[event]).await, 1);
+        })
+        .await;
+        let name = seen[0].2["metadata"]["name"].as_str().unwrap();
+        assert!(name.len() <= 253, "{name}");
+        assert!(name.starts_with("chatchat"), "{name}");
     }
 
     #[test]

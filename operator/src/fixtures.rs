@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateTerminated, ContainerStatus, EmptyDirVolumeSource,
-    EnvVar, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus,
+    EnvVar, Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus,
     ResourceRequirements, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -403,6 +403,23 @@ pub fn as_failed(pod: Pod, node: &str, reason: &str, exit_code: i32, message: &s
             ..ContainerStatus::default()
         }]);
     }
+    pod
+}
+
+/// `pod` the scheduler could not place, as it says so (`PodScheduled=False`, `Unschedulable`,
+/// `message`).
+pub fn with_unschedulable_condition(mut pod: Pod, message: &str) -> Pod {
+    pod.status
+        .get_or_insert_default()
+        .conditions
+        .get_or_insert_default()
+        .push(PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some(message.into()),
+            ..PodCondition::default()
+        });
     pod
 }
 

@@ -24,11 +24,16 @@ pub mod context;
 pub mod controller;
 pub mod error;
 pub mod events;
+// Faults for tests (a panicking reconcile, a panicking controller): unit tests and the
+// `fault-injection` feature only, never a release build.
+#[cfg(any(test, feature = "fault-injection"))]
+pub mod fault_injection;
 // Test fixtures: for unit tests, and for the benchmarks through the `fixtures` feature; never
 // in the shipped binary.
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod health;
+pub mod job_gauges;
 pub mod leader;
 pub mod lease_fence;
 pub mod metrics;
@@ -37,6 +42,8 @@ pub mod reconcile;
 pub mod stores;
 pub mod tolerations;
 
+#[cfg(test)]
+mod containment_tests;
 #[cfg(test)]
 mod relist_tests;
 #[cfg(test)]

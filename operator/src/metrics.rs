@@ -13,8 +13,11 @@
 //!   `vramfit_work_cost_cents_total{node_class}`: their seconds at the plan's hourly price
 //!   (cost per item: its rate over the items' rate).
 //!
-//! The gauges are computed from the stores when scraped, so they never go stale.
+//! The gauges are set when scraped from counts kept up to date as the watches go (jobs per
+//! phase and class: [`crate::job_gauges`]; GPUs per class: counted when the classes are
+//! built), so a scrape does work per class, not per job or node.
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -23,8 +26,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
-use vramfit_api::Phase;
+use std::sync::atomic::{AtomicU64, Ordering};
+use vramfit_api::{Dtype, Phase};
 use vramfit_runtime::admin_server::MetricsSource;
 
 /// Labels of `vramfit_jobs`.
@@ -176,12 +179,14 @@ impl Metrics {
         }
     }
 
-    /// Counts an attempt whose output check found garbage.
+    /// Counts an attempt whose output check found garbage. `dtype` is the workload's own word:
+    /// the label takes only the planner's dtypes, anything else is `other` (one series per
+    /// string a workload chose would grow without bound).
     pub fn count_bad_output(&self, node_class: &str, dtype: &str) {
         self.bad_outputs
             .get_or_create(&OutputLabels {
                 node_class: node_class.to_string(),
-                dtype: dtype.to_string(),
+                dtype: dtype_label(dtype).to_string(),
             })
             .inc();
     }
@@ -198,12 +203,19 @@ impl Metrics {
         let labels = ClassLabels {
             node_class: node_class.to_string(),
         };
-        self.items.get_or_create(&labels).inc_by(items);
+        // Saturating: a counter that wrapped would read as a reset, a huge rate after it.
+        let _ = self.items.get_or_create(&labels).inner().fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |total| Some(total.saturating_add(items)),
+        );
+        if !seconds.is_finite() || seconds < 0.0 {
+            return;
+        }
         self.work_seconds.get_or_create(&labels).inc_by(seconds);
-        if hourly_price_cents > 0 {
-            self.work_cost
-                .get_or_create(&labels)
-                .inc_by(f64::from(hourly_price_cents) * seconds / 3600.0);
+        let cost = f64::from(hourly_price_cents) * seconds / 3600.0;
+        if hourly_price_cents > 0 && cost.is_finite() {
+            self.work_cost.get_or_create(&labels).inc_by(cost);
         }
     }
 
@@ -230,19 +242,22 @@ impl Metrics {
             .inc();
     }
 
-    /// Sets the job gauges from `(phase, node class)` of every job.
-    pub fn observe_jobs<'a>(&self, jobs: impl IntoIterator<Item = (Phase, Option<&'a str>)>) {
+    /// Sets the job gauges from the jobs per `(phase, node class)` (zeros for every phase
+    /// without a class; pairs that have no jobs any more are dropped).
+    pub fn observe_job_totals(
+        &self,
+        totals: impl IntoIterator<Item = (Phase, Option<Arc<str>>, i64)>,
+    ) {
         let mut counts: BTreeMap<(Phase, String), i64> = Phase::ALL
             .iter()
             .map(|p| ((*p, String::new()), 0))
             .collect();
         let mut unschedulable = 0;
-        for (phase, class) in jobs {
-            *counts
-                .entry((phase, class.unwrap_or_default().to_string()))
-                .or_default() += 1;
+        for (phase, class, total) in totals {
+            let class = class.as_deref().unwrap_or_default().to_string();
+            *counts.entry((phase, class)).or_default() += total;
             if phase == Phase::Unschedulable {
-                unschedulable += 1;
+                unschedulable += total;
             }
         }
         self.jobs.clear();
@@ -276,6 +291,15 @@ impl Metrics {
     }
 }
 
+/// The `dtype` label of a workload's word: one of the planner's dtypes, else `other`.
+pub fn dtype_label(dtype: &str) -> &'static str {
+    [Dtype::Bfloat16, Dtype::Float16]
+        .into_iter()
+        .map(Dtype::as_str)
+        .find(|known| *known == dtype)
+        .unwrap_or("other")
+}
+
 impl MetricsSource for Metrics {
     fn encode_metrics(&self) -> Result<String, std::fmt::Error> {
         self.encode()
@@ -294,10 +318,9 @@ mod tests {
         metrics.count_fallback("tiles");
         metrics.count_bad_output("a10g-x4", "bfloat16");
         metrics.count_result("a10g-x4", 120, 300.5, 120);
-        metrics.observe_jobs([
-            (Phase::Running, Some("a10g-x4")),
-            (Phase::Unschedulable, None),
-            (Phase::Unschedulable, None),
+        metrics.observe_job_totals([
+            (Phase::Running, Some(Arc::from("a10g-x4")), 1),
+            (Phase::Unschedulable, None, 2),
         ]);
         metrics.observe_inventory([("a10g-x4".to_string(), "NVIDIA-A10G".to_string(), 8)]);
         let text = metrics.encode().unwrap();
@@ -317,7 +340,28 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
-        metrics.observe_jobs([]);
+        // The workload's own words never become label values; counters never wrap.
+        metrics.count_bad_output("a10g-x4", "bfloat16; drop table");
+        metrics.count_bad_output("a10g-x4", "fp8-e4m3");
+        metrics.count_result("a10g-x4", u64::MAX, f64::INFINITY, 120);
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains("vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"other\"} 2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("drop table") && !text.contains("fp8"));
+        assert!(
+            text.contains(&format!(
+                "vramfit_items_total{{node_class=\"a10g-x4\"}} {}\n",
+                u64::MAX
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n"),
+            "an infinite figure is not added: {text}"
+        );
+        metrics.observe_job_totals([]);
         assert!(
             !metrics
                 .encode()

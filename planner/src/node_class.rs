@@ -41,6 +41,10 @@ pub struct NodeClass {
     /// Label values no node of the class carries (`NotIn` in the pod's node affinity): they
     /// keep mixed, MIG and shared nodes out of a whole-GPU class.
     pub node_exclusions: Vec<(String, Vec<String>)>,
+    /// Node selectors of admin-defined classes (a `GpuNodeClass` with `gpu` and
+    /// `nodeSelector`): a node that matches one of them belongs to that class only, and obeys
+    /// its rules (runtime class, `allowJobs`, allow-lists), so it is no node of this one.
+    pub excluded_selectors: Vec<BTreeMap<String, String>>,
     /// What one GPU of the class is to a pod.
     pub unit: GpuUnit,
     /// The extended resource its pods request GPUs with.
@@ -106,6 +110,7 @@ impl NodeClass {
             allow_jobs: true,
             node_selector: BTreeMap::new(),
             node_exclusions: Vec::new(),
+            excluded_selectors: Vec::new(),
             unit: GpuUnit::Whole,
             resource: GPU_RESOURCE.to_string(),
             mixed: false,
@@ -271,6 +276,10 @@ impl NodeClass {
                 .node_exclusions
                 .iter()
                 .all(|(k, values)| labels.get(k).is_none_or(|v| !values.contains(v)))
+            && !self
+                .excluded_selectors
+                .iter()
+                .any(|selector| selector.iter().all(|(k, v)| labels.get(k) == Some(v)))
     }
 }
 

@@ -72,6 +72,7 @@ fn spec() -> impl Strategy<Value = InferenceJobSpec> {
                 node_classes: None,
                 max_attempts: 3,
                 start_deadline_seconds: None,
+                schedule_deadline_seconds: None,
                 pod: None,
             },
         )

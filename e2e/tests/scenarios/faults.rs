@@ -184,14 +184,8 @@ pub async fn leader_fences_itself_in_an_outage(s: &mut Suite) -> Result<()> {
     let (stop, start) = outage_commands()?;
     s.stop_operators();
     let lease_name = format!("{}fence-{}", vramfit_e2e::PREFIX, s.run);
-    let ns = s.ns.clone();
-    let flags = [
-        "--leader-election",
-        "--lease-name",
-        lease_name.as_str(),
-        "--lease-namespace",
-        ns.as_str(),
-    ];
+    let flags = s.leader_flags(&lease_name);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     s.start_operator("fenced-leader", &flags, true).await?;
     run_command(STOP_COMMAND, &stop).await?;
     // A plain loop: the probe needs the operator mutably. 20 s of Lease validity, and the

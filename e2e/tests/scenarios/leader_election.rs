@@ -14,14 +14,8 @@ use vramfit_e2e::{
 pub async fn leader_election(s: &mut Suite) -> Result<()> {
     s.stop_operators();
     let lease_name = format!("{PREFIX}{}", s.run);
-    let ns = s.ns.clone();
-    let flags = [
-        "--leader-election",
-        "--lease-name",
-        lease_name.as_str(),
-        "--lease-namespace",
-        ns.as_str(),
-    ];
+    let flags = s.leader_flags(&lease_name);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     s.start_operator("replica-a", &flags, false).await?;
     s.start_operator("replica-b", &flags, false).await?;
     let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.ns);

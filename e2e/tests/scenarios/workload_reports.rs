@@ -55,5 +55,45 @@ pub async fn garbage_then_result(s: &mut Suite) -> Result<()> {
         table[name].get("ITEMS/H").map(String::as_str),
         Some("1440"),
     )?;
+    s.delete_jobs(&[name.to_string()]).await?;
+    outlandish_result(s).await
+}
+
+/// A report whose figures no container could produce (`seconds: 1e306`, `items` at u64's
+/// maximum) still finishes the job: its figures are bounded by the container's own run time
+/// (the simulated kubelet's container ran for an hour) and the status write, which a `null` or
+/// an integer beyond int64 would make the API server refuse, is accepted.
+async fn outlandish_result(s: &mut Suite) -> Result<()> {
+    let name = "reports-outlandish-figures";
+    let message = format!(
+        r#"vramfit.io/v1 {{"kind":"Result","items":{},"seconds":1e306,"peakGpuMemoryMib":[{}]}}"#,
+        u64::MAX,
+        u64::MAX
+    );
+    s.apply_job(pinned_job(s, name, &["a10g-x1"], "quality"))
+        .await?;
+    let (_, pod) = s.wait_pod(name, 1).await?;
+    s.set_pod_running(&pod).await?;
+    s.set_pod_ended(&pod, 0, "Completed", &message).await?;
+    let job = s.wait_phase(name, &[Phase::Succeeded]).await?;
+    let result = job
+        .status
+        .and_then(|st| st.result)
+        .context("the finished job has no status.result")?;
+    expect_eq("items, at most 2^53", result.items, 1u64 << 53)?;
+    anyhow::ensure!(
+        result.seconds > 3500.0 && result.seconds <= 3601.0,
+        "seconds within the container's hour: {}",
+        result.seconds
+    );
+    expect_eq(
+        "peak GPU memory, at most 1 TiB",
+        result.peak_gpu_memory_mib,
+        vec![1u64 << 20],
+    )?;
+    println!(
+        "     {name}: Succeeded with items {}, seconds {}, {} items/h",
+        result.items, result.seconds, result.items_per_hour
+    );
     s.delete_jobs(&[name.to_string()]).await
 }

@@ -20,11 +20,61 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
-use vramfit_api::GpuNodeClass;
 use vramfit_api::labels::gpu_facts;
+use vramfit_api::{ClassRejection, GpuNodeClass};
 use vramfit_planner::{NodeClass, classes_from_facts};
 
+use super::extended_resources;
 use crate::stores::gpu_resources::{GpuResources, advertised_mig_strategy, is_schedulable};
+
+/// The most node-selector terms a discovered class's pods may carry to stay off the nodes of
+/// admin-defined classes (each term excludes one label of every such class's selector).
+pub const MAX_AFFINITY_TERMS: usize = 16;
+
+/// Whether `labels` carry every label of `selector`.
+fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The admin classes' selectors a discovered `class` must exclude, reduced to what can tell
+/// its nodes apart: a selector that no node of the class can match (another value of a label
+/// the class pins or excludes) is dropped, and so are the labels every node of the class
+/// carries anyway. `None` when excluding them would take more than [`MAX_AFFINITY_TERMS`]
+/// node-affinity terms (one per choice of a label from each selector), or when every node of
+/// the class would match one of them.
+pub fn admin_exclusions(
+    class: &NodeClass,
+    defined: &[&BTreeMap<String, String>],
+) -> Option<Vec<BTreeMap<String, String>>> {
+    let mut excluded = Vec::new();
+    let mut terms: usize = 1;
+    for selector in defined {
+        let disjoint = selector.iter().any(|(k, v)| {
+            class.node_selector.get(k).is_some_and(|own| own != v)
+                || class
+                    .node_exclusions
+                    .iter()
+                    .any(|(key, values)| key == k && values.contains(v))
+        });
+        if disjoint {
+            continue;
+        }
+        let telling: BTreeMap<String, String> = selector
+            .iter()
+            .filter(|(k, v)| class.node_selector.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if telling.is_empty() {
+            return None;
+        }
+        terms = terms.saturating_mul(telling.len());
+        if terms > MAX_AFFINITY_TERMS {
+            return None;
+        }
+        excluded.push(telling);
+    }
+    Some(excluded)
+}
 
 /// A GPU node as placement sees it.
 #[derive(Clone, Debug)]
@@ -35,6 +85,9 @@ pub struct NodeInfo {
     pub node: Arc<Node>,
     /// Allocatable GPU resources (whole, shared, MIG slices), by name.
     pub allocatable: GpuResources,
+    /// Allocatable extended resources other than GPUs, by name (what a job's
+    /// `spec.pod.resources` may ask for: [`super::extended_resources`]).
+    pub extended: BTreeMap<String, u64>,
     /// Not cordoned, and Ready.
     pub schedulable: bool,
     /// Indices of the classes it belongs to in [`Inventory::classes`].
@@ -50,6 +103,8 @@ pub struct Inventory {
     pub nodes: Vec<NodeInfo>,
     /// GpuNodeClass objects that could not be used, one line each.
     pub problems: Vec<String>,
+    /// GPUs per class, counted once when the inventory is built (what `/metrics` shows).
+    gpu_totals: Vec<(String, String, u64)>,
 }
 
 impl Inventory {
@@ -58,8 +113,43 @@ impl Inventory {
         self.classes.iter().find(|c| c.name == name)
     }
 
-    /// GPUs per class: `(class, product, allocatable GPUs summed over its nodes)`.
+    /// The classes none of whose nodes offers one of the extended resources in `wanted` (as
+    /// many as wanted), each with the first such resource named: the job's pod could never be
+    /// scheduled there.
+    pub fn lacking_resources(&self, wanted: &BTreeMap<String, u64>) -> Vec<ClassRejection> {
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let offers = |index: usize, name: &str, count: u64| {
+            self.nodes
+                .iter()
+                .filter(|n| n.classes.contains(&index))
+                .any(|n| n.extended.get(name).is_some_and(|has| *has >= count))
+        };
+        self.classes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, class)| {
+                let (name, count) = wanted
+                    .iter()
+                    .find(|(name, count)| !offers(index, name, **count))?;
+                Some(ClassRejection {
+                    node_class: class.name.clone(),
+                    reason: format!(
+                        "spec.pod.resources asks for {count} {name}, which no node of the class offers"
+                    ),
+                })
+            })
+            .collect()
+    }
+
+    /// GPUs per class: `(class, product, allocatable GPUs summed over its nodes)`, as counted
+    /// when the inventory was built (one entry per class: no node is read).
     pub fn gpu_inventory(&self) -> Vec<(String, String, u64)> {
+        self.gpu_totals.clone()
+    }
+
+    fn count_gpus(&self) -> Vec<(String, String, u64)> {
         self.classes
             .iter()
             .enumerate()
@@ -81,8 +171,42 @@ pub fn build_inventory(
     nodes: &[Arc<Node>],
     definitions: &[Arc<DeserializeGuard<GpuNodeClass>>],
 ) -> Inventory {
+    let mut problems = Vec::new();
+    let mut defined: BTreeMap<String, NodeClass> = BTreeMap::new();
+    let mut overrides = Vec::new();
+    let mut sorted: Vec<&Arc<DeserializeGuard<GpuNodeClass>>> = definitions.iter().collect();
+    sorted.sort_by_key(|d| d.name_any());
+    for definition in sorted {
+        let name = definition.name_any();
+        match &definition.0 {
+            Err(invalid) => problems.push(format!(
+                "GpuNodeClass {name} cannot be read: {}",
+                invalid.error
+            )),
+            Ok(object) if object.spec.gpu.is_some() => {
+                match NodeClass::from_definition(&name, &object.spec) {
+                    Ok(class) => {
+                        defined.insert(name, class);
+                    }
+                    Err(problem) => problems.push(problem.to_string()),
+                }
+            }
+            Ok(object) => overrides.push((name, &object.spec)),
+        }
+    }
+    let defined_selectors: Vec<&BTreeMap<String, String>> =
+        defined.values().map(|c| &c.node_selector).collect();
+
+    // A node an admin's class selects obeys that class's rules (runtime class, allowJobs,
+    // allow-lists) whichever class a job chose: it forms no discovered class.
     let mut classes: BTreeMap<String, NodeClass> = BTreeMap::new();
     for node in nodes {
+        if defined_selectors
+            .iter()
+            .any(|selector| selects(selector, node.labels()))
+        {
+            continue;
+        }
         let Some(facts) = gpu_facts(node.labels()) else {
             continue;
         };
@@ -96,32 +220,28 @@ pub fn build_inventory(
             }
         }
     }
-
-    let mut problems = Vec::new();
-    let mut sorted: Vec<&Arc<DeserializeGuard<GpuNodeClass>>> = definitions.iter().collect();
-    sorted.sort_by_key(|d| d.name_any());
-    for definition in sorted {
-        let name = definition.name_any();
-        match &definition.0 {
-            Err(invalid) => problems.push(format!(
-                "GpuNodeClass {name} cannot be read: {}",
-                invalid.error
-            )),
-            Ok(object) if object.spec.gpu.is_some() => {
-                match NodeClass::from_definition(&name, &object.spec) {
-                    Ok(class) => {
-                        classes.insert(name, class);
-                    }
-                    Err(problem) => problems.push(problem.to_string()),
-                }
-            }
-            Ok(object) => {
-                if let Some(class) = classes.get_mut(&name) {
-                    class.apply_overrides(&object.spec);
-                }
-            }
+    for (name, spec) in overrides {
+        if let Some(class) = classes.get_mut(&name) {
+            class.apply_overrides(spec);
         }
     }
+    // And a discovered class's pods stay off those nodes: their node affinity excludes every
+    // admin class's selector (see `reconcile::build`).
+    classes.retain(|name, class| match admin_exclusions(class, &defined_selectors) {
+        Some(excluded) => {
+            class.excluded_selectors = excluded;
+            true
+        }
+        None => {
+            problems.push(format!(
+                "node class {name} is left out: keeping its pods off the nodes of the GpuNodeClasses that define classes would take more than {MAX_AFFINITY_TERMS} node-affinity terms (give those classes fewer selector labels)"
+            ));
+            false
+        }
+    });
+    // A defined class replaces a discovered class of the same name.
+    classes.extend(defined);
+
     let classes: Vec<NodeClass> = classes
         .into_values()
         .filter(|c| !c.node_selector.is_empty())
@@ -140,15 +260,19 @@ pub fn build_inventory(
             (!member.is_empty()).then(|| NodeInfo {
                 name: node.name_any(),
                 allocatable: GpuResources::allocatable(node),
+                extended: extended_resources::allocatable(node),
                 schedulable: is_schedulable(node),
                 node: node.clone(),
                 classes: member,
             })
         })
         .collect();
-    Inventory {
+    let mut inventory = Inventory {
         classes,
         nodes,
         problems,
-    }
+        gpu_totals: Vec::new(),
+    };
+    inventory.gpu_totals = inventory.count_gpus();
+    inventory
 }

@@ -99,7 +99,13 @@ proptest! {
             let pod = pod(format!("p-{i}"), on, requests);
             usage.apply_event(&kube::runtime::watcher::Event::Apply(pod));
         }
-        let rooms = Capacity::compute(&inventory, &usage, &[], &PodConstraints::default());
+        let rooms = Capacity::compute(
+            &inventory,
+            &usage,
+            &[],
+            &PodConstraints::default(),
+            &|_| true,
+        );
         let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
         let input = vramfit_planner::resolve_job(&job.spec)
             .map_err(|why| TestCaseError::fail(why.to_string()))?;

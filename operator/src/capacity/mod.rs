@@ -1,6 +1,7 @@
 //! What the cluster can take (pure, from the stores): node classes and their nodes
 //! ([`inventory`]), free GPUs per class for one job ([`room`]), and the pods this process has
 //! created that no store shows yet ([`reservations`]).
+pub mod extended_resources;
 pub mod inventory;
 pub mod reservations;
 pub mod room;

@@ -16,6 +16,9 @@ use crate::stores::gpu_usage::pod_key;
 /// A pod applied by this process.
 #[derive(Clone, Debug)]
 pub struct Reservation {
+    /// The uid of the job it was applied for: a job deleted and created again under the same
+    /// name within the TTL must not take its predecessor's pod for its own.
+    pub job_uid: String,
     /// The class it was planned for.
     pub class: String,
     /// GPUs it takes.
@@ -61,9 +64,11 @@ impl Reservations {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records a pod about to be applied (forgotten again if the apply fails).
-    pub fn record(&self, namespace: &str, pod: &str, plan: &Plan) {
+    /// Records a pod about to be applied for the job `job_uid` (forgotten again if the apply
+    /// fails).
+    pub fn record(&self, namespace: &str, pod: &str, job_uid: &str, plan: &Plan) {
         let entry = Reservation {
+            job_uid: job_uid.to_string(),
             class: plan.node_class.clone(),
             gpus: plan.gpu_count,
             plan: Arc::new(plan.clone()),
@@ -117,8 +122,8 @@ mod tests {
     fn entries_leave_when_seen_or_expired() {
         let plan = fixtures::plan_on("a10g", 1);
         let ledger = Reservations::new(Duration::from_secs(60));
-        ledger.record("ml", "chat-1", &plan);
-        ledger.record("ml", "other-1", &plan);
+        ledger.record("ml", "chat-1", "u-chat", &plan);
+        ledger.record("ml", "other-1", "u-other", &plan);
         assert_eq!(
             ledger.get("ml", "chat-1").map(|r| r.gpus),
             Some(plan.gpu_count)
@@ -130,7 +135,7 @@ mod tests {
         assert!(ledger.is_empty());
 
         let expired = Reservations::new(Duration::ZERO);
-        expired.record("ml", "chat-1", &plan);
+        expired.record("ml", "chat-1", "u-chat", &plan);
         assert!(expired.get("ml", "chat-1").is_none());
         assert!(expired.pending(|_| false).is_empty());
     }

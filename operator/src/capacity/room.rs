@@ -7,6 +7,7 @@ use kube::ResourceExt;
 use vramfit_api::pod_keys::label_value;
 
 use super::inventory::Inventory;
+use crate::stores::PodOwner;
 use crate::stores::gpu_usage::GpuUsage;
 
 /// What a job's pod asks of a node beyond its class: tolerations and a node selector.
@@ -86,12 +87,15 @@ pub struct ClassRoom {
 
 impl Capacity {
     /// The free GPUs of every class for a pod with `constraints`. `reserved` lists
-    /// `(class, GPUs)` of pods vramfit created that no store shows yet.
+    /// `(class, GPUs)` of pods vramfit created that no store shows yet; an unbound pod holds
+    /// room in its class only when `is_job_of` says the job its owner reference names is
+    /// its owner (that very job, by uid, is in the job store).
     pub fn compute(
         inventory: &Inventory,
         usage: &GpuUsage,
         reserved: &[(String, u32)],
         constraints: &PodConstraints,
+        is_job_of: &dyn Fn(&PodOwner) -> bool,
     ) -> Self {
         let mut reserved_by_class: HashMap<&str, Vec<u32>> = HashMap::new();
         for (class, gpus) in reserved {
@@ -126,7 +130,11 @@ impl Capacity {
             }
         }
         for class in &inventory.classes {
-            let mut pending: Vec<u32> = usage.unbound_in(&label_value(&class.name)).collect();
+            let mut pending: Vec<u32> = usage
+                .unbound_in(&label_value(&class.name))
+                .filter(|(_, owner)| is_job_of(owner))
+                .map(|(gpus, _)| gpus)
+                .collect();
             if let Some(gpus) = reserved_by_class.get(class.name.as_str()) {
                 pending.extend(gpus);
             }

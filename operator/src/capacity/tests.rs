@@ -7,8 +7,10 @@ use kube::runtime::watcher;
 use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 
 use super::*;
+use crate::capacity::inventory::admin_exclusions;
 use crate::fixtures;
 use crate::stores::gpu_usage::{GpuUsage, gpu_usage, pod_key};
+use crate::stores::{JobRef, PodOwner};
 use vramfit_api::labels::GPU_RESOURCE;
 
 #[test]
@@ -107,11 +109,17 @@ fn free_gpus_subtract_bound_unbound_and_reserved_pods() {
     assert_eq!(usage.used_on("a-2", GPU_RESOURCE), 1);
     assert_eq!(usage.len(), 2, "the finished pod takes nothing");
     let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
-    let capacity = Capacity::compute(&inventory, &usage, &[], &constraints);
+    let capacity = Capacity::compute(&inventory, &usage, &[], &constraints, &|_| true);
     assert!(capacity.has_room("a10g-x4", 3));
     assert!(!capacity.has_room("a10g-x4", 4));
     // A reservation of 2 takes the best fit (a-2, 3 free → 1), leaving a-1's 1 and a-2's 1.
-    let capacity = Capacity::compute(&inventory, &usage, &[("a10g-x4".into(), 2)], &constraints);
+    let capacity = Capacity::compute(
+        &inventory,
+        &usage,
+        &[("a10g-x4".into(), 2)],
+        &constraints,
+        &|_| true,
+    );
     assert!(capacity.has_room("a10g-x4", 1));
     assert!(!capacity.has_room("a10g-x4", 2));
     assert_eq!(
@@ -144,9 +152,13 @@ fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
     let nodes = vec![Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))];
     let inventory = build_inventory(&nodes, &[]);
     let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+    // The job store holds `chat`, with its uid.
+    let known = |owner: &PodOwner| {
+        owner.job == JobRef::new("chat").within("tenant") && owner.uid == fixtures::uid("chat")
+    };
     let room_for_4 = |pods: Vec<Pod>| {
         let usage = gpu_usage(&pods.into_iter().map(Arc::new).collect::<Vec<_>>());
-        Capacity::compute(&inventory, &usage, &[], &constraints).has_room("a10g-x4", 4)
+        Capacity::compute(&inventory, &usage, &[], &constraints, &known).has_room("a10g-x4", 4)
     };
     // A pending pod that asks for every GPU of the class and carries the class label,
     // created by someone else: it may never bind, and holds no room.
@@ -169,6 +181,19 @@ fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
         owner[0].api_version = "batch/v1".into();
     }
     assert!(room_for_4(vec![other_kind]));
+    // A controller reference to a job that is not in the store, or to a job of that name with
+    // another uid: anyone who may create pods can write one.
+    let mut no_such_job = forged.clone();
+    if let Some(owner) = no_such_job.metadata.owner_references.as_mut() {
+        owner[0].name = "nobody".into();
+        owner[0].uid = fixtures::uid("nobody");
+    }
+    assert!(room_for_4(vec![no_such_job]));
+    let mut other_uid = forged.clone();
+    if let Some(owner) = other_uid.metadata.owner_references.as_mut() {
+        owner[0].uid = "00000000-0000-4000-8000-000000000bad".into();
+    }
+    assert!(room_for_4(vec![other_uid]));
     // A job's own unbound pod holds its room; any pod bound to the node takes its real
     // request, whoever made it.
     assert!(!room_for_4(vec![forged]));
@@ -184,7 +209,13 @@ fn usage_follows_watch_events_and_relists() {
     let mut ours = job_pod_of_class(ours, "chat", "a10g-x4");
     usage.apply_event(&watcher::Event::Apply(ours.clone()));
     assert_eq!(usage.used_on("a-1", GPU_RESOURCE), 2);
-    assert_eq!(usage.unbound_in("a10g-x4").collect::<Vec<_>>(), [1]);
+    assert_eq!(
+        usage
+            .unbound_in("a10g-x4")
+            .map(|(gpus, owner)| (gpus, owner.job.name.clone()))
+            .collect::<Vec<_>>(),
+        [(1, "chat".to_string())]
+    );
     // Bound by the scheduler: it moves from the class to the node.
     ours.spec.get_or_insert_default().node_name = Some("a-1".into());
     usage.apply_event(&watcher::Event::Apply(ours.clone()));
@@ -229,13 +260,21 @@ fn cordoned_not_ready_and_tainted_nodes_do_not_count() {
     let nodes = vec![Arc::new(cordoned), Arc::new(tainted), Arc::new(gpu_tainted)];
     let inventory = build_inventory(&nodes, &[]);
     let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
-    let capacity = Capacity::compute(&inventory, &GpuUsage::default(), &[], &constraints);
+    let capacity = Capacity::compute(&inventory, &GpuUsage::default(), &[], &constraints, &|_| {
+        true
+    });
     assert!(
         capacity.has_room("a10g-x1", 1),
         "the GPU taint is tolerated"
     );
     let only_tainted = build_inventory(&nodes[..2], &[]);
-    let capacity = Capacity::compute(&only_tainted, &GpuUsage::default(), &[], &constraints);
+    let capacity = Capacity::compute(
+        &only_tainted,
+        &GpuUsage::default(),
+        &[],
+        &constraints,
+        &|_| true,
+    );
     assert!(!capacity.has_room("a10g-x1", 1));
     assert!(
         capacity
@@ -243,5 +282,147 @@ fn cordoned_not_ready_and_tainted_nodes_do_not_count() {
             .starts_with("no usable node"),
         "{}",
         capacity.shortage("a10g-x1", 1)
+    );
+}
+
+/// `node` with extra labels (an admin's pool label on an agent-labelled GPU node).
+fn relabelled(
+    mut node: k8s_openapi::api::core::v1::Node,
+    extra: &[(&str, &str)],
+) -> Arc<k8s_openapi::api::core::v1::Node> {
+    let labels = node.metadata.labels.get_or_insert_default();
+    for (k, v) in extra {
+        labels.insert(k.to_string(), v.to_string());
+    }
+    Arc::new(node)
+}
+
+/// An admin class "sandboxed" (a runtime class, no jobs) defined on `pool=sandbox`.
+fn sandbox_class(
+    selector: &[(&str, &str)],
+) -> Arc<kube::core::DeserializeGuard<vramfit_api::GpuNodeClass>> {
+    let defined =
+        fixtures::gpu_node_class_definition("sandboxed", selector, "NVIDIA A10G", 4, 23_028, "8.6");
+    let mut object = defined.0.clone().unwrap();
+    object.spec.runtime_class_name = Some("kata".into());
+    object.spec.allow_jobs = false;
+    Arc::new(kube::core::DeserializeGuard(Ok(object)))
+}
+
+/// Regression: a node of an admin-defined class was also a node of the discovered class of its
+/// GPU model, so a job could land there through the discovered class, without the admin class's
+/// runtime class and despite its allowJobs: false.
+#[test]
+fn a_node_of_an_admin_class_is_no_node_of_a_discovered_class() {
+    let sandboxed = relabelled(
+        fixtures::gpu_node("s-1", "a10g", 4, 4),
+        &[("pool", "sandbox")],
+    );
+    let open = Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4));
+    let inventory = build_inventory(
+        &[sandboxed.clone(), open.clone()],
+        &[sandbox_class(&[("pool", "sandbox")])],
+    );
+    let members = |class: &str| -> Vec<String> {
+        let index = inventory
+            .classes
+            .iter()
+            .position(|c| c.name == class)
+            .unwrap();
+        inventory
+            .nodes
+            .iter()
+            .filter(|n| n.classes.contains(&index))
+            .map(|n| n.name.clone())
+            .collect()
+    };
+    assert_eq!(members("a10g-x4"), ["a-1"]);
+    assert_eq!(members("sandboxed"), ["s-1"]);
+    let gpus: HashMap<_, _> = inventory
+        .gpu_inventory()
+        .into_iter()
+        .map(|(c, _, g)| (c, g))
+        .collect();
+    assert_eq!((gpus["a10g-x4"], gpus["sandboxed"]), (4, 4));
+    let discovered = inventory.class("a10g-x4").unwrap();
+    assert_eq!(
+        discovered.excluded_selectors,
+        [BTreeMap::from([(
+            "pool".to_string(),
+            "sandbox".to_string()
+        )])]
+    );
+    assert!(!discovered.selects(sandboxed.metadata.labels.as_ref().unwrap()));
+
+    // Every A10G node in the admin's class: there is no discovered A10G class at all.
+    let only_sandboxed = build_inventory(&[sandboxed], &[sandbox_class(&[("pool", "sandbox")])]);
+    let names: Vec<_> = only_sandboxed
+        .classes
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["sandboxed"]);
+}
+
+#[test]
+fn admin_selectors_are_reduced_to_what_tells_a_class_s_nodes_apart() {
+    let class = fixtures::class("a10g", 4);
+    let product = class
+        .node_selector
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    let pinned_same = BTreeMap::from([product.clone(), ("pool".into(), "sandbox".into())]);
+    let pinned_other = BTreeMap::from([
+        (product.0.clone(), "NVIDIA-H100".into()),
+        ("pool".into(), "x".into()),
+    ]);
+    let excluded = admin_exclusions(&class, &[&pinned_same, &pinned_other]).unwrap();
+    assert_eq!(
+        excluded,
+        [BTreeMap::from([(
+            "pool".to_string(),
+            "sandbox".to_string()
+        )])],
+        "the label every node of the class has is dropped; a selector for another product never matches"
+    );
+    // Every node of the class would be the admin's: nothing can tell them apart.
+    let whole = BTreeMap::from([product]);
+    assert_eq!(admin_exclusions(&class, &[&whole]), None);
+    // Five classes of two labels each: 32 terms, more than a pod should carry.
+    let many: Vec<BTreeMap<String, String>> = (0..5)
+        .map(|i| BTreeMap::from([(format!("a{i}"), "x".into()), (format!("b{i}"), "y".into())]))
+        .collect();
+    let refs: Vec<&BTreeMap<String, String>> = many.iter().collect();
+    assert_eq!(
+        admin_exclusions(&class, &refs[..4]).map(|e| e.len()),
+        Some(4)
+    );
+    assert_eq!(admin_exclusions(&class, &refs), None);
+    let inventory = build_inventory(
+        &[Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))],
+        &(0..5)
+            .map(|i| {
+                let (a, b) = (format!("a{i}"), format!("b{i}"));
+                fixtures::gpu_node_class_definition(
+                    &format!("admin-{i}"),
+                    &[(a.as_str(), "x"), (b.as_str(), "y")],
+                    "NVIDIA A10G",
+                    4,
+                    23_028,
+                    "8.6",
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    assert!(inventory.class("a10g-x4").is_none());
+    assert!(
+        inventory
+            .problems
+            .iter()
+            .any(|p| p.starts_with("node class a10g-x4 is left out")),
+        "{:?}",
+        inventory.problems
     );
 }

@@ -68,9 +68,10 @@ impl ApplyError {
     }
 }
 
-/// Forgets the reservations of the pods a snapshot saw finished (they take no GPUs).
-pub fn release_finished(snapshot: &Snapshot<'_>, ctx: &Context) {
-    for pod in snapshot.finished_pods() {
+/// Forgets the reservations of the pods a snapshot saw settled (the GPU watch counts them, or
+/// they finished and take no GPUs).
+pub fn release_settled(snapshot: &Snapshot<'_>, ctx: &Context) {
+    for pod in snapshot.settled_pods() {
         ctx.reservations.forget(snapshot.namespace(), &pod);
     }
 }
@@ -80,7 +81,9 @@ pub fn reserve(job: &InferenceJob, decision: &Decision, ctx: &Context) {
     if let (Some(pod), Some(plan), Some(namespace)) =
         (&decision.apply_pod, &decision.applied_plan, job.namespace())
     {
-        ctx.reservations.record(&namespace, &pod.name_any(), plan);
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        ctx.reservations
+            .record(&namespace, &pod.name_any(), uid, plan);
     }
 }
 

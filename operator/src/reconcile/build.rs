@@ -209,33 +209,74 @@ pub fn termination_message_policy(template: &vramfit_api::PodTemplate) -> &'stat
     }
 }
 
-/// Required node affinity to every label of the class's node selector, and away from the
-/// label values the class excludes (mixed, MIG and shared nodes for a whole-GPU class).
+/// Required node affinity to every label of the class's node selector, away from the label
+/// values the class excludes (mixed, MIG and shared nodes for a whole-GPU class), and away
+/// from the nodes of admin-defined classes (`excluded_selectors`). A node of such a class
+/// carries every label of its selector, so staying away takes one label of each selector
+/// that the node lacks: one node-selector term per choice of a label from each (terms are
+/// ORed), at most `capacity::inventory::MAX_AFFINITY_TERMS`.
 fn class_affinity(class: &NodeClass) -> Affinity {
-    let selected = class
-        .node_selector
-        .iter()
-        .map(|(key, value)| NodeSelectorRequirement {
-            key: key.clone(),
-            operator: "In".to_string(),
-            values: Some(vec![value.clone()]),
-        });
-    let excluded = class
-        .node_exclusions
-        .iter()
-        .map(|(key, values)| NodeSelectorRequirement {
-            key: key.clone(),
-            operator: "NotIn".to_string(),
-            values: Some(values.clone()),
-        });
-    let match_expressions = selected.chain(excluded).collect();
+    let mut choices: Vec<Vec<(&String, &String)>> = vec![Vec::new()];
+    for selector in &class.excluded_selectors {
+        choices = choices
+            .iter()
+            .flat_map(|chosen| {
+                selector.iter().map(move |label| {
+                    let mut next = chosen.clone();
+                    next.push(label);
+                    next
+                })
+            })
+            .collect();
+    }
+    let node_selector_terms = choices
+        .into_iter()
+        .map(|away| {
+            let mut excluded: BTreeMap<&String, Vec<String>> = BTreeMap::new();
+            for (key, values) in &class.node_exclusions {
+                excluded
+                    .entry(key)
+                    .or_default()
+                    .extend(values.iter().cloned());
+            }
+            for (key, value) in away {
+                let values = excluded.entry(key).or_default();
+                if !values.contains(value) {
+                    values.push(value.clone());
+                }
+            }
+            // The class's own exclusions first, in their order; an admin class's labels after.
+            let mut keys: Vec<&String> = class.node_exclusions.iter().map(|(k, _)| k).collect();
+            keys.extend(
+                excluded
+                    .keys()
+                    .filter(|k| !keys.contains(k))
+                    .copied()
+                    .collect::<Vec<_>>(),
+            );
+            let selected = class
+                .node_selector
+                .iter()
+                .map(|(key, value)| NodeSelectorRequirement {
+                    key: key.clone(),
+                    operator: "In".to_string(),
+                    values: Some(vec![value.clone()]),
+                });
+            let not_in = keys.into_iter().map(|key| NodeSelectorRequirement {
+                key: key.clone(),
+                operator: "NotIn".to_string(),
+                values: excluded.get(key).cloned(),
+            });
+            NodeSelectorTerm {
+                match_expressions: Some(selected.chain(not_in).collect()),
+                match_fields: None,
+            }
+        })
+        .collect();
     Affinity {
         node_affinity: Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm {
-                    match_expressions: Some(match_expressions),
-                    match_fields: None,
-                }],
+                node_selector_terms,
             }),
             preferred_during_scheduling_ignored_during_execution: None,
         }),

@@ -31,8 +31,8 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vramfit_api::workload_report::JobResult;
 use vramfit_api::{
-    AttemptOutcome, DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob, InferenceJobStatus,
-    Phase, Plan,
+    AttemptOutcome, ClassRejection, DEFAULT_SCHEDULE_DEADLINE_SECONDS,
+    DEFAULT_START_DEADLINE_SECONDS, Fallback, InferenceJob, InferenceJobStatus, Phase, Plan,
 };
 use vramfit_planner::{JobInput, SpecError, plan_for_class};
 
@@ -43,8 +43,8 @@ use super::build::{BuildError, desired_pod, metadata_matches, recorded_spec_hash
 use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
 use crate::events::JobEvent;
-use crate::reconcile::pod_outcome::start_deadline;
 use crate::reconcile::pod_outcome::{PodState, classify};
+use crate::reconcile::pod_outcome::{schedule_deadline, start_deadline};
 use vramfit_api::event_reasons::EventReason;
 
 /// What the stores say of a pod name.
@@ -121,6 +121,8 @@ enum Start {
     AfterBadOutput,
     /// The pod did not start in time (not for an unfixable reason): the same plan again.
     AfterStuckPod,
+    /// The pod was not scheduled in time: the same fallback, on another class.
+    AfterUnscheduledPod,
     /// Kubernetes ended the pod: the same plan again, within the attempt limit.
     AfterDisruption,
     Replacing,
@@ -176,6 +178,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
     };
     draft.status.observed_generation = draft.generation;
     draft.validate(&old);
+    draft.clear_internal_error();
     draft.advance(&old)?;
     draft.fill_conditions();
     draft.phase_events(&old);
@@ -254,6 +257,19 @@ impl Draft<'_> {
         }
     }
 
+    /// A reconcile that gets this far no longer fails: `ReconcileFailed` turns False (only if
+    /// it was ever set).
+    fn clear_internal_error(&mut self) {
+        if conditions::is_true(&self.status.conditions, ConditionType::ReconcileFailed) {
+            self.set(
+                ConditionType::ReconcileFailed,
+                false,
+                Reason::Reconciled,
+                "the operator reconciles this job again",
+            );
+        }
+    }
+
     fn job_name(&self) -> String {
         self.obs.job.name_any()
     }
@@ -309,6 +325,7 @@ impl Draft<'_> {
             Some(AttemptOutcome::Disrupted) => self.start(Start::AfterDisruption),
             Some(AttemptOutcome::BadOutput) => self.start(Start::AfterBadOutput),
             Some(AttemptOutcome::StartTimeout) => self.start(Start::AfterStuckPod),
+            Some(AttemptOutcome::ScheduleTimeout) => self.start(Start::AfterUnscheduledPod),
             Some(AttemptOutcome::Succeeded) => {
                 self.succeed();
                 Ok(())
@@ -365,6 +382,22 @@ impl Draft<'_> {
                     Ok(left) => self.wake_in = left,
                     Err(overdue) => return self.start_overdue(&name, attempt, deadline, overdue),
                 }
+                let deadline = self
+                    .obs
+                    .job
+                    .spec
+                    .schedule_deadline_seconds
+                    .unwrap_or(DEFAULT_SCHEDULE_DEADLINE_SECONDS);
+                match schedule_deadline::check(
+                    &pod,
+                    self.now(),
+                    Duration::from_secs(deadline.into()),
+                ) {
+                    Ok(left) => self.wake_in = self.wake_in.into_iter().chain(left).min(),
+                    Err(unscheduled) => {
+                        return self.schedule_overdue(&name, attempt, deadline, unscheduled);
+                    }
+                }
                 self.follow(&name, state)
             }
         }
@@ -402,6 +435,52 @@ impl Draft<'_> {
             return Ok(());
         }
         self.start(Start::AfterStuckPod)
+    }
+
+    /// A pod the scheduler did not bind within the schedule deadline: deleted (it no longer
+    /// holds its class's GPUs), the attempt ends, and the next one runs on another class.
+    fn schedule_overdue(
+        &mut self,
+        name: &str,
+        attempt: u32,
+        deadline: u32,
+        unscheduled: schedule_deadline::Unscheduled,
+    ) -> Result<(), BuildError> {
+        let class = self.status.node_class.clone().unwrap_or_default();
+        let message = format!(
+            "pod {name} was not scheduled to a node of class {class} within {deadline} s: {}",
+            unscheduled.why
+        );
+        self.delete_pod = Some(name.to_string());
+        self.end_attempt(AttemptOutcome::ScheduleTimeout, message.clone());
+        self.events.push(
+            JobEvent::warning(
+                EventReason::ScheduleDeadlineExceeded,
+                format!("attempt {attempt}: {message}"),
+            )
+            .about(name),
+        );
+        self.start(Start::AfterUnscheduledPod)
+    }
+
+    /// The classes where a pod of this job was not scheduled in time, with why: the job's
+    /// later attempts are not placed there again.
+    fn unschedulable_classes(&self) -> Vec<ClassRejection> {
+        let mut classes: Vec<ClassRejection> = Vec::new();
+        for attempt in &self.status.attempts {
+            if attempt.outcome == Some(AttemptOutcome::ScheduleTimeout)
+                && !classes.iter().any(|c| c.node_class == attempt.node_class)
+            {
+                classes.push(ClassRejection {
+                    node_class: attempt.node_class.clone(),
+                    reason: format!(
+                        "the pod of attempt {} was not scheduled here in time",
+                        attempt.number
+                    ),
+                });
+            }
+        }
+        classes
     }
 
     /// A pod with the attempt's name exists and is not this job's: wait for it to go (its

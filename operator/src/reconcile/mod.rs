@@ -15,14 +15,19 @@
 //! write that records the next attempt, or first on its own when the next cannot start); and
 //! a pod that exists under the next attempt's name (created before a crash or a failed status
 //! write) is adopted with the plan in its annotation rather than planned again.
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
+
+use futures::FutureExt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use tracing::{instrument, warn};
+use tracing::{error, instrument, warn};
 use vramfit_api::InferenceJob;
 
 use crate::context::Context;
@@ -40,15 +45,43 @@ pub mod update_status;
 pub(crate) mod tests;
 
 /// Reconciles one job. Invalid specs are reported in status and wait for a change; API
-/// errors return `Err` and are retried by [`error_policy`].
+/// errors return `Err` and are retried by [`error_policy`]. A panic is contained to this job
+/// ([`contain_panics`]).
 #[instrument(skip(job, ctx), fields(job = %job_key(&job)))]
 pub async fn reconcile(job: Arc<CachedJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    contain_panics(job, ctx, reconcile_uncontained).await
+}
+
+/// Runs `reconcile_once` on `job`, catching a panic at this boundary: one job's bug (a
+/// planner that overflows on its numbers, say) must not end the controller, which would stop
+/// every other job. A panic is logged, reported in that job's status (`ReconcileFailed=True`,
+/// reason `InternalError`), a Warning event and `vramfit_reconcile_errors_total{kind="panic"}`,
+/// and returned as [`Error::Panicked`]: [`error_policy`] retries the job with its backoff.
+pub async fn contain_panics<F, Fut>(
+    job: Arc<CachedJob>,
+    ctx: Arc<Context>,
+    reconcile_once: F,
+) -> Result<Action, Error>
+where
+    F: FnOnce(Arc<CachedJob>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>>,
+{
     let started = Instant::now();
     let key = job_key(&job);
-    // The cache keeps jobs compact; this reconcile works on the parsed job.
-    let result = match job.job() {
-        Ok(job) => reconcile_job(&job, &ctx).await,
-        Err(invalid) => update_status::report_malformed(&invalid, &ctx).await,
+    let once = {
+        let (job, ctx) = (job.clone(), ctx.clone());
+        // Nothing the reconcile shares is left half-written by a panic: the locks it takes
+        // recover from poisoning and guard maps that stay consistent.
+        AssertUnwindSafe(async move { reconcile_once(job, ctx).await })
+    };
+    let result = match once.catch_unwind().await {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            error!(job = %key, panic = %message, "the reconcile panicked; only this job is affected, it is retried with backoff");
+            update_status::report_internal_error(&job, &ctx, &message).await;
+            Err(Error::Panicked(message))
+        }
     };
     ctx.metrics.observe_reconcile(started.elapsed());
     match &result {
@@ -56,6 +89,25 @@ pub async fn reconcile(job: Arc<CachedJob>, ctx: Arc<Context>) -> Result<Action,
         Err(error) => ctx.metrics.count_error(error.metric_label()),
     }
     result
+}
+
+/// The reconcile whose panics [`contain_panics`] catches.
+async fn reconcile_uncontained(job: Arc<CachedJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // The cache keeps jobs compact; this reconcile works on the parsed job.
+    match job.job() {
+        Ok(job) => reconcile_job(&job, &ctx).await,
+        Err(invalid) => update_status::report_malformed(&invalid, &ctx).await,
+    }
+}
+
+/// The text of a panic's payload (what `panic!` was given), one bounded line.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+    pod_outcome::trim_message(&text)
 }
 
 /// Retries a failed reconcile with an exponential backoff per job (1 s, 2 s, 4 s, … 5 min).
@@ -84,11 +136,13 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         let _placing = ctx.reservations.hold_placement();
         // Caches, no writes.
         let snapshot = observe::snapshot(job, ctx)?;
+        #[cfg(any(test, feature = "fault-injection"))]
+        crate::fault_injection::reconcile_checkpoint(&job.name_any());
         // Pure.
         let decision = snapshot.decide(Time(Timestamp::now()), &ctx.settings.requeues)?;
-        // In memory: finished pods release their GPUs; the chosen pod counts against its
-        // class until a store shows it.
-        apply::release_finished(&snapshot, ctx);
+        // In memory: pods the GPU watch counts (or that finished) leave the reservation
+        // ledger; the chosen pod counts against its class until a store shows it.
+        apply::release_settled(&snapshot, ctx);
         apply::reserve(job, &decision, ctx);
         decision
     };

@@ -17,6 +17,7 @@ use super::build::BuildError;
 use super::decide::{Decision, Observed, PodSeen, next_status};
 use crate::capacity::{Capacity, Inventory, PodConstraints};
 use crate::context::{Context, Requeues};
+use crate::stores::gpu_usage::pod_key;
 use crate::stores::is_finished;
 
 /// How soon a job read from a cache that lags behind vramfit's own status write is looked at
@@ -38,9 +39,9 @@ pub struct Snapshot<'a> {
     namespace: String,
     input: Result<JobInput, SpecError>,
     inventory: Arc<Inventory>,
-    /// The job's pods this snapshot saw finished: their reservations can go (see
-    /// [`Snapshot::finished_pods`]).
-    finished: RefCell<Vec<String>>,
+    /// The job's pods this snapshot saw counted by the GPU watch or finished: their
+    /// reservations can go (see [`Snapshot::settled_pods`]).
+    settled: RefCell<Vec<String>>,
 }
 
 /// `Some(action)` when the job needs nothing now: the cached copy predates vramfit's own last
@@ -72,7 +73,7 @@ pub fn snapshot<'a>(job: &'a InferenceJob, ctx: &'a Context) -> Result<Snapshot<
         namespace,
         input: resolve_job(&job.spec),
         inventory: ctx.inventory(),
-        finished: RefCell::new(Vec::new()),
+        settled: RefCell::new(Vec::new()),
     })
 }
 
@@ -83,13 +84,24 @@ impl Snapshot<'_> {
             if !controlled_by(&pod, self.job) {
                 return PodSeen::Foreign;
             }
-            if is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref())) {
-                self.finished.borrow_mut().push(name.to_string());
+            let finished = is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref()));
+            let counted = || {
+                let key = pod_key(&self.namespace, name);
+                self.ctx.stores.usage().contains(&key)
+            };
+            if finished || counted() {
+                self.settled.borrow_mut().push(name.to_string());
             }
             return PodSeen::Observed(pod);
         }
         match self.ctx.reservations.get(&self.namespace, name) {
-            Some(reservation) => PodSeen::Applied(reservation.plan),
+            Some(reservation)
+                if Some(reservation.job_uid.as_str()) == self.job.metadata.uid.as_deref() =>
+            {
+                PodSeen::Applied(reservation.plan)
+            }
+            // Applied moments ago for an earlier job of the same name: not this job's.
+            Some(_) => PodSeen::Foreign,
             None => PodSeen::Absent,
         }
     }
@@ -99,11 +111,12 @@ impl Snapshot<'_> {
         &self.namespace
     }
 
-    /// The job's pods this snapshot saw finished. A finished pod takes no GPUs, so its
-    /// reservation ends; the apply step forgets it (a pod deleted after it finished would
-    /// otherwise count against its class until the reservation expires).
-    pub fn finished_pods(&self) -> Vec<String> {
-        self.finished.borrow().clone()
+    /// The job's pods this snapshot saw settled: the GPU watch counts them, or they finished
+    /// (and take no GPUs). Their reservations end; the apply step forgets them. Otherwise a pod
+    /// deleted before any placement looked at the ledger would still count against its class
+    /// until its reservation expired (and nothing wakes the jobs waiting for room then).
+    pub fn settled_pods(&self) -> Vec<String> {
+        self.settled.borrow().clone()
     }
 
     /// Free GPUs per class for this job's pods, after every reservation.
@@ -121,6 +134,7 @@ impl Snapshot<'_> {
             &usage,
             &reserved,
             &PodConstraints::of_job(self.job),
+            &|owner| stores.is_job_of(owner),
         )
     }
 

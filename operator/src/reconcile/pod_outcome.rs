@@ -1,7 +1,7 @@
 //! How a workload pod stands or ended (pure): waiting, running, succeeded (with the
 //! workload's figures), garbage output, out of memory, or another failure. Out of memory and
 //! garbage output are what vramfit retries one step down (docs/planning.md).
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use vramfit_api::workload_report::{self, OutputCheck, WorkSummary, WorkloadReport};
 
 /// Substrings (compared case-insensitively) that mark a GPU or host out-of-memory failure in
@@ -169,13 +169,30 @@ pub fn classify(pod: &Pod) -> PodState {
     }
 }
 
-/// The reports in the termination messages of containers that have ended.
+/// The reports in the termination messages of containers that have ended; a result's figures
+/// bounded by what the container's own start and finish times allow
+/// ([`WorkSummary::bounded`]).
 fn reports(statuses: &Option<Vec<ContainerStatus>>) -> impl Iterator<Item = WorkloadReport> + '_ {
     statuses
         .iter()
         .flatten()
-        .filter_map(|s| s.state.as_ref()?.terminated.as_ref()?.message.as_deref())
-        .filter_map(workload_report::parse)
+        .filter_map(|s| s.state.as_ref()?.terminated.as_ref())
+        .filter_map(|ended| {
+            let report = workload_report::parse(ended.message.as_deref()?)?;
+            Some(match report {
+                WorkloadReport::Result(summary) => {
+                    WorkloadReport::Result(summary.bounded(run_seconds(ended)))
+                }
+                other => other,
+            })
+        })
+}
+
+/// How long a container ran, from its start and finish times (unknown without both).
+fn run_seconds(ended: &ContainerStateTerminated) -> Option<f64> {
+    let (started, finished) = (ended.started_at.as_ref()?, ended.finished_at.as_ref()?);
+    let ran = finished.0.duration_since(started.0);
+    Some(ran.as_secs_f64().max(0.0))
 }
 
 fn failed(node: Option<String>, status: &k8s_openapi::api::core::v1::PodStatus) -> PodState {
@@ -365,6 +382,7 @@ pub fn trim_message(text: &str) -> String {
     cut
 }
 
+pub mod schedule_deadline;
 pub mod start_deadline;
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! decision's events and metrics; the report of a pod the API server refused; the report of
 //! a job that does not deserialize.
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
@@ -22,7 +22,8 @@ use super::observe::ObserveError;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::JobEvent;
-use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
+use crate::stores::cached_job::CachedJob;
+use vramfit_api::conditions::{self, ConditionType, ConditionsUpdate, Reason};
 use vramfit_api::event_reasons::EventReason;
 
 /// Why a status write failed.
@@ -138,6 +139,46 @@ async fn report_rejection(
     ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
 }
 
+/// Tells the user that the operator failed on the job (its reconcile panicked: a bug):
+/// `ReconcileFailed=True` with reason `InternalError` and the error in status (the rest of the
+/// status as it was), and a Warning event. Best effort: a failed write is logged; the job is
+/// retried with backoff anyway.
+pub async fn report_internal_error(job: &CachedJob, ctx: &Context, error: &str) {
+    let message = format!(
+        "the operator failed on this job ({error}); it is retried with backoff, other jobs are not affected"
+    );
+    match job.job() {
+        Ok(job) => {
+            let (Some(namespace), name) = (job.namespace(), job.name_any()) else {
+                return;
+            };
+            let mut status = job.status.clone().unwrap_or_default();
+            status.phase.get_or_insert(Phase::Pending);
+            let now = Time(Timestamp::now());
+            ConditionsUpdate::new(&mut status.conditions, job.metadata.generation, &now).set(
+                ConditionType::ReconcileFailed,
+                true,
+                Reason::InternalError,
+                message.clone(),
+            );
+            conditions::sort(&mut status.conditions);
+            if job.status.as_ref() != Some(&status)
+                && let Err(error) = patch_status(ctx, &namespace, &name, &status).await
+            {
+                warn!(%error, "could not report the failed reconcile in status");
+            }
+            let event = JobEvent::warning(EventReason::ReconcileFailed, message);
+            ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
+        }
+        // A job that does not parse has no status to keep: only the event.
+        Err(invalid) => {
+            let reference = malformed_reference(&invalid.metadata);
+            let event = JobEvent::warning(EventReason::ReconcileFailed, message);
+            ctx.recorder.publish(&reference, &[event]).await;
+        }
+    }
+}
+
 /// Server-side applies the whole status of a job; returns the job's new resourceVersion.
 pub async fn patch_status(
     ctx: &Context,
@@ -217,15 +258,7 @@ pub async fn report_malformed(invalid: &InvalidObject, ctx: &Context) -> Result<
         }
         .into());
     }
-    let reference = ObjectReference {
-        api_version: Some(InferenceJob::api_version(&()).to_string()),
-        kind: Some(InferenceJob::kind(&()).to_string()),
-        name: Some(name),
-        namespace: Some(namespace),
-        uid: meta.uid.clone(),
-        resource_version: meta.resource_version.clone(),
-        ..ObjectReference::default()
-    };
+    let reference = malformed_reference(meta);
     ctx.recorder
         .publish(
             &reference,
@@ -233,6 +266,19 @@ pub async fn report_malformed(invalid: &InvalidObject, ctx: &Context) -> Result<
         )
         .await;
     Ok(Action::await_change())
+}
+
+/// The event reference of a job known only by its metadata.
+fn malformed_reference(meta: &ObjectMeta) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(InferenceJob::api_version(&()).to_string()),
+        kind: Some(InferenceJob::kind(&()).to_string()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    }
 }
 
 fn merge_params() -> PatchParams {

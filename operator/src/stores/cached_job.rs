@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::core::error_boundary::InvalidObject;
 use serde::{Deserialize, Deserializer, Serialize};
+use vramfit_api::conditions::{self, ConditionType};
 use vramfit_api::{InferenceJob, InferenceJobSpec, InferenceJobStatus, Phase};
 
 use super::deflate::{deflate, inflate};
@@ -38,6 +39,9 @@ enum Content {
         body: Box<[u8]>,
         phase: Option<Phase>,
         node_class: Option<Box<str>>,
+        /// The status says the spec is invalid, for the generation the job has: only a new
+        /// generation can change that.
+        invalid_spec: bool,
     },
     /// Why the object is not a valid InferenceJob.
     Invalid(Box<str>),
@@ -120,11 +124,19 @@ impl CachedJob {
         spec: &InferenceJobSpec,
         status: Option<&InferenceJobStatus>,
     ) -> Self {
+        let invalid_spec = status.is_some_and(|s| {
+            conditions::get(&s.conditions, ConditionType::InvalidSpec).is_some_and(|c| {
+                c.status == "True"
+                    && c.observed_generation.is_some()
+                    && c.observed_generation == metadata.generation
+            })
+        });
         let content = match deflate_json(&BodyOut { spec, status }) {
             Ok(body) => Content::Valid {
                 body,
                 phase: status.and_then(|s| s.phase),
                 node_class: status.and_then(|s| s.node_class.as_deref().map(Box::from)),
+                invalid_spec,
             },
             // Serializing vramfit's own types does not fail; if it ever did, say so.
             Err(error) => Content::Invalid(format!("cannot cache the job: {error}").into()),
@@ -177,6 +189,18 @@ impl CachedJob {
             Content::Valid { phase, .. } => *phase,
             Content::Invalid(_) => None,
         }
+    }
+
+    /// Whether the status reports the spec invalid for the job's current generation (a wake-up
+    /// cannot change that; a new generation can).
+    pub fn invalid_spec_is_current(&self) -> bool {
+        matches!(
+            self.content,
+            Content::Valid {
+                invalid_spec: true,
+                ..
+            }
+        )
     }
 
     /// `status.nodeClass` (unset for an invalid object).

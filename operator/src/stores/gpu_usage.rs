@@ -9,6 +9,7 @@ use kube::runtime::watcher;
 use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 
 use super::gpu_resources::{GpuResources, pod_gpu_requests};
+use super::{PodOwner, pod_owner};
 
 /// `namespace/name`: the key of a pod in [`GpuUsage`] and the reservation ledger.
 pub fn pod_key(namespace: &str, name: &str) -> String {
@@ -19,7 +20,8 @@ pub fn pod_key(namespace: &str, name: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PodGpus {
     node: Option<String>,
-    class: Option<String>,
+    /// While unbound: the class its label names and the job its owner reference names.
+    class: Option<(String, PodOwner)>,
     gpus: GpuResources,
 }
 
@@ -29,8 +31,9 @@ struct PodGpus {
 pub struct GpuUsage {
     pods: HashMap<String, PodGpus>,
     by_node: HashMap<String, GpuResources>,
-    /// vramfit pods not bound yet, by node-class label value: pod key → GPUs.
-    unbound: HashMap<String, HashMap<String, u32>>,
+    /// Pods not bound yet that name an InferenceJob as their controller, by node-class label
+    /// value: pod key → (GPUs, the job named).
+    unbound: HashMap<String, HashMap<String, (u32, PodOwner)>>,
     relist: Option<HashMap<String, PodGpus>>,
     listed: bool,
 }
@@ -57,12 +60,14 @@ impl GpuUsage {
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
-            // Only a job's own pod holds room in its class before it binds (see the module docs).
+            // Only a job's own pod holds room in its class before it binds (see the module docs):
+            // whether the job it names is really its owner is checked against the job store
+            // when room is counted.
             class: pod
                 .labels()
                 .get(NODE_CLASS_LABEL)
-                .filter(|_| crate::stores::owning_job(pod).is_some())
-                .cloned(),
+                .cloned()
+                .zip(pod_owner(pod)),
             gpus,
         })
     }
@@ -75,11 +80,11 @@ impl GpuUsage {
                     .or_default()
                     .add(&entry.gpus);
             }
-            (None, Some(class)) => {
+            (None, Some((class, owner))) => {
                 self.unbound
                     .entry(class.clone())
                     .or_default()
-                    .insert(key.clone(), entry.gpus.total());
+                    .insert(key.clone(), (entry.gpus.total(), owner.clone()));
             }
             (None, None) => {}
         }
@@ -100,7 +105,7 @@ impl GpuUsage {
                     }
                 }
             }
-            (None, Some(class)) => {
+            (None, Some((class, _))) => {
                 if let Some(pods) = self.unbound.get_mut(class) {
                     pods.remove(key);
                     if pods.is_empty() {
@@ -162,12 +167,13 @@ impl GpuUsage {
         self.pods.contains_key(key)
     }
 
-    /// GPUs of each vramfit pod of a class (by label value) that is not bound yet.
-    pub fn unbound_in(&self, class_label: &str) -> impl Iterator<Item = u32> + '_ {
+    /// GPUs of each pod labelled with a class (by label value) that is not bound yet and names
+    /// an InferenceJob as its controller, with the job it names.
+    pub fn unbound_in(&self, class_label: &str) -> impl Iterator<Item = (u32, &PodOwner)> + '_ {
         self.unbound
             .get(class_label)
             .into_iter()
-            .flat_map(|pods| pods.values().copied())
+            .flat_map(|pods| pods.values().map(|(gpus, owner)| (*gpus, owner)))
     }
 
     /// Non-terminal GPU pods counted.

@@ -29,7 +29,9 @@ pub mod relist;
 pub mod slim;
 pub mod watch_retry;
 
+use cached_job::CachedJob;
 use gpu_usage::GpuUsage;
+pub use relist::PodChange;
 use slim::SlimPod;
 
 /// A job whose pod changed, to reconcile.
@@ -40,8 +42,20 @@ pub fn is_finished(phase: Option<&str>) -> bool {
     matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-/// The InferenceJob that controls `pod` (a `Pod` or a [`SlimPod`]), if any.
-pub fn owning_job(pod: &impl ResourceExt) -> Option<JobRef> {
+/// The InferenceJob a pod's controller owner reference names, and the uid it names. Anyone who
+/// may create pods can write such a reference: the pod is the job's only when
+/// [`Stores::is_job_of`] finds that very job (by uid) in the job store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodOwner {
+    /// The job, by namespace (the pod's) and name.
+    pub job: JobRef,
+    /// The uid the reference names.
+    pub uid: String,
+}
+
+/// The InferenceJob whose controller owner reference `pod` (a `Pod` or a [`SlimPod`]) carries,
+/// if any.
+pub fn pod_owner(pod: &impl ResourceExt) -> Option<PodOwner> {
     let namespace = pod.namespace()?;
     pod.owner_references()
         .iter()
@@ -50,7 +64,22 @@ pub fn owning_job(pod: &impl ResourceExt) -> Option<JobRef> {
                 && owner.kind == InferenceJob::kind(&())
                 && owner.api_version == InferenceJob::api_version(&())
         })
-        .map(|owner| JobRef::new(&owner.name).within(&namespace))
+        .map(|owner| PodOwner {
+            job: JobRef::new(&owner.name).within(&namespace),
+            uid: owner.uid.clone(),
+        })
+}
+
+/// The InferenceJob `pod`'s controller owner reference names, if any (not checked against the
+/// job store: see [`pod_owner`]).
+pub fn owning_job(pod: &impl ResourceExt) -> Option<JobRef> {
+    pod_owner(pod).map(|owner| owner.job)
+}
+
+/// Whether `jobs` holds the job `owner` names, with the uid it names.
+pub fn holds_job(jobs: &Store<CachedJob>, owner: &PodOwner) -> bool {
+    jobs.get(&owner.job)
+        .is_some_and(|job| job.meta().uid.as_deref() == Some(owner.uid.as_str()))
 }
 
 /// The caches reconcile reads instead of the API.
@@ -67,6 +96,8 @@ pub struct Stores {
     pub node_classes: Store<DeserializeGuard<GpuNodeClass>>,
     /// Bumped whenever a node or GpuNodeClass changes in a way that matters to classes.
     pub inventory_version: Arc<AtomicU64>,
+    /// Every InferenceJob (the controller's own store): whose pod a pod is.
+    pub jobs: Store<CachedJob>,
 }
 
 impl Stores {
@@ -77,12 +108,14 @@ impl Stores {
         let gpu_usage = Arc::new(RwLock::new(GpuUsage::default()));
         let node_classes = Writer::<DeserializeGuard<GpuNodeClass>>::default();
         let inventory_version = Arc::new(AtomicU64::new(0));
+        let jobs = Writer::<CachedJob>::default();
         let stores = Self {
             nodes: nodes.as_reader(),
             job_pods: job_pods.as_reader(),
             gpu_usage: gpu_usage.clone(),
             node_classes: node_classes.as_reader(),
             inventory_version: inventory_version.clone(),
+            jobs: jobs.as_reader(),
         };
         let writers = StoreWriters {
             nodes,
@@ -90,6 +123,7 @@ impl Stores {
             gpu_usage,
             node_classes,
             inventory_version,
+            jobs,
         };
         (stores, writers)
     }
@@ -124,6 +158,12 @@ impl Stores {
             .is_some_and(|pod| is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref())))
     }
 
+    /// Whether the job `owner` names is in the job store with the uid it names: only then is
+    /// a pod carrying that reference the job's.
+    pub fn is_job_of(&self, owner: &PodOwner) -> bool {
+        holds_job(&self.jobs, owner)
+    }
+
     /// A pod of the job pods store (as a `Pod` holding what the store keeps).
     pub fn job_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
         self.job_pods
@@ -144,6 +184,8 @@ pub struct StoreWriters {
     pub node_classes: Writer<DeserializeGuard<GpuNodeClass>>,
     /// Shared with [`Stores::inventory_version`].
     pub inventory_version: Arc<AtomicU64>,
+    /// InferenceJobs: the controller's reflector writes them (tests write directly).
+    pub jobs: Writer<CachedJob>,
 }
 
 impl StoreWriters {
@@ -189,6 +231,12 @@ impl StoreWriters {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Adds or replaces a job.
+    pub fn apply_job(&mut self, job: &InferenceJob) {
+        self.jobs
+            .apply_watcher_event(&watcher::Event::Apply(CachedJob::of(job)));
+    }
+
     /// Removes a pod from both pod stores.
     pub fn delete_pod(&mut self, pod: Pod) {
         self.job_pods
@@ -203,6 +251,7 @@ impl StoreWriters {
         relist(&mut self.job_pods);
         self.usage_mut().mark_listed();
         relist(&mut self.node_classes);
+        relist(&mut self.jobs);
     }
 }
 

@@ -522,7 +522,12 @@ mod tests {
         for (index, event) in relist {
             for out in merge.on_event(index, event, &store) {
                 writer.apply_watcher_event(&out);
-                triggered.extend(owners.observe(&out, &store));
+                triggered.extend(
+                    owners
+                        .observe(&out, &store)
+                        .into_iter()
+                        .map(|change| change.owner.job),
+                );
                 emitted.push(describe(&out));
                 // team-b's object is never gone, not even for a moment.
                 assert!(

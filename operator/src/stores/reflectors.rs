@@ -15,20 +15,22 @@ use tokio::sync::Notify;
 use tracing::warn;
 use vramfit_api::GpuNodeClass;
 use vramfit_api::labels::is_gpu_resource;
-use vramfit_api::pod_keys::{JOB_LABEL, fnv1a64};
+use vramfit_api::pod_keys::{JOB_LABEL, NODE_CLASS_LABEL, fnv1a64};
 
+use super::StoreWriters;
 use super::gpu_resources::{GpuResources, is_schedulable, pod_gpu_request};
 use super::namespaces::{WatchNamespaces, watch_namespaces};
 use super::relist::ChangedPodOwners;
+use super::relist::PodChange;
 use super::slim::SlimPod;
 use super::watch_retry::with_backoff;
-use super::{JobRef, StoreWriters};
+use crate::capacity::extended_resources::{self, is_extended_resource};
 
 /// Field selector of the GPU accounting pod store.
 pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// Runs the four reflectors that fill the stores; returns only if all of them end. Each job
-/// pod's change is sent on `pod_changes` (as its job) once the store holds it (after a relist:
+/// pod's change is sent on `pod_changes` (with the job it names) once the store holds it (after a relist:
 /// once the whole new list is in, see [`crate::stores::relist`]). The job pods are watched in
 /// `namespaces` (one watch per namespace with `--watch-namespaces`, see
 /// [`crate::stores::namespaces`]); nodes, GpuNodeClasses and the GPU accounting pods always
@@ -37,7 +39,7 @@ pub async fn drive_reflectors(
     client: Client,
     writers: StoreWriters,
     wake: Arc<Notify>,
-    pod_changes: UnboundedSender<JobRef>,
+    pod_changes: UnboundedSender<PodChange>,
     namespaces: WatchNamespaces,
 ) {
     let StoreWriters {
@@ -46,6 +48,7 @@ pub async fn drive_reflectors(
         gpu_usage,
         node_classes,
         inventory_version,
+        jobs: _,
     } = writers;
 
     let node_wake = wake.clone();
@@ -123,15 +126,9 @@ pub async fn drive_reflectors(
     .for_each(move |event| {
         match event.map(|event| full_pods(&event)) {
             Ok(event) => {
-                // GPUs freed on a node: waiting jobs may fit now.
+                // GPUs freed on a node or in a class: waiting jobs may fit now.
                 let freed = match &event {
-                    watcher::Event::Delete(pod) => {
-                        pod.spec
-                            .as_ref()
-                            .and_then(|s| s.node_name.as_ref())
-                            .is_some()
-                            && pod_gpu_request(pod) > 0
-                    }
+                    watcher::Event::Delete(pod) => frees_room(pod),
                     watcher::Event::InitDone => true,
                     _ => false,
                 };
@@ -169,9 +166,9 @@ pub async fn drive_reflectors(
     let job_pods = job_pod_events.reflect(job_pods).for_each(move |event| {
         match event {
             Ok(event) => {
-                for job in changed_owners.observe(&event, &job_pod_store) {
+                for change in changed_owners.observe(&event, &job_pod_store) {
                     // Fails only once the controller has stopped: nothing left to trigger.
-                    let _ = pod_changes.unbounded_send(job);
+                    let _ = pod_changes.unbounded_send(change);
                 }
             }
             Err(error) => warn!(%error, "pod watch (job pods) failed; retrying"),
@@ -180,6 +177,18 @@ pub async fn drive_reflectors(
     });
 
     futures::join!(nodes, classes, gpu_pods, job_pods);
+}
+
+/// Whether a pod that went gave GPUs back: bound to a node, or, not bound yet, holding room in
+/// a class (an attempt's pod whose schedule deadline passed, say).
+fn frees_room(pod: &Pod) -> bool {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some();
+    let held_in_class = pod.labels().contains_key(NODE_CLASS_LABEL);
+    pod_gpu_request(pod) > 0 && (bound || held_in_class)
 }
 
 /// Objects per page of a watch's (re)list.
@@ -193,14 +202,15 @@ pub fn list_config() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
 
-/// What of a node matters to classes and room: labels, allocatable GPUs, cordon, taints,
-/// readiness.
+/// What of a node matters to classes and room: labels, allocatable GPUs and extended
+/// resources, cordon, taints, readiness.
 pub fn node_fingerprint(node: &Node) -> u64 {
     let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
     let text = format!(
-        "{:?}|{:?}|{}|{:?}",
+        "{:?}|{:?}|{:?}|{}|{:?}",
         node.labels(),
         GpuResources::allocatable(node),
+        extended_resources::allocatable(node),
         is_schedulable(node),
         taints.map(|t| t
             .iter()
@@ -222,7 +232,7 @@ fn full_pods(event: &watcher::Event<SlimPod>) -> watcher::Event<Pod> {
 }
 
 /// Keeps only what classes and placement read from a node: its identity and labels, cordon
-/// and taints, allocatable GPUs, and whether it is Ready. A real node also carries its images,
+/// and taints, allocatable GPUs and extended resources, and whether it is Ready. A real node also carries its images,
 /// addresses, system info, every condition with its messages and every allocatable resource:
 /// several KiB per node, at 1,000 nodes several MiB of cache nobody reads.
 pub fn trim_node(node: &mut Node) {
@@ -240,7 +250,7 @@ pub fn trim_node(node: &mut Node) {
     }
     if let Some(status) = node.status.as_mut() {
         let allocatable = status.allocatable.take().map(|mut resources| {
-            resources.retain(|name, _| is_gpu_resource(name));
+            resources.retain(|name, _| is_gpu_resource(name) || is_extended_resource(name));
             resources
         });
         let ready = status.conditions.take().map(|conditions| {
@@ -267,7 +277,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::stores::gpu_resources::allocatable_gpus;
-    use crate::stores::owning_job;
+    use crate::stores::{JobRef, owning_job};
 
     #[test]
     fn a_pod_change_triggers_only_the_job_that_controls_the_pod() {
@@ -292,6 +302,25 @@ mod tests {
         assert_eq!(owned_by("InferenceJob", None), None, "not the controller");
         assert_eq!(owned_by("Job", Some(true)), None, "another kind");
         assert_eq!(owning_job(&fixtures::pending_pod("loose", None)), None);
+    }
+
+    #[test]
+    fn a_deleted_pod_frees_room_when_bound_or_held_in_a_class() {
+        let bound = fixtures::gpu_pod("other", "train", Some("a-1"), 2);
+        assert!(frees_room(&bound));
+        let unbound = fixtures::gpu_pod("other", "train", None, 2);
+        assert!(!frees_room(&unbound), "it held nothing");
+        let mut attempt = unbound.clone();
+        attempt
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(NODE_CLASS_LABEL.into(), "a10g-x4".into());
+        assert!(
+            frees_room(&attempt),
+            "an attempt's unbound pod held its class's GPUs"
+        );
+        assert!(!frees_room(&fixtures::pending_pod("cpu-only", None)));
     }
 
     #[test]
@@ -332,6 +361,7 @@ mod tests {
         let allocatable = status.allocatable.get_or_insert_default();
         allocatable.insert("cpu".into(), Quantity("32".into()));
         allocatable.insert("nvidia.com/mig-3g.40gb".into(), Quantity("2".into()));
+        allocatable.insert("example.com/fpga".into(), Quantity("1".into()));
         status
             .conditions
             .get_or_insert_default()
@@ -358,9 +388,15 @@ mod tests {
         let status = trimmed.status.unwrap_or_default();
         assert_eq!((status.images, status.node_info), (None, None));
         assert_eq!(
-            status.allocatable.map(|a| a.len()),
-            Some(2),
-            "nvidia.com/gpu and the slices"
+            status
+                .allocatable
+                .map(|a| a.into_keys().collect::<Vec<_>>()),
+            Some(vec![
+                "example.com/fpga".to_string(),
+                "nvidia.com/gpu".to_string(),
+                "nvidia.com/mig-3g.40gb".to_string()
+            ]),
+            "nvidia.com/gpu, the slices and extended resources a job may ask for"
         );
         assert_eq!(status.conditions.map(|c| c.len()), Some(1));
         assert_eq!(trimmed.spec.and_then(|s| s.pod_cidr), None);

@@ -15,7 +15,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use crate::stores::slim::SlimPod;
-use crate::stores::{JobRef, owning_job};
+use crate::stores::{PodOwner, pod_owner};
 
 /// The Controller's trigger stream from its reflector's events (after the store applied them):
 /// each applied object at once, and every object in the store once a (re)list is complete —
@@ -42,8 +42,23 @@ where
         .map(|object| object.map(Arc::unwrap_or_clone))
 }
 
-/// A pod as the store held it: its resource version and the job that controls it.
-type SeenPod = (Option<String>, Option<JobRef>);
+/// A pod as the store held it: its resource version and the job its owner reference names.
+type SeenPod = (Option<String>, Option<PodOwner>);
+
+/// A change of a pod whose controller owner reference names an InferenceJob: what may trigger
+/// that job's reconcile (whether the pod is the job's is decided against the job store:
+/// `controller::jobs_to_reconcile`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PodChange {
+    /// The job the reference names, with the uid it names.
+    pub owner: PodOwner,
+    /// The pod is gone.
+    pub gone: bool,
+}
+
+fn changes(owner: Option<PodOwner>, gone: bool) -> Option<PodChange> {
+    owner.map(|owner| PodChange { owner, gone })
+}
 
 /// Which jobs to reconcile as the job-pod store takes in its watch events.
 #[derive(Default)]
@@ -52,7 +67,7 @@ pub struct ChangedPodOwners {
     /// less those the new list has shown so far.
     before_relist: Option<HashMap<ObjectRef<SlimPod>, SeenPod>>,
     /// During a relist: jobs whose pod changed, to reconcile once the store holds the new list.
-    changed: HashSet<JobRef>,
+    changed: HashSet<PodChange>,
 }
 
 impl ChangedPodOwners {
@@ -61,18 +76,17 @@ impl ChangedPodOwners {
         &mut self,
         event: &watcher::Event<SlimPod>,
         store: &Store<SlimPod>,
-    ) -> Vec<JobRef> {
+    ) -> Vec<PodChange> {
         match event {
-            watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => {
-                owning_job(pod).into_iter().collect()
-            }
+            watcher::Event::Apply(pod) => changes(pod_owner(pod), false).into_iter().collect(),
+            watcher::Event::Delete(pod) => changes(pod_owner(pod), true).into_iter().collect(),
             watcher::Event::Init => {
                 let before = store
                     .state()
                     .iter()
                     .map(|pod| {
                         let version = pod.metadata.resource_version.clone();
-                        (ObjectRef::from_obj(&**pod), (version, owning_job(&**pod)))
+                        (ObjectRef::from_obj(&**pod), (version, pod_owner(&**pod)))
                     })
                     .collect();
                 self.before_relist = Some(before);
@@ -88,15 +102,17 @@ impl ChangedPodOwners {
                     version.is_some() && version == pod.metadata.resource_version
                 });
                 if !unchanged {
-                    self.changed.extend(owning_job(pod));
+                    self.changed.extend(changes(pod_owner(pod), false));
                 }
                 Vec::new()
             }
             watcher::Event::InitDone => {
                 // Pods the new list no longer has were deleted while the watch was away.
                 let gone = self.before_relist.take().unwrap_or_default();
-                self.changed
-                    .extend(gone.into_values().filter_map(|(_, job)| job));
+                self.changed.extend(
+                    gone.into_values()
+                        .filter_map(|(_, owner)| changes(owner, true)),
+                );
                 self.changed.drain().collect()
             }
         }
@@ -107,6 +123,7 @@ impl ChangedPodOwners {
 mod tests {
     use super::*;
     use crate::fixtures;
+    use crate::stores::JobRef;
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::runtime::reflector;
@@ -141,7 +158,11 @@ mod tests {
             .into_iter()
             .map(|event| {
                 writer.apply_watcher_event(&event);
-                let mut jobs = owners.observe(&event, &store);
+                let mut jobs: Vec<JobRef> = owners
+                    .observe(&event, &store)
+                    .into_iter()
+                    .map(|change| change.owner.job)
+                    .collect();
                 jobs.sort_by(|a, b| a.name.cmp(&b.name));
                 jobs
             })
@@ -188,8 +209,16 @@ mod tests {
             assert_eq!(now.metadata.resource_version.as_deref(), Some("20"));
             relisted = jobs;
         }
-        relisted.sort_by(|a, b| a.name.cmp(&b.name));
-        assert_eq!(relisted, [job("deleted"), job("ends")]);
+        relisted.sort_by(|a, b| a.owner.job.name.cmp(&b.owner.job.name));
+        let gone: Vec<(JobRef, bool)> = relisted
+            .into_iter()
+            .map(|change| (change.owner.job, change.gone))
+            .collect();
+        assert_eq!(
+            gone,
+            [(job("deleted"), true), (job("ends"), false)],
+            "a pod the relist no longer shows went"
+        );
     }
 
     #[test]

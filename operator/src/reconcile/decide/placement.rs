@@ -25,23 +25,30 @@ pub struct NoClassFits {
     pub rejections: Vec<ClassRejection>,
     /// One message naming, per class, why.
     pub message: String,
+    /// Some class could run the job once GPUs free up there.
+    pub room_may_free: bool,
 }
 
-/// Plans `job` on every class and chooses one with room.
+/// Plans `job` on every class but the `excluded` ones (rejected with their reason, unplanned)
+/// and chooses one with room.
 pub fn choose(
     job: &JobInput,
     inventory: &Inventory,
     capacity: &Capacity,
     fallback: &Fallback,
+    excluded: &[ClassRejection],
 ) -> Result<Choice, NoClassFits> {
+    let is_excluded = |class: &NodeClass| excluded.iter().any(|e| e.node_class == class.name);
     let planned = inventory
         .classes
         .iter()
+        .filter(|class| !is_excluded(class))
         .map(|class| (class, plan_for_class(job, class, fallback)));
     let choice = ranking::choose_class(job.preference, planned, |class, plan| {
         capacity.has_room(&class.name, plan.gpu_count)
     });
     let mut chosen = None;
+    let mut room_may_free = false;
     let mut rejections: Vec<ClassRejection> = Vec::new();
     for ClassVerdict { class, verdict } in choice.classes {
         let reason = match verdict {
@@ -50,7 +57,10 @@ pub fn choose(
                 continue;
             }
             Verdict::RankedLower(_) => continue,
-            Verdict::NoRoom(plan) => capacity.shortage(&class.name, plan.gpu_count),
+            Verdict::NoRoom(plan) => {
+                room_may_free = true;
+                capacity.shortage(&class.name, plan.gpu_count)
+            }
             Verdict::CannotRun(why) => why.to_string(),
         };
         rejections.push(ClassRejection {
@@ -58,6 +68,12 @@ pub fn choose(
             reason,
         });
     }
+    rejections.extend(
+        excluded
+            .iter()
+            .filter(|e| inventory.class(&e.node_class).is_some())
+            .cloned(),
+    );
     match chosen {
         Some((class, plan)) => Ok(Choice {
             plan,
@@ -67,6 +83,7 @@ pub fn choose(
         None => Err(NoClassFits {
             message: no_fit_message(&rejections, &inventory.problems),
             rejections,
+            room_may_free,
         }),
     }
 }
@@ -135,7 +152,7 @@ mod tests {
     fn capacity(inventory: &Inventory, usage: &GpuUsage) -> Capacity {
         let constraints =
             PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
-        Capacity::compute(inventory, usage, &[], &constraints)
+        Capacity::compute(inventory, usage, &[], &constraints, &|_| true)
     }
 
     #[test]
@@ -148,7 +165,7 @@ mod tests {
         let input = resolve_job(&fixtures::vllm_mistral_spec()).unwrap();
 
         let free = capacity(&inventory, &GpuUsage::default());
-        let choice = choose(&input, &inventory, &free, &Fallback::default()).unwrap();
+        let choice = choose(&input, &inventory, &free, &Fallback::default(), &[]).unwrap();
         assert_eq!(choice.class.name, "h100-80gb-hbm3-x8");
         assert!(choice.passed_over.is_empty());
 
@@ -164,6 +181,7 @@ mod tests {
             &inventory,
             &capacity(&inventory, &busy),
             &Fallback::default(),
+            &[],
         )
         .unwrap();
         assert_eq!(choice.class.name, "a10g-x4");
@@ -184,6 +202,7 @@ mod tests {
             &inventory,
             &capacity(&inventory, &busy),
             &Fallback::default(),
+            &[],
         )
         .unwrap_err();
         assert_eq!(none.rejections.len(), 2);
@@ -210,6 +229,7 @@ mod tests {
             &inventory,
             &capacity(&inventory, &GpuUsage::default()),
             &Fallback::default(),
+            &[],
         )
         .unwrap_err();
         assert!(
@@ -229,6 +249,7 @@ mod tests {
             &inventory,
             &capacity(&inventory, &GpuUsage::default()),
             &Fallback::default(),
+            &[],
         )
         .unwrap_err();
         assert!(

@@ -15,6 +15,7 @@ use vramfit_planner::{JobInput, NodeClass};
 
 use super::placement::{Choice, choose, plan_summary};
 use super::{Draft, PodSeen, Start, step_kind};
+use crate::capacity::extended_resources;
 use crate::events::JobEvent;
 use crate::reconcile::build::{BuildError, desired_pod, recorded_plan};
 use vramfit_api::event_reasons::EventReason;
@@ -75,13 +76,13 @@ impl Draft<'_> {
                 let why = why.unwrap_or_else(|| "the previous pod was replaced".to_string());
                 Some((how, current.clone(), Some(format!("new pod: {why}"))))
             }
-            Start::AfterDisruption | Start::AfterStuckPod => {
+            Start::AfterDisruption | Start::AfterStuckPod | Start::AfterUnscheduledPod => {
                 let why = self.last_failure_message();
                 if previous >= max {
-                    let ended = if how == Start::AfterStuckPod {
-                        "did not start in time"
-                    } else {
-                        "was ended by Kubernetes"
+                    let ended = match how {
+                        Start::AfterStuckPod => "did not start in time",
+                        Start::AfterUnscheduledPod => "was not scheduled in time",
+                        _ => "was ended by Kubernetes",
                     };
                     let message = format!(
                         "attempt {previous} {ended} and all {max} attempts are used: {why}"
@@ -89,11 +90,12 @@ impl Draft<'_> {
                     self.fail(Reason::AttemptsExhausted, message, false);
                     return None;
                 }
-                Some((
-                    how,
-                    current.clone(),
-                    Some(format!("same plan again: {why}")),
-                ))
+                let step = if how == Start::AfterUnscheduledPod {
+                    format!("another class: {why}")
+                } else {
+                    format!("same plan again: {why}")
+                };
+                Some((how, current.clone(), Some(step)))
             }
             Start::AfterOutOfMemory => {
                 let failure = self.last_failure_message();
@@ -179,7 +181,21 @@ impl Draft<'_> {
             }
             PodSeen::Applied(plan) => Ok(Some(adopted((*plan).clone()))),
             PodSeen::Absent => {
-                match choose(input, self.obs.inventory, &(self.obs.capacity)(), fallback) {
+                let timed_out = self.unschedulable_classes();
+                let wanted = extended_resources::requested(self.obs.job);
+                let mut excluded = timed_out.clone();
+                for lacking in self.obs.inventory.lacking_resources(&wanted) {
+                    if !excluded.iter().any(|e| e.node_class == lacking.node_class) {
+                        excluded.push(lacking);
+                    }
+                }
+                match choose(
+                    input,
+                    self.obs.inventory,
+                    &(self.obs.capacity)(),
+                    fallback,
+                    &excluded,
+                ) {
                     Ok(Choice {
                         plan,
                         class,
@@ -194,6 +210,18 @@ impl Draft<'_> {
                             class: class.name,
                             passed_over,
                         }))
+                    }
+                    // Every class that could run the job was tried and its pod never
+                    // scheduled: waiting would change nothing.
+                    Err(none) if !timed_out.is_empty() && !none.room_may_free => {
+                        let failure = self.last_failure_message();
+                        self.status.rejected_classes = none.rejections;
+                        self.fail(
+                            Reason::ScheduleDeadlineExceeded,
+                            format!("{failure}; {}", none.message),
+                            false,
+                        );
+                        Ok(None)
                     }
                     Err(none) => {
                         let previous = number - 1;

@@ -53,6 +53,7 @@ impl World {
                 &gpu_usage(&self.gpu_pods),
                 &[],
                 &PodConstraints::of_job(job),
+                &|_| true,
             )
         };
         let observed = Observed {

@@ -6,7 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::fixtures;
-use crate::reconcile::tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
+use crate::reconcile::tests::{
+    a10g_cluster, created_pod, first_reconcile, requeue_seconds, run, with_status,
+};
 use crate::verifier::test_context;
 
 /// `pod`, bound to `a-1` an hour ago and still waiting for `reason`.
@@ -90,14 +92,7 @@ async fn a_pod_within_its_deadline_is_looked_at_again_when_it_falls() {
         api.status_apply(&job).await;
     })
     .await;
-    // `Action` shows its delay only in its Debug form: `Action { requeue_after: Some(900.9s) }`.
-    let shown = format!("{action:?}");
-    let seconds: f64 = shown
-        .split("Some(")
-        .nth(1)
-        .and_then(|rest| rest.split('s').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no delay in {shown}"));
+    let seconds = requeue_seconds(&action);
     // 900 s less the moment the test took, plus one second: never the hour-long resync.
-    assert!((899.0..=901.0).contains(&seconds), "{shown}");
+    assert!((899.0..=901.0).contains(&seconds), "{action:?}");
 }

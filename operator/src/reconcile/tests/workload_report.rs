@@ -138,3 +138,73 @@ async fn a_result_summary_lands_in_status_with_the_cost_per_item() {
         assert!(metrics.contains(line), "missing {line} in {metrics}");
     }
 }
+
+/// Regression: `seconds: 1e306`, or `items` at u64's maximum over a tiny `seconds`, became
+/// `null` in required status fields; the API server refused every status write and the job
+/// never finished. The figures are bounded by the container's own run time and kept finite.
+#[tokio::test]
+async fn an_outlandish_report_still_finishes_the_job_with_bounded_figures() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+    for (report, seconds, per_hour) in [
+        (
+            format!(
+                r#"vramfit.io/v1 {{"kind":"Result","items":{},"seconds":1e306}}"#,
+                u64::MAX
+            ),
+            301.0,
+            // 2^53 items over the container's 301 s.
+            ((1u64 << 53) as f64 * 3600.0 / 301.0 * 10.0).round() / 10.0,
+        ),
+        (
+            format!(
+                r#"vramfit.io/v1 {{"kind":"Result","items":{},"seconds":1e-300}}"#,
+                u64::MAX
+            ),
+            0.0,
+            0.0,
+        ),
+    ] {
+        let (ctx, mut api, mut writers) = test_context();
+        a10g_cluster(&mut writers);
+        let job = fixtures::job("chat", fixtures::internvl_spec());
+        let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
+        let mut ended = fixtures::as_succeeded_with_message(created_pod(&pod), "a-1", &report);
+        // The container ran 300 s.
+        let finished = Timestamp::now();
+        let terminated = ended
+            .status
+            .as_mut()
+            .and_then(|s| s.container_statuses.as_mut())
+            .and_then(|c| c[0].state.as_mut())
+            .and_then(|s| s.terminated.as_mut())
+            .unwrap();
+        terminated.started_at = Some(Time(finished - SignedDuration::from_secs(300)));
+        terminated.finished_at = Some(Time(finished));
+        writers.apply_pod(ended);
+        let job = with_status(&job, &status);
+        run(&ctx, &job, &mut api, async |api| {
+            let body = api.status_apply(&job).await;
+            let s = &body["status"];
+            assert_eq!(s["phase"], "Succeeded");
+            let result = &s["result"];
+            assert_eq!(result["items"], 1u64 << 53, "{result}");
+            assert_eq!(result["seconds"], seconds, "{result}");
+            assert_eq!(result["itemsPerHour"], per_hour, "{result}");
+            for field in ["items", "seconds", "itemsPerHour"] {
+                assert!(result[field].is_number(), "{field}: {result}");
+            }
+            api.event("chat", "Succeeded").await;
+        })
+        .await;
+        let metrics = ctx.metrics.encode().unwrap();
+        assert!(
+            metrics.contains(&format!(
+                "vramfit_items_total{{node_class=\"a10g-x4\"}} {}",
+                1u64 << 53
+            )),
+            "{metrics}"
+        );
+    }
+}
