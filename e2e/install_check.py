@@ -807,6 +807,10 @@ def node_unsuitable(node: dict[str, Any], images: list[str]) -> str | None:
         return f"its kubelet renewed no Lease within {LEASE_FRESH_S} s"
     if not any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])):
         return "not Ready"
+    pressure = [c["type"] for c in status.get("conditions", []) if c["type"].endswith("Pressure")
+                and c["status"] == "True"]
+    if pressure:
+        return f"under {', '.join(pressure)} (the kubelet evicts pods)"
     if node.get("spec", {}).get("unschedulable"):
         return "cordoned"
     if node["metadata"].get("labels", {}).get("nvidia.com/gpu.present") != "true":

@@ -125,6 +125,19 @@ pub fn unsuitable(
     if !ready {
         return Some("not Ready".into());
     }
+    // Under pressure the kubelet refuses and evicts pods (and, short of disk, removes the
+    // images no container uses).
+    if let Some(pressure) = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_.ends_with("Pressure") && c.status == "True")
+    {
+        return Some(format!(
+            "under {} (the kubelet evicts pods)",
+            pressure.type_
+        ));
+    }
     let spec = node.spec.clone().unwrap_or_default();
     if spec.unschedulable == Some(true) {
         return Some("cordoned".into());
@@ -387,6 +400,14 @@ mod tests {
         );
         node.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
         assert_eq!(why(&node, image).as_deref(), Some("not Ready"));
+
+        let mut node = real(image);
+        let conditions = node.status.as_mut().unwrap().conditions.as_mut().unwrap();
+        for (kind, status) in [("MemoryPressure", "False"), ("DiskPressure", "True")] {
+            conditions
+                .push(serde_json::from_value(json!({"type": kind, "status": status})).unwrap());
+        }
+        assert!(why(&node, image).unwrap().contains("under DiskPressure"));
     }
 
     #[test]
