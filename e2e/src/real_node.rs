@@ -21,6 +21,17 @@ pub const WORKLOAD_IMAGE_ENV: &str = "VRAMFIT_E2E_WORKLOAD_IMAGE";
 /// (`workload/examples/scripted`), as e2e/README.md builds it.
 pub const DEFAULT_WORKLOAD_IMAGE: &str = "localhost/vramfit-scripted:dev";
 
+/// The env var naming the llama-server image (with the tiny GGUF model at
+/// [`LLAMA_SERVER_MODEL`]) that the served real-node scenarios run.
+pub const LLAMA_SERVER_IMAGE_ENV: &str = "VRAMFIT_E2E_LLAMA_SERVER_IMAGE";
+
+/// The llama-server image when [`LLAMA_SERVER_IMAGE_ENV`] is not set: the
+/// `with-tiny-model` target of `workload/examples/llama-server/Dockerfile`.
+pub const DEFAULT_LLAMA_SERVER_IMAGE: &str = "localhost/llama-server:b11312-tiny";
+
+/// Where that image holds its tiny random-weight GGUF model.
+pub const LLAMA_SERVER_MODEL: &str = "/models/tiny-llama.gguf";
+
 /// GPUs the real node must advertise (`nvidia.com/gpu`): an out-of-memory step adds one.
 pub const MIN_GPUS: u32 = 2;
 
@@ -67,6 +78,14 @@ pub fn workload_image() -> String {
         .ok()
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_WORKLOAD_IMAGE.to_string())
+}
+
+/// The llama-server image: [`LLAMA_SERVER_IMAGE_ENV`], else [`DEFAULT_LLAMA_SERVER_IMAGE`].
+pub fn llama_server_image() -> String {
+    std::env::var(LLAMA_SERVER_IMAGE_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_LLAMA_SERVER_IMAGE.to_string())
 }
 
 /// An image reference as container runtimes list it: `docker.io/library/` for a bare name,
@@ -181,9 +200,9 @@ fn advertised_gpus(node: &Node) -> u32 {
         .unwrap_or(0)
 }
 
-/// The first real node (by name) that can run the workload `image`, or why there is none:
+/// The first real node (by name) that can run every one of `images`, or why there is none:
 /// one line naming each node and what it lacks.
-pub async fn find(client: &Client, image: &str) -> Result<Result<RealNode, String>> {
+pub async fn find(client: &Client, images: &[String]) -> Result<Result<RealNode, String>> {
     let mut nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -204,7 +223,11 @@ pub async fn find(client: &Client, image: &str) -> Result<Result<RealNode, Strin
     let mut reasons = vec![];
     for node in &nodes {
         let name = node.name_any();
-        match unsuitable(node, renewed(&name), Timestamp::now(), image) {
+        let now = Timestamp::now();
+        match images
+            .iter()
+            .find_map(|image| unsuitable(node, renewed(&name), now, image))
+        {
             None => {
                 return Ok(Ok(RealNode {
                     name,
@@ -248,7 +271,14 @@ impl Suite {
     /// its fixture (noted for cleanup first); `Err(Skipped)` naming what is missing.
     pub async fn real_node(&self) -> Result<(RealNode, String)> {
         let image = workload_image();
-        let node = match find(&self.client, &image).await? {
+        let node = self.real_node_holding(std::slice::from_ref(&image)).await?;
+        Ok((node, image))
+    }
+
+    /// The real node that holds every one of `images`, labelled by the real agent from its
+    /// fixture (noted for cleanup first); `Err(Skipped)` naming what is missing.
+    pub async fn real_node_holding(&self, images: &[String]) -> Result<RealNode> {
+        let node = match find(&self.client, images).await? {
             Ok(node) => node,
             Err(why) => {
                 return Err(crate::Skipped(format!("no schedulable real node: {why}")).into());
@@ -270,7 +300,7 @@ impl Suite {
         std::fs::write(&fixture, node.fixture())
             .with_context(|| format!("writing {}", fixture.display()))?;
         self.label_with_agent_from(&fixture, &node.name).await?;
-        Ok((node, image))
+        Ok(node)
     }
 
     /// Deletes the test namespace's jobs that still wait for a node (Pending,

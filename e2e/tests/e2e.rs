@@ -53,6 +53,8 @@ mod pod_security;
 mod rbac;
 #[path = "scenarios/real_node.rs"]
 mod real_node;
+#[path = "scenarios/real_node_serving.rs"]
+mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
 mod scheduling;
 #[path = "scenarios/serving.rs"]
@@ -205,6 +207,12 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("real-node-image-pull-fails", |s| {
             Box::pin(real_node::image_pull_fails(s))
+        }),
+        ("real-node-served-llama-server", |s| {
+            Box::pin(real_node_serving::served_llama_server(s))
+        }),
+        ("real-node-served-host-out-of-memory", |s| {
+            Box::pin(real_node_serving::served_host_out_of_memory(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;
