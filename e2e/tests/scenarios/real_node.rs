@@ -14,7 +14,7 @@ use vramfit_api::conditions::ConditionType;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_api::workload_report::{self, WorkloadReport};
 use vramfit_api::{AttemptOutcome, Dtype, InferenceJob, Phase};
-use vramfit_e2e::{RealNode, Suite, eventually, expect_eq, is_live, node_of};
+use vramfit_e2e::{RealNode, Suite, container_state, eventually, expect_eq, is_live, node_of};
 
 use crate::pod_security::{enforce, rejection};
 
@@ -257,17 +257,8 @@ pub async fn image_pull_fails(s: &mut Suite) -> Result<()> {
         Duration::from_secs(60),
         || async {
             let pod = s.pods().get(&pod_name).await?;
-            let reason = pod
-                .status
-                .as_ref()
-                .and_then(|st| {
-                    st.container_statuses
-                        .as_ref()?
-                        .first()?
-                        .state
-                        .clone()?
-                        .waiting
-                })
+            let reason = container_state(&pod)
+                .and_then(|st| st.waiting)
                 .and_then(|w| w.reason);
             match reason.as_deref() {
                 Some(r @ ("ErrImagePull" | "ImagePullBackOff")) => Ok(r.to_string()),

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 use vramfit_api::serve::ReplicaStatus;
 use vramfit_e2e::{
-    LLAMA_SERVER_MODEL, RealNode, Suite, conditions_of, eventually, expect_eq, http_get,
-    llama_server_image, workload_image,
+    LLAMA_SERVER_MODEL, RealNode, Suite, conditions_of, container_state, eventually, expect_eq,
+    http_get, llama_server_image, workload_image,
 };
 
 /// The port the replicas listen on (llama-server's own default).
@@ -362,16 +362,8 @@ async fn killed_replica_is_replaced(
         Duration::from_secs(60),
         || async {
             let pod = s.pods().get(&victim.pod_name).await?;
-            pod.status
-                .as_ref()
-                .and_then(|st| {
-                    st.container_statuses
-                        .as_ref()?
-                        .first()?
-                        .state
-                        .clone()?
-                        .terminated
-                })
+            container_state(&pod)
+                .and_then(|st| st.terminated)
                 .context("not terminated yet")
         },
     )
@@ -447,17 +439,8 @@ pub async fn served_host_out_of_memory(s: &mut Suite) -> Result<()> {
     let status = job.status.clone().unwrap_or_default();
     let restart = status.recent_restarts[0].clone();
     let pod = s.pods().get(&restart.pod_name).await?;
-    let terminated = pod
-        .status
-        .as_ref()
-        .and_then(|st| {
-            st.container_statuses
-                .as_ref()?
-                .first()?
-                .state
-                .clone()?
-                .terminated
-        })
+    let terminated = container_state(&pod)
+        .and_then(|st| st.terminated)
         .context("the failed pod has no terminated state")?;
     println!(
         "     the kubelet: exit code {}, reason {:?}",
