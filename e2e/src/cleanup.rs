@@ -24,6 +24,9 @@ pub struct CleanupPlan {
     pub crds: Vec<String>,
     /// Cluster-scoped objects (kind, name) a scenario created: RBAC, PersistentVolumes.
     pub cluster_objects: Vec<(String, String)>,
+    /// Real nodes (not the suite's) the agent labelled from a fixture: their `vramfit.io/`
+    /// GPU labels are removed, the nodes kept.
+    pub labelled_nodes: Vec<String>,
 }
 
 /// Removes everything in the plan on drop, with its own thread, runtime and client, so it
@@ -102,6 +105,11 @@ pub async fn cleanup(plan: CleanupPlan) -> Result<()> {
             && !is_not_found(&e)
         {
             problems.push(format!("{kind} {name}: {e}"));
+        }
+    }
+    for node in &plan.labelled_nodes {
+        if let Err(e) = crate::real_node::remove_gpu_labels(&client, node).await {
+            problems.push(format!("{e:#}"));
         }
     }
     crds::remove(&client, &plan.crds, &mut problems).await;

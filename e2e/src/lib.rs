@@ -13,6 +13,7 @@
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
 //! * [`hub`]: a local HTTP server playing the Hugging Face Hub (`--hub-endpoint`).
+//! * [`real_node`]: a node with a real kubelet, for the scenarios that run real pods.
 //! * [`metrics`]: what the benchmark measures.
 //!
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
@@ -34,6 +35,7 @@ pub mod pods;
 pub mod poll;
 pub mod processes;
 pub mod rbac;
+pub mod real_node;
 pub mod suite;
 pub mod volumes;
 
@@ -49,5 +51,6 @@ pub use nodes::*;
 pub use pods::*;
 pub use poll::*;
 pub use processes::*;
+pub use real_node::*;
 pub use suite::*;
 pub use volumes::*;

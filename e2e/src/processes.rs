@@ -275,15 +275,17 @@ impl Suite {
     /// agent labels the node from the fixture (server-side apply, field manager
     /// `vramfit-agent`).
     pub async fn label_with_agent(&self, fixture: &str, node: &str) -> Result<()> {
+        let path = self.root.join("agent/fixtures").join(fixture);
+        self.label_with_agent_from(&path, node).await
+    }
+
+    /// [`Self::label_with_agent`] with a fixture file anywhere.
+    pub async fn label_with_agent_from(&self, fixture: &Path, node: &str) -> Result<()> {
         let bin = self.bins.agent.clone();
         let args = [
             "--once".to_string(),
             "--fixture".into(),
-            self.root
-                .join("agent/fixtures")
-                .join(fixture)
-                .display()
-                .to_string(),
+            fixture.display().to_string(),
             "--node-name".into(),
             node.to_string(),
         ];
@@ -291,7 +293,8 @@ impl Suite {
             tokio::task::spawn_blocking(move || Command::new(bin).args(args).output()).await??;
         ensure!(
             output.status.success(),
-            "vramfit-agent --once --fixture {fixture} --node-name {node} failed ({}): {}",
+            "vramfit-agent --once --fixture {} --node-name {node} failed ({}): {}",
+            fixture.display(),
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
