@@ -13,6 +13,8 @@
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
 //! * [`metrics`]: what the benchmark measures.
+//! * [`prometheus`]: a real Prometheus scraping the binaries; [`dashboards`]: the Grafana
+//!   dashboards' queries and what a panel needs from their answers.
 //!
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
 #![forbid(unsafe_code)]
@@ -21,6 +23,7 @@ pub mod checks;
 pub mod cleanup;
 pub mod cluster;
 pub mod crds;
+pub mod dashboards;
 pub mod http;
 pub mod jobs;
 pub mod kubectl;
@@ -31,6 +34,7 @@ pub mod nodes;
 pub mod pods;
 pub mod poll;
 pub mod processes;
+pub mod prometheus;
 pub mod rbac;
 pub mod suite;
 pub mod volumes;

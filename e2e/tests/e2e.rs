@@ -25,6 +25,8 @@ mod agent_labels;
 mod compare;
 #[path = "scenarios/containment.rs"]
 mod containment;
+#[path = "scenarios/dashboards.rs"]
+mod dashboards;
 #[path = "scenarios/faults.rs"]
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
@@ -164,6 +166,10 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("namespace-scoped-install", |s| {
             Box::pin(namespace_scope::namespace_scoped_install(s))
+        }),
+        // Last: it checks the dashboards against what the run's operator did.
+        ("dashboards-show-data", |s| {
+            Box::pin(dashboards::dashboards_show_data(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;
