@@ -7,7 +7,8 @@ use vramfit_api::labels::ComputeCapability;
 use vramfit_api::{Fallback, KvCacheType, Plan};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class, workload};
 
-/// The seed's card (DOMAIN §7): a Quadro P4000, Pascal, 8 GB.
+/// The card of the teams' first llama.cpp measurements (docs/planning.md, "llama.cpp (GGUF)"):
+/// a Quadro P4000, Pascal, 8 GB.
 fn p4000() -> NodeClass {
     NodeClass::new(
         "p4000-x1",
@@ -18,7 +19,7 @@ fn p4000() -> NodeClass {
     )
 }
 
-/// The seed's job: a 7B GGUF with a long context, only `kv` allowed.
+/// Their job: a 7B GGUF with a long context, only `kv` allowed.
 fn long_context(kv: &str) -> JobInput {
     job(&format!(
         "{{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, \

@@ -1,6 +1,6 @@
 //! `vramfit compare`: one job on several node classes, a baseline phase (the same generic
 //! settings everywhere) and an optimized phase (each class's own plan), reported per item
-//! (DOMAIN §10, docs/compare.md).
+//! (docs/compare.md).
 //!
 //! * [`baseline`]: the generic settings and each class's two specs (pure).
 //! * [`jobs`]: the InferenceJobs, their names and labels (pure).
