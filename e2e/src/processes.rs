@@ -15,6 +15,21 @@ pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// How the suite builds the binaries: with the whole workspace's features, dev-dependencies
+/// included (`--test e2e`), as `scripts/test.sh`'s `cargo test --workspace` and the README's
+/// `cargo test --workspace --test e2e` resolve them, so the three share one build instead of
+/// compiling the dependencies again with other features. The operator's test-only faults
+/// (`fault-injection`, which some scenarios arm) come with it: this crate's dependency on
+/// the operator turns the feature on (never a release build, which builds the operator alone).
+pub const BUILD_ARGS: [&str; 6] = [
+    "build",
+    "--workspace",
+    "--locked",
+    "--bins",
+    "--test",
+    "e2e",
+];
+
 /// Paths of the binaries under test.
 #[derive(Clone, Debug)]
 pub struct Binaries {
@@ -26,9 +41,7 @@ pub struct Binaries {
 
 impl Binaries {
     /// `VRAMFIT_AGENT_BIN` / `VRAMFIT_OPERATOR_BIN` when set, otherwise builds both with
-    /// `cargo build -p vramfit-agent -p vramfit-operator --features
-    /// vramfit-operator/fault-injection` (the test-only faults some scenarios arm; never in a
-    /// release build) and uses `target/debug/`.
+    /// [`BUILD_ARGS`] and uses `target/debug/`.
     pub fn locate() -> Result<Self> {
         let agent = std::env::var_os("VRAMFIT_AGENT_BIN").map(PathBuf::from);
         let operator = std::env::var_os("VRAMFIT_OPERATOR_BIN").map(PathBuf::from);
@@ -36,22 +49,17 @@ impl Binaries {
         let target = target_dir();
         if agent.is_none() || operator.is_none() {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            eprintln!("e2e: building vramfit-agent and vramfit-operator (cargo build)");
+            eprintln!(
+                "e2e: building vramfit-agent and vramfit-operator (cargo {})",
+                BUILD_ARGS.join(" ")
+            );
             let status = Command::new(cargo)
-                .args([
-                    "build",
-                    "-p",
-                    "vramfit-agent",
-                    "-p",
-                    "vramfit-operator",
-                    "--features",
-                    "vramfit-operator/fault-injection",
-                ])
+                .args(BUILD_ARGS)
                 .current_dir(&root)
                 .status()
                 .context("running cargo build")?;
             if !status.success() {
-                bail!("cargo build -p vramfit-agent -p vramfit-operator failed ({status})");
+                bail!("cargo {} failed ({status})", BUILD_ARGS.join(" "));
             }
         }
         let bins = Binaries {
