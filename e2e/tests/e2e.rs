@@ -10,7 +10,7 @@
 //! `tests/scenarios/<area>.rs`, and the harness they share (set-up, cleanup, helpers) in the
 //! `vramfit-e2e` library (`e2e/src/`).
 //!
-//! `cargo test -p vramfit-e2e --test e2e -- --nocapture [scenario-substring…]`
+//! `cargo test --workspace --locked --test e2e -- --nocapture [scenario-substring…]`
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
