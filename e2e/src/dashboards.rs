@@ -162,9 +162,11 @@ pub fn substitute(expr: &str, intervals: Intervals) -> Result<String, String> {
 }
 
 /// Whether a query's answer gives its panel something to show: a series that carries every
-/// label the legend names (non-empty), with at least one finite value. `Err` says what is
-/// missing, with what was seen.
-pub fn judge(result: &[Value], legend_labels: &[String]) -> Result<(), String> {
+/// label the legend names (non-empty), with at least one finite value, and no value that is
+/// the Unix time `now` itself (what `time() - x` draws when a timestamp gauge `x` was never
+/// set and reads 0: "56 years since the last probe"). `Err` says what is wrong, with what
+/// was seen.
+pub fn judge(result: &[Value], legend_labels: &[String], now: f64) -> Result<(), String> {
     if result.is_empty() {
         return Err("no series at all".to_string());
     }
@@ -203,20 +205,31 @@ pub fn judge(result: &[Value], legend_labels: &[String]) -> Result<(), String> {
             .and_then(|v| v.parse::<f64>().ok())
             .is_some_and(f64::is_finite)
     };
-    let has_number = labelled.iter().any(|series| {
-        series["value"].as_array().is_some() && finite(&series["value"])
-            || series["values"]
-                .as_array()
-                .is_some_and(|values| values.iter().any(finite))
-    });
-    if has_number {
-        Ok(())
-    } else {
-        Err(format!(
+    let samples = |series: &&Value| -> Vec<f64> {
+        series["value"]
+            .as_array()
+            .map(|_| vec![series["value"].clone()])
+            .or_else(|| series["values"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|sample| finite(sample))
+            .filter_map(|sample| sample[1].as_str().and_then(|v| v.parse::<f64>().ok()))
+            .collect()
+    };
+    let numbers: Vec<f64> = labelled.iter().flat_map(samples).collect();
+    if numbers.is_empty() {
+        return Err(format!(
             "{} series, none with a finite value (every sample NaN or infinite)",
             labelled.len()
-        ))
+        ));
     }
+    const DAY: f64 = 86_400.0;
+    if let Some(v) = numbers.iter().find(|v| (**v - now).abs() < DAY) {
+        return Err(format!(
+            "a value of {v}, the Unix time itself: time() minus a timestamp that was never set (0)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -288,10 +301,11 @@ mod tests {
     fn a_panel_needs_its_legend_labels_and_a_number() {
         let labels = vec!["node_class".to_string()];
         let series = |metric: Value, values: Value| json!({"metric": metric, "values": values});
-        assert!(judge(&[], &labels).is_err());
+        let now = 1_800_000_000.0;
+        assert!(judge(&[], &labels, now).is_err());
         let unlabelled = [series(json!({}), json!([[1, "3"]]))];
         assert!(
-            judge(&unlabelled, &labels)
+            judge(&unlabelled, &labels, now)
                 .unwrap_err()
                 .contains("node_class")
         );
@@ -299,7 +313,7 @@ mod tests {
             json!({"node_class": "a10g-x1"}),
             json!([[1, "NaN"]]),
         )];
-        assert!(judge(&nan, &labels).unwrap_err().contains("finite"));
+        assert!(judge(&nan, &labels, now).unwrap_err().contains("finite"));
         let good = [
             series(
                 json!({"node_class": "a10g-x1"}),
@@ -307,12 +321,19 @@ mod tests {
             ),
             series(json!({}), json!([[1, "NaN"]])),
         ];
-        assert_eq!(judge(&good, &labels), Ok(()));
+        assert_eq!(judge(&good, &labels, now), Ok(()));
         let instant = [json!({"metric": {"node_class": "x"}, "value": [1, "0"]})];
         assert_eq!(
-            judge(&instant, &labels),
+            judge(&instant, &labels, now),
             Ok(()),
             "zero is something to show"
+        );
+        // time() minus a timestamp gauge still at 0: the Unix time itself.
+        let never_probed = [json!({"metric": {"node_class": "x"}, "value": [1, "1799999990.5"]})];
+        assert!(
+            judge(&never_probed, &labels, now)
+                .unwrap_err()
+                .contains("never set")
         );
     }
 }

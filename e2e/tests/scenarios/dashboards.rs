@@ -237,7 +237,7 @@ async fn check_every_panel(s: &Suite, prometheus: &Prometheus, start: f64, end: 
             };
             let verdict = answer
                 .map_err(|e| format!("{e:#}"))
-                .and_then(|result| judge(&result, &query.legend_labels).map(|()| result));
+                .and_then(|result| judge(&result, &query.legend_labels, end).map(|()| result));
             match verdict {
                 Ok(result) => println!(
                     "     ok   {} ({} series; last: {})",
