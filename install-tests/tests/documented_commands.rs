@@ -51,3 +51,54 @@ fn e2e_commands_share_the_test_build() {
         "scripts/test.sh builds as every other command does"
     );
 }
+
+/// The commands of the README's "Two commands" section, one per fenced block.
+fn newcomer_commands(readme: &str) -> Vec<String> {
+    let section = readme
+        .split("\n## Two commands\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the README's \"Two commands\" section");
+    section
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .map(|block| {
+            block
+                .lines()
+                .skip(1)
+                .filter(|l| !l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_gives_a_newcomer_exactly_two_commands() {
+    let commands = newcomer_commands(&read("README.md"));
+    assert_eq!(commands.len(), 2, "{commands:#?}");
+    let plan: Vec<&str> = commands[0].split_whitespace().collect();
+    assert_eq!(
+        plan[..plan.len() - 1],
+        ["cargo", "run", "-p", "vramfit-cli", "--", "plan"],
+        "the first command plans an example with no cluster: {}",
+        commands[0]
+    );
+    let example = plan[plan.len() - 1];
+    assert!(
+        example.starts_with("examples/") && repo_root().join(example).is_file(),
+        "{example}: an example of the repository (cli/tests/golden_plans.rs plans every one)"
+    );
+    assert_eq!(
+        commands[1], "./scripts/test.sh",
+        "the second runs every test"
+    );
+    assert!(repo_root().join("scripts/test.sh").is_file());
+}
+
+#[test]
+fn commands_are_read_from_the_section_only() {
+    let readme = "# x\n## Two commands\ntext\n```sh\na b\n```\nmore\n```sh\n\nc\n```\n## Next\n```sh\nd\n```\n";
+    assert_eq!(newcomer_commands(readme), ["a b", "c"]);
+}
