@@ -1,6 +1,6 @@
 //! The project's docs stand on their own: no text cites a specification that is not in the
-//! repository (a rules document only its authors have), and every relative Markdown link and
-//! every `docs/<name>.md` a file names exists.
+//! repository (a rules document only its authors have), and every relative Markdown link (and
+//! the heading it points to) and every `docs/<name>.md` a file names exists.
 // Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
 use std::path::{Path, PathBuf};
@@ -121,6 +121,109 @@ fn every_linked_file_and_named_doc_exists() {
     missing.sort();
     missing.dedup();
     assert!(missing.is_empty(), "missing:\n{}", missing.join("\n"));
+}
+
+/// `(target, anchor)` of every relative Markdown link with an anchor (`#x`: target "").
+fn anchored_links(text: &str) -> Vec<(String, String)> {
+    let mut links = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        let end = after.find(')').unwrap_or(after.len());
+        let link = &after[..end];
+        if let Some((target, anchor)) = link.split_once('#')
+            && !target.contains("://")
+            && !anchor.is_empty()
+        {
+            links.push((target.trim().to_string(), anchor.trim().to_string()));
+        }
+        rest = &after[end.min(after.len())..];
+    }
+    links
+}
+
+/// The anchors a Markdown renderer gives a file's headings, as GitHub makes them: lower
+/// case, punctuation dropped, spaces as hyphens (fenced code is no heading).
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut anchors = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(title) = line.strip_prefix('#') else {
+            continue;
+        };
+        if fenced || !title.trim_start_matches('#').starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim_start_matches('#')
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        anchors.push(slug);
+    }
+    anchors
+}
+
+#[test]
+fn every_linked_heading_exists() {
+    let root = repo_root();
+    let mut missing = Vec::new();
+    for file in project_files()
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "md"))
+    {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let dir = file.parent().unwrap_or(&root);
+        for (target, anchor) in anchored_links(&text) {
+            let linked = if target.is_empty() {
+                file.clone()
+            } else {
+                dir.join(&target)
+            };
+            if linked.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let Ok(linked_text) = std::fs::read_to_string(&linked) else {
+                continue; // a missing file is every_linked_file_and_named_doc_exists's
+            };
+            if !heading_anchors(&linked_text).contains(&anchor) {
+                missing.push(format!("{}: {target}#{anchor}", relative(&file)));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "links to headings that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn headings_give_github_anchors() {
+    let text = "# vramfit\n## GPUs and classes\n```sh\n# not a heading\n```\n### After an out-of-memory failure\n#### `vramfit plan` (dry run)\n#nope\n";
+    assert_eq!(
+        heading_anchors(text),
+        [
+            "vramfit",
+            "gpus-and-classes",
+            "after-an-out-of-memory-failure",
+            "vramfit-plan-dry-run"
+        ]
+    );
+    assert_eq!(
+        anchored_links("[a](notes/p.md#x-y), [b](#security), [c](https://x.io/#z), [d](e.md)"),
+        [
+            ("notes/p.md".to_string(), "x-y".to_string()),
+            (String::new(), "security".to_string())
+        ]
+    );
 }
 
 #[test]
