@@ -5,24 +5,15 @@
 //! `UPDATE_GOLDEN=1 cargo test -p vramfit-cli --test golden_views`, then review the diff.
 // Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::vramfit;
 use serde_json::Value;
 
 const LLAMA_70B: &str = "examples/llama70b-gguf-long-context.yaml";
 const FLEET: &str = "examples/node-classes/fleet.yaml";
-
-fn vramfit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vramfit"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args(args)
-        // No cluster anywhere: none of these may look for one.
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .output()
-        .unwrap()
-}
 
 fn stdout_of(args: &[&str]) -> String {
     let out = vramfit(args);

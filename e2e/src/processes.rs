@@ -137,6 +137,27 @@ impl ChildProcess {
         Ok(())
     }
 
+    /// Waits up to 60 s until `GET <path>` at its address answers 200; fails at once, with
+    /// the log's tail, if the process exits meanwhile.
+    pub async fn wait_until_ok(&mut self, path: &str) -> Result<()> {
+        let addr = self.addr.clone();
+        eventually(
+            &format!("{} {path} to answer 200", self.name),
+            Duration::from_secs(60),
+            || {
+                let alive = self.check_alive();
+                let addr = addr.clone();
+                async move {
+                    alive?;
+                    let code = http_status(&addr, path).await?;
+                    ensure!(code == 200, "{path} answered {code}");
+                    Ok(())
+                }
+            },
+        )
+        .await
+    }
+
     /// How it exited, once it has (`None` while it runs, or once killed).
     pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.child
@@ -220,21 +241,7 @@ impl Suite {
         let mut child =
             ChildProcess::spawn(replica, &self.bins.operator, &args, &env, log, addr.clone())?;
         if wait_ready {
-            eventually(
-                &format!("operator {replica} /readyz to answer 200"),
-                Duration::from_secs(60),
-                || {
-                    let alive = child.check_alive();
-                    let addr = addr.clone();
-                    async move {
-                        alive?;
-                        let code = http_status(&addr, "/readyz").await?;
-                        ensure!(code == 200, "/readyz answered {code}");
-                        Ok(())
-                    }
-                },
-            )
-            .await?;
+            child.wait_until_ok("/readyz").await?;
         }
         self.operators.push(child);
         Ok(())
@@ -279,6 +286,15 @@ impl Suite {
             .unwrap_or_default()
     }
 
+    /// The path of `agent/fixtures/<fixture>`, as an agent's `--fixture` argument.
+    pub fn agent_fixture(&self, fixture: &str) -> String {
+        self.root
+            .join("agent/fixtures")
+            .join(fixture)
+            .display()
+            .to_string()
+    }
+
     /// `vramfit-agent --once --fixture agent/fixtures/<fixture> --node-name <node>`: the real
     /// agent labels the node from the fixture (server-side apply, field manager
     /// `vramfit-agent`).
@@ -287,11 +303,7 @@ impl Suite {
         let args = [
             "--once".to_string(),
             "--fixture".into(),
-            self.root
-                .join("agent/fixtures")
-                .join(fixture)
-                .display()
-                .to_string(),
+            self.agent_fixture(fixture),
             "--node-name".into(),
             node.to_string(),
         ];

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::processes::{ChildProcess, free_port};
-use crate::{eventually, http_status};
+use crate::{eventually, http10_get};
 
 /// Seconds between scrapes: short, so that a scenario of a few minutes has many samples.
 pub const SCRAPE_INTERVAL_SECONDS: u64 = 1;
@@ -76,21 +75,7 @@ impl Prometheus {
             dir.join("prometheus.log"),
             addr.clone(),
         )?;
-        eventually(
-            "Prometheus /-/ready to answer 200",
-            Duration::from_secs(60),
-            || {
-                let alive = process.check_alive();
-                let addr = addr.clone();
-                async move {
-                    alive?;
-                    let code = http_status(&addr, "/-/ready").await?;
-                    ensure!(code == 200, "/-/ready answered {code}");
-                    Ok(())
-                }
-            },
-        )
-        .await?;
+        process.wait_until_ok("/-/ready").await?;
         Ok(Self {
             addr,
             dir: dir.to_path_buf(),
@@ -153,7 +138,7 @@ impl Prometheus {
     }
 
     async fn api(&self, path: &str) -> Result<Vec<Value>> {
-        let (code, body) = http10_get(&self.addr, path).await?;
+        let (code, body) = http10_get(&self.addr, path, Duration::from_secs(30)).await?;
         let reply: Value = serde_json::from_str(&body)
             .with_context(|| format!("Prometheus answered {code} with no JSON: {body:.300}"))?;
         if reply["status"] != "success" {
@@ -198,33 +183,6 @@ pub fn url_encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// A plain HTTP/1.0 GET: an HTTP/1.0 request gets a body without chunked encoding, which
-/// Prometheus uses for larger HTTP/1.1 answers.
-async fn http10_get(addr: &str, path: &str) -> Result<(u16, String)> {
-    let fut = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut buf = Vec::new();
-        stream.read_to_end(&mut buf).await?;
-        anyhow::Ok(String::from_utf8_lossy(&buf).into_owned())
-    };
-    let text = tokio::time::timeout(Duration::from_secs(30), fut)
-        .await
-        .map_err(|_| anyhow!("GET http://{addr}{path} timed out"))??;
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| anyhow!("GET http://{addr}{path}: not an HTTP response"))?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((code, body))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! incremental compilation off for every command, not only inside scripts/test.sh).
 // Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
-use vramfit_install_tests::repo_root;
+use vramfit_install_tests::{markdown_section, repo_root};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo_root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -54,11 +54,8 @@ fn e2e_commands_share_the_test_build() {
 
 /// The commands of the README's "Two commands" section, one per fenced block.
 fn newcomer_commands(readme: &str) -> Vec<String> {
-    let section = readme
-        .split("\n## Two commands\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("the README's \"Two commands\" section");
+    let section =
+        markdown_section(readme, "Two commands").expect("the README's \"Two commands\" section");
     section
         .split("```")
         .skip(1)

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use vramfit_agent::gpu::{DriverVersions, GpuDevice, MigMode, Probe};
 use vramfit_api::labels::ComputeCapability;
-use vramfit_install_tests::repo_root;
+use vramfit_install_tests::{repo_root, vramfit_words};
 
 /// The series names of an OpenMetrics text's families: `# TYPE x counter` is `x_total`.
 fn exported(text: &str) -> BTreeSet<String> {
@@ -28,20 +28,11 @@ fn exported(text: &str) -> BTreeSet<String> {
 
 /// Whole `vramfit_…` names in a text (a bare prefix such as `vramfit_` is no name).
 fn named(text: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("vramfit_") {
-        let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        let name = &tail[..end];
-        if !name.ends_with('_') {
-            names.insert(name.to_string());
-        }
-        rest = &tail[end..];
-    }
-    names
+    vramfit_words(text)
+        .into_iter()
+        .filter(|word| !word.ends_with('_'))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The operator's metrics with a series in every family (an empty family is not encoded).

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use vramfit_install_tests::{generated_crd, repo_root};
+use vramfit_install_tests::{generated_crd, markdown_section, repo_root};
 
 /// `a.b`, `a.{b,c}` and `a.b.{c,d}` as the paths they name.
 fn expand(cell: &str) -> Vec<String> {
@@ -22,10 +22,7 @@ fn expand(cell: &str) -> Vec<String> {
 
 /// The field paths of the first column of the README's "InferenceJob reference" table.
 fn documented(readme: &str) -> BTreeSet<String> {
-    let section = readme
-        .split("\n## InferenceJob reference\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
+    let section = markdown_section(readme, "InferenceJob reference")
         .expect("the README's InferenceJob reference");
     let mut paths = BTreeSet::new();
     for row in section.lines().filter(|l| l.starts_with("| `")) {

@@ -83,11 +83,7 @@ fn start_agent(s: &Suite, fixture: &str, node: &str) -> Result<ChildProcess> {
     let addr = format!("127.0.0.1:{}", free_port()?);
     let args = [
         "--fixture".to_string(),
-        s.root
-            .join("agent/fixtures")
-            .join(fixture)
-            .display()
-            .to_string(),
+        s.agent_fixture(fixture),
         "--node-name".into(),
         node.to_string(),
         "--listen".into(),
