@@ -45,6 +45,8 @@ struct PlanReport {
     preference: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     chosen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serve: Option<ServeReport>,
     classes: Vec<ClassOutcome>,
 }
 
@@ -55,6 +57,41 @@ pub struct Planned {
     pub output: String,
     /// A class was chosen; `false` is exit code [`crate::error::EXIT_NO_CLASS_CAN_RUN`].
     pub runnable: bool,
+}
+
+/// A served job's `serve`, as `vramfit plan` shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServeReport {
+    replicas: u32,
+    service: String,
+    service_type: String,
+    port: u16,
+    health_path: String,
+    model_load_timeout_seconds: u32,
+    replica_classes: String,
+    /// What vLLM and llama.cpp get appended to find where to listen.
+    listen_args: Vec<String>,
+}
+
+impl ServeReport {
+    fn of(job: &vramfit_api::InferenceJob, input: &JobInput) -> Option<Self> {
+        let serve = job.spec.serve.as_ref()?;
+        let listen = input.serve.as_ref()?;
+        Some(Self {
+            replicas: serve.replicas,
+            service: job.metadata.name.clone().unwrap_or_default(),
+            service_type: serve.service_type.as_str().to_string(),
+            port: serve.port,
+            health_path: serve
+                .health_path_for(job.spec.runtime)
+                .unwrap_or_default()
+                .to_string(),
+            model_load_timeout_seconds: serve.model_load_timeout(),
+            replica_classes: serde_plain(&serve.replica_classes),
+            listen_args: vramfit_planner::serving::listen_args(input.runtime, listen),
+        })
+    }
 }
 
 /// `vramfit plan`.
@@ -103,6 +140,7 @@ pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
         runtime: serde_plain(&input.runtime),
         preference: serde_plain(&input.preference),
         chosen,
+        serve: ServeReport::of(&job, &input),
         classes: choice
             .classes
             .iter()
@@ -173,6 +211,25 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
         input.batch_size,
         report.preference
     );
+    if let Some(serve) = &report.serve {
+        let listen = if serve.listen_args.is_empty() {
+            format!("VRAMFIT_PORT={}", serve.port)
+        } else {
+            format!("{} (and VRAMFIT_PORT)", serve.listen_args.join(" "))
+        };
+        let _ = writeln!(
+            out,
+            "Served: {} replica(s) behind Service {} ({}, port {}), health GET {}, model-load budget {} s, replica classes {}; \
+             each replica gets the plan of the class it lands on (below), and listens with {listen}\n",
+            serve.replicas,
+            serve.service,
+            serve.service_type,
+            serve.port,
+            serve.health_path,
+            serve.model_load_timeout_seconds,
+            serve.replica_classes,
+        );
+    }
     let header = [
         "CLASS",
         "NODE",
@@ -229,9 +286,14 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
     out.push_str(&columns(&rows));
     match &report.chosen {
         Some(chosen) => {
+            let which = if report.serve.is_some() {
+                " for the first replica; the next ones go to the next class with room"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "\nChosen ({}): {chosen} (before capacity: the operator also needs free GPUs)",
+                "\nChosen ({}): {chosen}{which} (before capacity: the operator also needs free GPUs)",
                 report.preference
             );
         }

@@ -38,8 +38,8 @@ pub fn admit<K: CustomResourceExt>(object: &mut Value) -> Vec<String> {
     }
 }
 
-/// The CEL rules of `K`'s CRD, as `(field path, rule)`: what [`admit`] evaluates, listed for
-/// the test that each one is shown refusing something.
+/// The CEL rules of `K`'s CRD that a create is judged by, as `(field path, rule)`: what
+/// [`admit`] evaluates, listed for the test that each one is shown refusing something.
 pub fn cel_rules<K: CustomResourceExt>() -> Vec<(String, String)> {
     fn walk(schema: &Value, path: &str, out: &mut Vec<(String, String)>) {
         for rule in schema
@@ -48,7 +48,13 @@ pub fn cel_rules<K: CustomResourceExt>() -> Vec<(String, String)> {
             .into_iter()
             .flatten()
         {
-            if let Some(text) = rule.get("rule").and_then(Value::as_str) {
+            // A transition rule (`oldSelf`) judges an update against the stored object: a
+            // manifest planned on its own is a create, which such a rule never refuses.
+            if let Some(text) = rule
+                .get("rule")
+                .and_then(Value::as_str)
+                .filter(|text| !text.contains("oldSelf"))
+            {
                 out.push((path.to_string(), text.to_string()));
             }
         }

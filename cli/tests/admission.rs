@@ -427,6 +427,11 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "a llamacpp job needs a GGUF model",
         ),
         (
+            "spec",
+            spec(json!({"runtime": "custom", "serve": {"port": 8080}})),
+            "serve.healthPath is required for runtime transformers and custom",
+        ),
+        (
             "spec.model",
             spec(json!({"model": {"parameters": 7000000000u64}})),
             "model needs a preset, or parameters, layers, hiddenSize and attentionHeads",

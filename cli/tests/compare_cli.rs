@@ -142,3 +142,16 @@ fn bad_input_is_one_line() {
         "no cluster",
     );
 }
+
+/// A served job never ends: compare, which runs each job to its end, refuses it.
+#[test]
+fn a_served_job_is_refused() {
+    let out = vramfit(&[
+        "compare",
+        "examples/mistral-vllm.yaml",
+        "--classes",
+        "a10g-x4",
+        "--dry-run",
+    ]);
+    assert_clean_error(&out, "this job is served (spec.serve)");
+}

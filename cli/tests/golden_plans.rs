@@ -131,3 +131,46 @@ fn node_class_manifests_override_and_add_classes() {
     assert_eq!(class("onprem-a6000-x2")["plan"]["dtype"], "bfloat16");
     assert_eq!(report["chosen"], "onprem-a6000-x2");
 }
+
+/// A served GGUF chatbot on an 8 GB Pascal card: every layer on the GPU with a q4_0 KV cache
+/// at 32k context, llama.cpp flash attention on Pascal, and where llama-server listens.
+#[test]
+fn a_served_chatbot_on_a_pascal_card_shows_its_plan_and_its_listening_flags() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args(["plan", "examples/chatbot-gguf-pascal.yaml", "-o", "json"])
+        .args(["--node-classes", "examples/node-classes/pascal.yaml"])
+        .args(["--class", "p4000-x1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["serve"]["replicas"], 2);
+    assert_eq!(report["serve"]["port"], 8080);
+    assert_eq!(report["serve"]["healthPath"], "/health");
+    let plan = &report["classes"][0]["plan"];
+    assert_eq!(
+        plan["llamaCpp"]["gpuLayers"],
+        plan["llamaCpp"]["totalLayers"]
+    );
+    assert_eq!(plan["llamaCpp"]["kvCacheType"], "q4_0");
+    assert_eq!(plan["flashAttention"], true);
+    let args: Vec<&str> = report["classes"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.ends_with(&["--host", "0.0.0.0", "--port", "8080"]),
+        "{args:?}"
+    );
+    assert!(
+        args.windows(2).any(|w| w == ["--ctx-size", "32768"]),
+        "{args:?}"
+    );
+}

@@ -29,6 +29,18 @@ status_words! {
         /// False (`Reconciled`) once a reconcile of it succeeds. Unset for jobs that never had
         /// one.
         ReconcileFailed = "ReconcileFailed",
+        /// Served jobs: at least one replica is Ready, so the endpoint answers (True,
+        /// `Serving`); False with `NoReplicaReady` or `ScaledToZero`.
+        Available = "Available",
+        /// Served jobs: replicas are being created, replaced or rolled (True: `ScalingUp`,
+        /// `ScalingDown`, `RollingUpdate`, `ReplicasStarting`); False (`UpToDate`) once every
+        /// replica runs the current spec and is Ready.
+        Progressing = "Progressing",
+        /// Served jobs: a replica is down for a reason waiting does not cure (True:
+        /// `CrashLoop`, `NoClassFits`, `NoStepLeft`, `HostOutOfMemory`, `ServiceNameTaken`,
+        /// `ServiceRejected`); False
+        /// (`AsExpected`) otherwise.
+        Degraded = "Degraded",
     }
 }
 
@@ -89,6 +101,35 @@ status_words! {
         InternalError = "InternalError",
         /// ReconcileFailed=False: the last reconcile of the job succeeded.
         Reconciled = "Reconciled",
+        /// Served jobs, Ready/Available=True: at least one replica answers on the endpoint.
+        Serving = "Serving",
+        /// Served jobs, Ready/Available=False: replicas exist or wait, none is Ready.
+        NoReplicaReady = "NoReplicaReady",
+        /// Served jobs, Ready/Available=False: `serve.replicas` is 0.
+        ScaledToZero = "ScaledToZero",
+        /// Served jobs, Progressing=True: replicas are being added.
+        ScalingUp = "ScalingUp",
+        /// Served jobs, Progressing=True: replicas are being removed.
+        ScalingDown = "ScalingDown",
+        /// Served jobs, Progressing=True: replicas are replaced one at a time after a spec
+        /// change.
+        RollingUpdate = "RollingUpdate",
+        /// Served jobs, Progressing=True: replicas start (load their model) or come back after
+        /// a failure.
+        ReplicasStarting = "ReplicasStarting",
+        /// Served jobs, Progressing=False: every replica runs the current spec and is Ready.
+        UpToDate = "UpToDate",
+        /// Served jobs, Degraded=True: a replica failed again and again; its pod comes back
+        /// after an exponential backoff.
+        CrashLoop = "CrashLoop",
+        /// Served jobs, Degraded=True: a Service of the job's name exists and is not this
+        /// job's (vramfit leaves it alone).
+        ServiceNameTaken = "ServiceNameTaken",
+        /// Served jobs, Degraded=True: the API server refused the job's Service or
+        /// PodDisruptionBudget (retried with backoff).
+        ServiceRejected = "ServiceRejected",
+        /// Served jobs, Degraded=False.
+        AsExpected = "AsExpected",
     }
 }
 

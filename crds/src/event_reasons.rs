@@ -41,5 +41,23 @@ status_words! {
         /// The operator failed on this job — an internal error — and retries it with backoff
         /// (Warning).
         ReconcileFailed = "ReconcileFailed",
+        /// Served jobs: a replica's pod ended; it is replaced (after a backoff unless it ran
+        /// out of memory or Kubernetes ended it) (Warning).
+        ReplicaFailed = "ReplicaFailed",
+        /// Served jobs: a rolling update replaces a replica's pod (note: the old pod, the new
+        /// one, and whether a surge pod or in place).
+        RollingUpdate = "RollingUpdate",
+        /// Served jobs: no class has room for a surge pod, so a replica is replaced in place
+        /// (Warning: it serves nothing until its new pod is Ready).
+        InPlaceUpdate = "InPlaceUpdate",
+        /// Served jobs: a replica was removed (scale down: the pod and why it was chosen).
+        ScaledDown = "ScaledDown",
+        /// Served jobs: the first replica became Ready; the endpoint answers.
+        Available = "Available",
+        /// Served jobs: no replica is Ready any more, or a replica is down for good (Warning).
+        Degraded = "Degraded",
+        /// Served jobs: the API server refused the job's Service or PodDisruptionBudget
+        /// (Warning; retried with backoff).
+        ServiceRejected = "ServiceRejected",
     }
 }

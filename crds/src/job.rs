@@ -11,6 +11,7 @@ use crate::outcome::AttemptOutcome;
 use crate::plan::{KvCacheType, Plan, Quantization};
 use crate::pod_security::PodSecurity;
 use crate::schema;
+use crate::serve::{ReplicaRestart, ReplicaStatus, ServeSpec};
 
 /// A GPU inference job. vramfit plans its configuration (dtype, quantization, GPU count,
 /// flash attention, allocator settings, image tiles, llama.cpp offload) for each node class,
@@ -27,6 +28,7 @@ use crate::schema;
     category = "vramfit",
     doc = "A GPU inference job whose configuration vramfit plans for the GPU it lands on.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
     printcolumn(name = "GPUs", type_ = "integer", json_path = ".status.plan.gpuCount"),
     printcolumn(name = "Dtype", type_ = "string", json_path = ".status.plan.dtype"),
@@ -54,13 +56,26 @@ use crate::schema;
         priority = 1
     ),
     printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".status.endpoint",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    scale(
+        spec_replicas_path = ".spec.serve.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
     )
 )]
 #[x_kube(validation = Rule::new("self.gpus.min <= self.gpus.max").message("gpus.min must not exceed gpus.max"))]
 #[x_kube(validation = Rule::new("self.runtime != 'llamacpp' || has(self.model.ggufFileBytes) || has(self.model.preset)").message("a llamacpp job needs a GGUF model: a GGUF preset or model.ggufFileBytes"))]
+#[x_kube(validation = Rule::new("has(self.serve) == has(oldSelf.serve)").message("a batch job cannot become a served job, nor a served job a batch job (kubectl scale sets spec.serve.replicas): create a new InferenceJob"))]
+#[x_kube(validation = Rule::new("!has(self.serve) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.healthPath)").message("serve.healthPath is required for runtime transformers and custom (vLLM and llama.cpp answer GET /health)"))]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceJobSpec {
     /// The model: a preset from vramfit's catalog (`vramfit presets`), explicit numbers, or
@@ -142,6 +157,12 @@ pub struct InferenceJobSpec {
     /// Pod settings passed through to the workload pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodTemplate>,
+    /// Serve the model: replicas behind one Service named after the job, each replica
+    /// planned for the class it lands on, with probes on the health route and rolling updates
+    /// (docs/serving.md). Unset: a batch job, one pod run to its end. Set when the job is
+    /// created; a batch job cannot become a server later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeSpec>,
 }
 
 /// How long a bound pod may take to start when the job does not say.
@@ -542,6 +563,31 @@ pub struct InferenceJobStatus {
     /// seconds, items per hour, peak GPU memory, and the cost of one item at the class's price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<crate::workload_report::JobResult>,
+    /// Served jobs: replicas with a pod (the scale subresource's status replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Served jobs: replicas whose pod is Ready (in the Service's endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<u32>,
+    /// Served jobs: ready replicas over desired, as `kubectl get` shows it (`2/3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Served jobs: the label selector of the replicas' pods (what an HPA reads through the
+    /// scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// Served jobs: the Service's URL, `http://NAME.NAMESPACE.svc:PORT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Served jobs: one line per replica (pod, class, plan summary, ready, restarts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub replica_statuses: Vec<ReplicaStatus>,
+    /// Served jobs: the latest replica pods replaced after they ended (at most 10, oldest
+    /// first; every replica's count is in `replicaStatuses`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub recent_restarts: Vec<ReplicaRestart>,
 }
 
 /// A status condition (same shape as metav1.Condition).

@@ -10,6 +10,7 @@
 //!   [`AttemptOutcome`]: how an attempt ended; [`event_reasons`]: the reasons of its Events.
 //! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates;
 //!   [`reserved_pod_keys`]: the pod labels and annotations a job may not set.
+//! * [`serve`]: the `serve` section of a served job and its replicas' status lines.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
@@ -30,6 +31,7 @@ pub mod reserved_env;
 pub mod reserved_pod_keys;
 mod schema;
 pub mod schema_check;
+pub mod serve;
 mod words;
 pub mod workload_report;
 
@@ -38,6 +40,7 @@ pub use nodeclass::*;
 pub use outcome::AttemptOutcome;
 pub use plan::*;
 pub use pod_security::PodSecurity;
+pub use serve::{ReplicaClasses, ReplicaRestart, ReplicaStatus, ServeSpec, ServiceType, SurgePod};
 
 /// The API group of every vramfit resource.
 pub const GROUP: &str = "vramfit.io";

@@ -14,6 +14,12 @@ pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
 pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
 /// Annotation on every pod: a hash of its spec; a spec change that keeps it needs no new pod.
 pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
+/// Label on a served job's pods: the replica's slot (its identity across the pods that serve
+/// for it).
+pub const REPLICA_LABEL: &str = "vramfit.io/replica";
+/// Label on a served job's pods and the Service's selector: the job's uid, so that the
+/// Service selects exactly this job's pods (not those of an earlier job of the same name).
+pub const JOB_UID_LABEL: &str = "vramfit.io/job-uid";
 /// `app.kubernetes.io/name` of every workload pod.
 pub const APP_NAME: &str = "vramfit-job";
 /// The recommended labels the operator sets on every pod (`app.kubernetes.io/`).
@@ -31,7 +37,16 @@ const MAX_NAME: usize = 63;
 /// The name of a job's pod for `attempt`: `<job>-<attempt>`, or, for long job names, a
 /// truncated name with a hash of the full one so that distinct jobs never share a pod name.
 pub fn pod_name(job_name: &str, attempt: u32) -> String {
-    let suffix = format!("-{attempt}");
+    name_with_suffix(job_name, &format!("-{attempt}"))
+}
+
+/// The name of a served job's pod number `incarnation` of replica `slot`:
+/// `<job>-r<slot>-<incarnation>` (long job names truncated with a hash, as [`pod_name`]).
+pub fn replica_pod_name(job_name: &str, slot: u32, incarnation: u32) -> String {
+    name_with_suffix(job_name, &format!("-r{slot}-{incarnation}"))
+}
+
+fn name_with_suffix(job_name: &str, suffix: &str) -> String {
     let plain = format!("{job_name}{suffix}");
     if plain.len() <= MAX_NAME {
         return plain;
@@ -94,5 +109,12 @@ mod tests {
         let value = label_value(&long_a);
         assert!(crate::labels::is_valid_label_value(&value), "{value}");
         assert_eq!(label_value("chat"), "chat");
+        assert_eq!(replica_pod_name("chat", 2, 7), "chat-r2-7");
+        let replica = replica_pod_name(&long_a, 12, 345);
+        assert!(
+            replica.len() <= 63 && replica.ends_with("-r12-345"),
+            "{replica}"
+        );
+        assert_ne!(replica, replica_pod_name(&long_b, 12, 345));
     }
 }

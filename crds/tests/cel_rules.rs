@@ -241,3 +241,60 @@ fn node_class_capability_must_be_major_dot_minor() {
         "{err}"
     );
 }
+
+#[test]
+fn a_served_transformers_or_custom_job_names_its_health_route() {
+    let served = |runtime: &str, serve: Value| {
+        job(
+            json!({"model": {"preset": "internvl3-8b"}, "runtime": runtime, "image": "x", "serve": serve}),
+        )
+    };
+    let schema = schema::<InferenceJob>();
+    assert!(validate(&schema, &served("vllm", json!({})), None).is_ok());
+    for runtime in ["transformers", "custom"] {
+        assert!(
+            rejection(&served(runtime, json!({"port": 8080})))
+                .contains("serve.healthPath is required for runtime transformers and custom"),
+            "{runtime}"
+        );
+        assert!(
+            validate(
+                &schema,
+                &served(runtime, json!({"healthPath": "/ready"})),
+                None
+            )
+            .is_ok()
+        );
+    }
+}
+
+/// `kubectl scale` writes `spec.serve.replicas` through the scale subresource: on a batch job
+/// that would turn it into a server, which the API server refuses (a transition rule).
+#[test]
+fn a_batch_job_never_becomes_a_served_job_nor_the_reverse() {
+    let batch = job(
+        json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "vllm", "image": "x"}),
+    );
+    let mut scaled = batch.clone();
+    scaled["spec"]["serve"] = json!({"replicas": 3});
+    let schema = schema::<InferenceJob>();
+    let refused = validate(&schema, &scaled, Some(&batch))
+        .expect_err("a batch job turned server")
+        .to_string();
+    assert!(
+        refused.contains("a batch job cannot become a served job"),
+        "{refused}"
+    );
+    let served_back = validate(&schema, &batch, Some(&scaled))
+        .expect_err("a server turned batch job")
+        .to_string();
+    assert!(served_back.contains("nor a served job a batch job"));
+    // Scaling a served job, or changing a batch job, is fine; so is creating either.
+    let mut more = scaled.clone();
+    more["spec"]["serve"]["replicas"] = json!(5);
+    assert!(validate(&schema, &more, Some(&scaled)).is_ok());
+    assert!(validate(&schema, &scaled, None).is_ok());
+    let mut bigger = batch.clone();
+    bigger["spec"]["batchSize"] = json!(8);
+    assert!(validate(&schema, &bigger, Some(&batch)).is_ok());
+}

@@ -130,6 +130,28 @@ pub fn check_placed_job(job: &InferenceJob, pod: &Pod, nodes: &[Node]) -> Result
         );
     }
 
+    let labels = pod.labels();
+    expect_eq(
+        &format!("pod {} label {ATTEMPT_LABEL}", pod.name_any()),
+        labels.get(ATTEMPT_LABEL).cloned(),
+        Some(status.attempt_count.to_string()),
+    )?;
+    check_pod_of_plan(job, pod, plan, &class, nodes)
+}
+
+/// What every pod the operator planned carries: the owner reference, the job label, the
+/// container with its termination policy, GPU limits and the plan's env contract, the GPU
+/// toleration, and a required node affinity that matches simulated nodes with enough GPUs,
+/// one of which the scheduler bound it to.
+pub fn check_pod_of_plan(
+    job: &InferenceJob,
+    pod: &Pod,
+    plan: &vramfit_api::Plan,
+    class: &str,
+    nodes: &[Node],
+) -> Result<()> {
+    let name = job.name_any();
+    let class = class.to_string();
     // Owner reference: what lets the garbage collector remove the pod with the job.
     let owner = pod
         .owner_references()
@@ -161,11 +183,6 @@ pub fn check_placed_job(job: &InferenceJob, pod: &Pod, nodes: &[Node]) -> Result
         "pod {} has no {JOB_LABEL} label: {labels:?}",
         pod.name_any()
     );
-    expect_eq(
-        &format!("pod {} label {ATTEMPT_LABEL}", pod.name_any()),
-        labels.get(ATTEMPT_LABEL).cloned(),
-        Some(status.attempt_count.to_string()),
-    )?;
 
     let spec = pod
         .spec
@@ -295,6 +312,136 @@ pub fn check_placed_job(job: &InferenceJob, pod: &Pod, nodes: &[Node]) -> Result
     Ok(())
 }
 
+/// Everything the operator wrote for a served job whose replicas all have a pod: the status
+/// (`replicas`, `ready`, the endpoint, the selector, one line per replica) and each replica's
+/// pod — the pod of its line's plan ([`check_pod_of_plan`]), with its slot and the job's uid
+/// as labels, the job's port and probes on its health route.
+pub fn check_served_job(job: &InferenceJob, pods: &[Pod], nodes: &[Node]) -> Result<()> {
+    let name = job.name_any();
+    let serve = job
+        .spec
+        .serve
+        .as_ref()
+        .ok_or_else(|| anyhow!("job {name} is not served"))?;
+    let status = job
+        .status
+        .as_ref()
+        .ok_or_else(|| anyhow!("job {name} has no status"))?;
+    let lines = &status.replica_statuses;
+    expect_eq(
+        &format!("job {name} replicas with a pod"),
+        lines.len(),
+        serve.replicas as usize,
+    )?;
+    expect_eq(
+        &format!("job {name} status.replicas"),
+        status.replicas,
+        Some(serve.replicas),
+    )?;
+    let ready = lines.iter().filter(|l| l.ready).count();
+    expect_eq(
+        &format!("job {name} status.ready"),
+        status.ready.clone(),
+        Some(format!("{ready}/{}", serve.replicas)),
+    )?;
+    let namespace = job.namespace().unwrap_or_default();
+    expect_eq(
+        &format!("job {name} status.endpoint"),
+        status.endpoint.clone(),
+        Some(format!("http://{name}.{namespace}.svc:{}", serve.port)),
+    )?;
+    let uid = job.uid().unwrap_or_default();
+    ensure!(
+        status
+            .selector
+            .as_deref()
+            .is_some_and(|s| s.contains(&format!("vramfit.io/job-uid={uid}"))),
+        "job {name}: status.selector {:?} does not select by the job's uid",
+        status.selector
+    );
+    let health = serve
+        .health_path_for(job.spec.runtime)
+        .unwrap_or("/health")
+        .to_string();
+    for line in lines {
+        let pod = pods
+            .iter()
+            .find(|p| p.name_any() == line.pod_name)
+            .ok_or_else(|| {
+                anyhow!(
+                    "job {name}: replica {} names pod {}, which does not exist",
+                    line.slot,
+                    line.pod_name
+                )
+            })?;
+        let plan: vramfit_api::Plan = pod
+            .annotations()
+            .get(vramfit_api::pod_keys::PLAN_ANNOTATION)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .ok_or_else(|| anyhow!("pod {} carries no plan", line.pod_name))?;
+        expect_eq(
+            &format!("pod {} plan's class", line.pod_name),
+            plan.node_class.as_str(),
+            line.node_class.as_str(),
+        )?;
+        check_pod_of_plan(job, pod, &plan, &line.node_class, nodes)?;
+        let labels = pod.labels();
+        expect_eq(
+            &format!(
+                "pod {} label {}",
+                line.pod_name,
+                vramfit_api::pod_keys::REPLICA_LABEL
+            ),
+            labels.get(vramfit_api::pod_keys::REPLICA_LABEL).cloned(),
+            Some(line.slot.to_string()),
+        )?;
+        expect_eq(
+            &format!(
+                "pod {} label {}",
+                line.pod_name,
+                vramfit_api::pod_keys::JOB_UID_LABEL
+            ),
+            labels.get(vramfit_api::pod_keys::JOB_UID_LABEL).cloned(),
+            Some(uid.clone()),
+        )?;
+        let container = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.iter().find(|c| c.name == CONTAINER))
+            .ok_or_else(|| anyhow!("pod {} has no container {CONTAINER}", line.pod_name))?;
+        expect_eq(
+            &format!("pod {} container port", line.pod_name),
+            container
+                .ports
+                .iter()
+                .flatten()
+                .map(|p| p.container_port)
+                .collect::<Vec<_>>(),
+            vec![i32::from(serve.port)],
+        )?;
+        for (which, probe) in [
+            ("startup", &container.startup_probe),
+            ("readiness", &container.readiness_probe),
+            ("liveness", &container.liveness_probe),
+        ] {
+            expect_eq(
+                &format!("pod {} {which} probe path", line.pod_name),
+                probe
+                    .as_ref()
+                    .and_then(|p| p.http_get.as_ref())
+                    .and_then(|h| h.path.clone()),
+                Some(health.clone()),
+            )?;
+        }
+        expect_eq(
+            &format!("pod {} restartPolicy", line.pod_name),
+            pod.spec.as_ref().and_then(|s| s.restart_policy.clone()),
+            Some("Never".to_string()),
+        )?;
+    }
+    Ok(())
+}
+
 /// A job's pods are exactly one.
 pub fn exactly_one_pod(pods: &[Pod]) -> Result<()> {
     ensure!(
@@ -305,7 +452,8 @@ pub fn exactly_one_pod(pods: &[Pod]) -> Result<()> {
     Ok(())
 }
 
-/// Exactly one live pod per non-terminal job that has one, and it is the one in status.
+/// Exactly one live pod per non-terminal job that has one, and it is the one in status; for a
+/// served job, one per replica (and its rolling update's surge pod), each named in status.
 pub async fn one_live_pod_per_job(s: &Suite) -> Result<()> {
     let jobs = s.jobs().list(&ListParams::default()).await?.items;
     for job in jobs {
@@ -317,6 +465,22 @@ pub async fn one_live_pod_per_job(s: &Suite) -> Result<()> {
             .filter(|p| is_live(p))
             .map(|p| p.name_any())
             .collect();
+        if job.spec.serve.is_some() {
+            let named: Vec<&str> = status
+                .replica_statuses
+                .iter()
+                .flat_map(|l| {
+                    std::iter::once(l.pod_name.as_str())
+                        .chain(l.surge.as_ref().map(|s| s.pod_name.as_str()))
+                })
+                .collect();
+            ensure!(
+                live.iter().all(|p| named.contains(&p.as_str())),
+                "served job {} has live pods {live:?} its replicas {named:?} do not name",
+                job.name_any()
+            );
+            continue;
+        }
         ensure!(
             live.len() <= 1,
             "job {} has {} live pods: {live:?}",

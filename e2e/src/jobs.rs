@@ -149,6 +149,42 @@ impl Suite {
         .await
     }
 
+    /// Waits until served job `name` has `n` replicas, each with a bound pod its replica line
+    /// names; returns the job and those pods.
+    pub async fn wait_replicas(&self, name: &str, n: usize) -> Result<(InferenceJob, Vec<Pod>)> {
+        eventually(
+            &format!("job {name} to have {n} replicas with bound pods"),
+            SETTLE,
+            || async {
+                let job = self.job(name).await?;
+                let status = job.status.clone().unwrap_or_default();
+                let pods = self.pods_of(&job).await?;
+                let bound: Vec<Pod> = status
+                    .replica_statuses
+                    .iter()
+                    .filter_map(|l| pods.iter().find(|p| p.name_any() == l.pod_name))
+                    .filter(|p| node_of(p).is_some() && p.metadata.deletion_timestamp.is_none())
+                    .cloned()
+                    .collect();
+                ensure!(
+                    bound.len() == n && status.replica_statuses.len() == n,
+                    "replicas {:?}, pods {:?}, conditions {:?}",
+                    status
+                        .replica_statuses
+                        .iter()
+                        .map(|l| (&l.pod_name, &l.node_class, l.ready))
+                        .collect::<Vec<_>>(),
+                    pods.iter()
+                        .map(|p| (p.name_any(), node_of(p).map(str::to_string)))
+                        .collect::<Vec<_>>(),
+                    conditions_of(&job)
+                );
+                Ok((job, bound))
+            },
+        )
+        .await
+    }
+
     /// Waits until job `name` reaches one of `phases`.
     pub async fn wait_phase(&self, name: &str, phases: &[Phase]) -> Result<InferenceJob> {
         eventually(

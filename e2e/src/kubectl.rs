@@ -73,6 +73,30 @@ pub fn parse_table(
     Ok(table)
 }
 
+/// The cell of `column` in the row whose first cell is `row`, read by the header's column
+/// positions (kubectl aligns its columns), so empty cells do not shift the others.
+pub fn cell(output: &str, column: &str, row: &str) -> Result<String> {
+    let mut lines = output.lines().filter(|l| !l.trim().is_empty());
+    let header = lines
+        .next()
+        .ok_or_else(|| anyhow!("kubectl printed nothing"))?;
+    let start = header
+        .match_indices(column)
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || header[..i].ends_with(' '))
+        .ok_or_else(|| anyhow!("no column {column} in {header:?}"))?;
+    let end = header[start..]
+        .find(' ')
+        .map(|n| start + n)
+        .and_then(|after| header[after..].find(|c: char| c != ' ').map(|n| after + n))
+        .unwrap_or(usize::MAX);
+    let line = lines
+        .find(|l| l.split_whitespace().next() == Some(row))
+        .ok_or_else(|| anyhow!("no row {row}"))?;
+    let text = line.get(start..end.min(line.len())).unwrap_or_default();
+    Ok(text.trim().to_string())
+}
+
 impl Suite {
     /// `kubectl get ij -n <test namespace> <extra…>`; prints its output indented and returns
     /// it.
@@ -117,5 +141,13 @@ mod tests {
                 .contains("NODE")
         );
         assert!(parse_table(out, &["PHASE"], &["gone"]).is_err());
+        let wide = "NAME   PHASE     READY   POD   ENDPOINT                  AGE\n\
+                    chat   Running   2/3           http://chat.ml.svc:8000   5s\n";
+        assert_eq!(cell(wide, "READY", "chat").unwrap(), "2/3");
+        assert_eq!(cell(wide, "POD", "chat").unwrap(), "");
+        assert_eq!(
+            cell(wide, "ENDPOINT", "chat").unwrap(),
+            "http://chat.ml.svc:8000"
+        );
     }
 }

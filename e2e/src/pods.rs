@@ -2,7 +2,7 @@
 use anyhow::{Context as _, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 
@@ -30,6 +30,42 @@ pub fn pod_running_status(container: &str, image: &str, now: &str) -> Value {
             }],
         }
     })
+}
+
+/// A pod status a kubelet would write for a server: its container runs, the pod has the IP
+/// `ip`, and its readiness probe passes (`ready`) or not.
+pub fn pod_serving_status(container: &str, image: &str, now: &str, ip: &str, ready: bool) -> Value {
+    let word = if ready { "True" } else { "False" };
+    json!({
+        "status": {
+            "phase": "Running",
+            "startTime": now,
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "conditions": [
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                {"type": "ContainersReady", "status": word, "lastTransitionTime": now},
+                {"type": "Ready", "status": word, "lastTransitionTime": now},
+            ],
+            "containerStatuses": [{
+                "name": container,
+                "image": image,
+                "imageID": "",
+                "ready": ready,
+                "started": true,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }],
+        }
+    })
+}
+
+/// A pod IP for a simulated pod, stable for its name (10.244.x.y, never .0 or .255).
+pub fn pod_ip(name: &str) -> String {
+    let hash = vramfit_api::pod_keys::fnv1a64(name.as_bytes());
+    let third = (hash >> 8) % 250 + 1;
+    let fourth = hash % 250 + 2;
+    format!("10.244.{third}.{fourth}")
 }
 
 /// How long a simulated workload container ran before it ended (its `startedAt` is this long
@@ -154,6 +190,37 @@ impl Suite {
             pod_running_status(&container_name(pod), &image_of(pod), &now()),
         )
         .await
+    }
+
+    /// Writes the status of a served pod: running at its IP ([`pod_ip`]), Ready or not.
+    pub async fn set_pod_serving(&self, pod: &Pod, ready: bool) -> Result<()> {
+        self.set_pod_status(
+            pod,
+            pod_serving_status(
+                &container_name(pod),
+                &image_of(pod),
+                &now(),
+                &pod_ip(&pod.name_any()),
+                ready,
+            ),
+        )
+        .await
+    }
+
+    /// What a kubelet confirms: pods of `job` being deleted are removed (force-deleted; no
+    /// kubelet runs here). Returns their names.
+    pub async fn confirm_deletions(&self, job: &InferenceJob) -> Result<Vec<String>> {
+        let mut gone = Vec::new();
+        for pod in self.pods_of(job).await? {
+            if pod.metadata.deletion_timestamp.is_some() {
+                let _ = self
+                    .pods()
+                    .delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
+                    .await;
+                gone.push(pod.name_any());
+            }
+        }
+        Ok(gone)
     }
 
     /// Writes the status of a pod whose workload ended with `exit_code`, `reason` and the

@@ -55,6 +55,8 @@ mod pod_security;
 mod rbac;
 #[path = "scenarios/scheduling.rs"]
 mod scheduling;
+#[path = "scenarios/serving.rs"]
+mod serving;
 #[path = "scenarios/status_and_events.rs"]
 mod status_and_events;
 #[path = "scenarios/workload_reports.rs"]
@@ -166,6 +168,27 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("namespace-scoped-install", |s| {
             Box::pin(namespace_scope::namespace_scoped_install(s))
+        }),
+        ("served-service-and-endpoints", |s| {
+            Box::pin(serving::service_and_endpoints(s))
+        }),
+        ("served-kubectl-scale-over-two-classes", |s| {
+            Box::pin(serving::kubectl_scale_over_two_classes(s))
+        }),
+        ("served-oom-steps-down-behind-the-endpoint", |s| {
+            Box::pin(serving::oom_steps_down_behind_the_endpoint(s))
+        }),
+        ("served-rolling-update-keeps-an-endpoint", |s| {
+            Box::pin(serving::rolling_update_keeps_an_endpoint(s))
+        }),
+        ("served-crash-loop-backs-off", |s| {
+            Box::pin(serving::crash_loop_backs_off(s))
+        }),
+        ("served-hpa-targets-the-scale-subresource", |s| {
+            Box::pin(serving::hpa_targets_the_scale_subresource(s))
+        }),
+        ("served-unschedulable-replica-frees-its-class", |s| {
+            Box::pin(serving::unschedulable_replica_frees_its_class(s))
         }),
         // Last: it checks the dashboards against what the run's operator did.
         ("dashboards-show-data", |s| {

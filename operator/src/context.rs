@@ -69,6 +69,8 @@ pub struct Context {
     pub reservations: Reservations,
     /// Tunables.
     pub settings: Settings,
+    /// Served jobs: their Services' and PDBs' caches, who waits for room, the backoff.
+    pub serving: crate::serving::ServingState,
     failures: Mutex<HashMap<String, u32>>,
     reported_malformed: Mutex<HashSet<(String, Option<i64>)>>,
     inventory: Mutex<Option<(u64, Arc<Inventory>)>>,
@@ -102,11 +104,18 @@ impl Context {
             stores,
             reservations: Reservations::new(settings.reservation_ttl),
             settings,
+            serving: crate::serving::ServingState::writable().0,
             failures: Mutex::new(HashMap::new()),
             reported_malformed: Mutex::new(HashSet::new()),
             inventory: Mutex::new(None),
             written_from: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same context with `serving`'s caches (the controller's, filled by its watches).
+    pub fn with_serving(mut self, serving: crate::serving::ServingState) -> Self {
+        self.serving = serving;
+        self
     }
 
     /// The classes and nodes, rebuilt only when a node or GpuNodeClass changed.

@@ -10,6 +10,7 @@
 //! | Pods (GPU usage) | `status.phase!=Succeeded,status.phase!=Failed`, always cluster-wide | GPUs taken per node by any pod, summed event by event (no pod kept; read as [`SlimPod`]s) |
 //! | Nodes (store) | all | classes and allocatable GPUs, trimmed of images and managed fields |
 //! | GpuNodeClasses (store) | all | class overrides and definitions (`DeserializeGuard`) |
+//! | Services, PodDisruptionBudgets (stores) | `vramfit.io/job` (with `--watch-namespaces`, one watch per listed namespace) | served jobs' objects: a change or deletion reconciles the job that controls it, which repairs it ([`crate::serving::watches`]) |
 //!
 //! Re-planning triggers come from the stores' own streams, after the store is updated: a
 //! node's labels, allocatable GPUs, taints, cordon or readiness changing, any GpuNodeClass
@@ -44,6 +45,9 @@ use crate::health::Health;
 use crate::job_gauges::JobGauges;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
+use crate::serving::ServingState;
+use crate::serving::state::Waiting;
+use crate::serving::watches::drive_serving_watches;
 use crate::stores::cached_job::CachedJob;
 use crate::stores::namespaces::{WatchNamespaces, watch_namespaces};
 use crate::stores::reflectors::{drive_reflectors, list_config};
@@ -130,19 +134,34 @@ pub async fn run(
         )
         .boxed(),
     };
-    let ctx = Arc::new(Context::new(
+    // Served jobs' Services and PDBs: a change or deletion reconciles the owning job.
+    let (serving, serving_writers) = ServingState::writable();
+    let serving_stores = serving.stores.clone();
+    let (serving_changes, changed_served_jobs) = futures::channel::mpsc::unbounded();
+    let serving_watches = tokio::spawn(drive_serving_watches(
         client.clone(),
-        metrics.clone(),
-        stores.clone(),
-        config.settings.clone(),
-        config.instance.clone(),
+        serving_writers,
+        config.namespaces.clone(),
+        serving_changes,
     ));
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            metrics.clone(),
+            stores.clone(),
+            config.settings.clone(),
+            config.instance.clone(),
+        )
+        .with_serving(serving),
+    );
     let job_gauges = Arc::new(JobGauges::default());
     let counted = job_gauges.clone();
+    let served_counted = ctx.serving.gauges();
     let forgetting = (ctx.clone(), job_store.clone());
     let job_events = reflector(job_writer, job_watch).inspect(move |event| {
         if let Ok(event) = event {
             counted.apply(event);
+            served_counted.apply(event);
             forget_deleted_jobs(event, &forgetting.0, &forgetting.1);
         }
         if matches!(event, Ok(watcher::Event::InitDone)) {
@@ -158,13 +177,19 @@ pub async fn run(
     // Reconciling before the stores have listed would see no nodes and park every job.
     info!("waiting for the node, pod and GpuNodeClass caches");
     let mut waiting = stop.clone();
+    let synced = async {
+        stores.wait_until_ready().await?;
+        serving_stores.wait_until_ready().await
+    };
     tokio::select! {
-        synced = stores.wait_until_ready() => if synced.is_err() {
+        synced = synced => if synced.is_err() {
             reflectors.abort();
+            serving_watches.abort();
             return Err(StartupError::ControllerEnded("a store's reflector ended before it synced".into()));
         },
         _ = waiting.wait_for(|stopped| *stopped) => {
             reflectors.abort();
+            serving_watches.abort();
             return Ok(());
         }
     }
@@ -172,9 +197,11 @@ pub async fn run(
 
     let reconciling = controller
         .reconcile_on(changed_jobs)
+        .reconcile_on(changed_served_jobs)
         .reconcile_on(waiting_jobs_on(
             wake_stream(wake, config.wake_coalesce),
             job_store.clone(),
+            ctx.serving.waiting(),
         ))
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown_future(stop.clone()))
@@ -204,6 +231,7 @@ pub async fn run(
     };
     health.set_synced(false);
     reflectors.abort();
+    serving_watches.abort();
     match ended {
         Some(why) => Err(StartupError::ControllerEnded(why)),
         None if *stop.borrow() => {
@@ -234,6 +262,9 @@ fn shutdown_future(
 fn gauge_source(jobs: Arc<JobGauges>, ctx: Arc<Context>) -> Box<dyn Fn() + Send + Sync> {
     Box::new(move || {
         ctx.metrics.observe_job_totals(jobs.totals());
+        ctx.metrics
+            .serving()
+            .observe_ready(ctx.serving.gauges().totals());
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
     })
@@ -285,12 +316,24 @@ pub fn jobs_to_reconcile(
 }
 
 /// For each wake-up, the jobs a change of nodes, classes or free GPUs can move: those not
-/// placed yet (Pending, Unschedulable). Placed and finished jobs follow their pods instead.
+/// placed yet (Pending, Unschedulable), and served jobs with a replica that waits for room.
+/// Placed and finished jobs follow their pods instead.
 pub fn waiting_jobs_on(
     wakes: impl Stream<Item = ()> + Send + 'static,
     jobs: Store<CachedJob>,
+    served: Arc<Waiting>,
 ) -> impl Stream<Item = JobRef> + Send + 'static {
-    wakes.flat_map(move |()| futures::stream::iter(waiting_jobs(&jobs.state())))
+    wakes.flat_map(move |()| {
+        let mut waiting = waiting_jobs(&jobs.state());
+        // A served job deleted since it waited is not reconciled for nothing.
+        waiting.extend(
+            served
+                .jobs()
+                .into_iter()
+                .filter(|job| jobs.get(job).is_some()),
+        );
+        futures::stream::iter(waiting)
+    })
 }
 
 /// The jobs of `jobs` that wait for a class with room (or have not been planned yet). A job
@@ -442,7 +485,7 @@ mod tests {
                 }
                 let path = request.uri().path().to_string();
                 let selector = if query.contains("labelSelector") {
-                    " (job pods)"
+                    " (vramfit.io/job)"
                 } else if query.contains("fieldSelector") {
                     " (GPU accounting)"
                 } else {
@@ -499,15 +542,19 @@ mod tests {
         assert_eq!(
             lists.lock().unwrap().iter().collect::<Vec<_>>(),
             [
-                "/api/v1/namespaces/team-a/pods (job pods)",
-                "/api/v1/namespaces/team-b/pods (job pods)",
+                "/api/v1/namespaces/team-a/pods (vramfit.io/job)",
+                "/api/v1/namespaces/team-a/services (vramfit.io/job)",
+                "/api/v1/namespaces/team-b/pods (vramfit.io/job)",
+                "/api/v1/namespaces/team-b/services (vramfit.io/job)",
                 "/api/v1/nodes",
                 "/api/v1/pods (GPU accounting)",
+                "/apis/policy/v1/namespaces/team-a/poddisruptionbudgets (vramfit.io/job)",
+                "/apis/policy/v1/namespaces/team-b/poddisruptionbudgets (vramfit.io/job)",
                 "/apis/vramfit.io/v1alpha1/gpunodeclasses",
                 &format!("{jobs}/team-a/inferencejobs"),
                 &format!("{jobs}/team-b/inferencejobs"),
             ],
-            "jobs and job pods per namespace, the rest cluster-wide"
+            "jobs, job pods and served jobs' Services and PDBs (by the job label) per namespace, the rest cluster-wide"
         );
     }
 

@@ -28,6 +28,9 @@ pub enum Error {
     /// The reconcile panicked (a bug): contained to this job, which is retried with backoff.
     #[error("the reconcile panicked: {0}")]
     Panicked(String),
+    /// Writing a served job's Service or PodDisruptionBudget.
+    #[error(transparent)]
+    Serving(#[from] crate::serving::apply::ServingApplyError),
 }
 
 impl Error {
@@ -43,6 +46,7 @@ impl Error {
             Error::Apply(ApplyError::PodDelete { .. }) => "pod_delete",
             Error::Status(StatusError::StatusPatch { .. }) => "status_patch",
             Error::Panicked(_) => "panic",
+            Error::Serving(error) => error.metric_label(),
         }
     }
 
@@ -52,6 +56,7 @@ impl Error {
         match self {
             Error::Apply(error) => error.is_transient(),
             Error::Status(StatusError::StatusPatch { source, .. }) => is_transient(source),
+            Error::Serving(error) => error.is_transient(),
             Error::Observe(_) | Error::Build(_) | Error::Panicked(_) => false,
         }
     }

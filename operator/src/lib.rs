@@ -11,6 +11,7 @@
 //! * [`next_status`]: the job's next status, pod and events from what was observed (pure).
 //! * [`conditions`]: status conditions with stable transition times (pure).
 //! * [`reconcile`]: the pipeline: read → validate → decide → apply pod → patch status.
+//! * [`serving`]: the pipeline of served jobs (`spec.serve`): replicas behind one Service.
 //! * [`controller`]: the kube-runtime `Controller` wiring, watches and stores.
 //! * [`slim`]: the pods and jobs the watches parse: only what vramfit reads.
 //! * [`events`], [`metrics`], [`health`], [`leader`], [`reservations`]: the edges
@@ -39,6 +40,7 @@ pub mod lease_fence;
 pub mod metrics;
 pub mod permissions;
 pub mod reconcile;
+pub mod serving;
 pub mod stores;
 pub mod tolerations;
 

@@ -92,6 +92,7 @@ pub struct Metrics {
     items: Family<ClassLabels, Counter>,
     work_seconds: Family<ClassLabels, Counter<f64, AtomicU64>>,
     work_cost: Family<ClassLabels, Counter<f64, AtomicU64>>,
+    serving: crate::serving::metrics::ServingMetrics,
 }
 
 impl Default for Metrics {
@@ -164,8 +165,10 @@ impl Metrics {
             "Cost in US cents of the work finished jobs reported, at their plans' hourly price",
             work_cost.clone(),
         );
+        let serving = crate::serving::metrics::ServingMetrics::register(&mut registry);
         Self {
             registry,
+            serving,
             jobs,
             unschedulable_jobs,
             reconcile_duration,
@@ -177,6 +180,11 @@ impl Metrics {
             work_seconds,
             work_cost,
         }
+    }
+
+    /// The served jobs' metrics.
+    pub fn serving(&self) -> &crate::serving::metrics::ServingMetrics {
+        &self.serving
     }
 
     /// Counts an attempt whose output check found garbage. `dtype` is the workload's own word:

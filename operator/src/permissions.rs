@@ -88,6 +88,22 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["update"],
         scope: Scope::JobNamespaces,
     },
+    // Served jobs: the Service named after each job and, from two replicas, its
+    // PodDisruptionBudget, server-side applied (which creates them: `create` as well as
+    // `patch`), watched so that a changed or deleted one is put back; the budget is deleted
+    // below two replicas. In their job's namespace.
+    Permission {
+        api_group: "",
+        resource: "services",
+        verbs: &["get", "list", "watch", "create", "patch"],
+        scope: Scope::JobNamespaces,
+    },
+    Permission {
+        api_group: "policy",
+        resource: "poddisruptionbudgets",
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        scope: Scope::JobNamespaces,
+    },
     Permission {
         api_group: "vramfit.io",
         resource: "gpunodeclasses",
@@ -196,6 +212,8 @@ mod tests {
                 "inferencejobs",
                 "inferencejobs/status",
                 "inferencejobs/finalizers",
+                "services",
+                "poddisruptionbudgets",
                 "pods",
                 "events"
             ]

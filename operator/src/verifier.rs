@@ -40,6 +40,33 @@ pub fn test_context() -> (Arc<Context>, ApiServerVerifier, StoreWriters) {
     (Arc::new(ctx), ApiServerVerifier { handle }, writers)
 }
 
+/// [`test_context`] with served jobs' caches whose writers the test holds.
+pub fn test_context_with_serving() -> (
+    Arc<Context>,
+    ApiServerVerifier,
+    StoreWriters,
+    crate::serving::state::ServingWriters,
+) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (stores, writers) = Stores::writable();
+    let (serving, serving_writers) = crate::serving::ServingState::writable();
+    let ctx = Context::new(
+        client,
+        Arc::new(Metrics::new()),
+        stores,
+        Settings::default(),
+        None,
+    )
+    .with_serving(serving);
+    (
+        Arc::new(ctx),
+        ApiServerVerifier { handle },
+        writers,
+        serving_writers,
+    )
+}
+
 pub fn respond(send: SendResponse<Response<Body>>, status: u16, body: &Value) {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     match Response::builder().status(status).body(Body::from(bytes)) {
@@ -173,6 +200,56 @@ impl ApiServerVerifier {
             send,
             200,
             &json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "namespace": NAMESPACE } }),
+        );
+    }
+
+    /// Expects the server-side apply of object `name` at `collection` (a namespaced path such
+    /// as `/api/v1/namespaces/ml/services`); answers with the object. Returns the applied body.
+    pub async fn object_apply(&mut self, collection: &str, name: &str) -> Value {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("{collection}/{name}{APPLY_QUERY}")
+        );
+        let body = Self::body(request).await;
+        assert_eq!(body["metadata"]["name"], name);
+        respond(send, 200, &body);
+        body
+    }
+
+    /// Expects the server-side apply of object `name` at `collection`; refuses it with `code`
+    /// and `message`.
+    pub async fn object_apply_rejected(
+        &mut self,
+        collection: &str,
+        name: &str,
+        code: u16,
+        message: &str,
+    ) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("{collection}/{name}{APPLY_QUERY}")
+        );
+        respond(
+            send,
+            code,
+            &json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                     "message": message, "reason": "InternalError", "code": code }),
+        );
+    }
+
+    /// Expects the deletion of object `name` at `collection`.
+    pub async fn object_delete(&mut self, collection: &str, name: &str) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::DELETE, "{}", request.uri());
+        assert_eq!(request.uri().path(), format!("{collection}/{name}"));
+        respond(
+            send,
+            200,
+            &json!({ "kind": "Status", "apiVersion": "v1", "status": "Success" }),
         );
     }
 

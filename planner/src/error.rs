@@ -91,6 +91,23 @@ pub enum SpecError {
     /// `allowedQuantizations` or `kvCacheTypes` leaves nothing.
     #[error("allowedQuantizations and kvCacheTypes may not be empty")]
     EmptyLadder,
+    /// A served job of a runtime with no health route of its own names none.
+    #[error(
+        "serve.healthPath is required for runtime {runtime} (vLLM and llama.cpp answer GET /health; vramfit probes the route a server answers once its model is loaded)"
+    )]
+    NoHealthPath {
+        /// The runtime, as the manifest names it.
+        runtime: &'static str,
+    },
+    /// `serve.healthPath` is not an absolute path.
+    #[error("serve.healthPath must start with / (got {path:?})")]
+    BadHealthPath {
+        /// What the job gave.
+        path: String,
+    },
+    /// `serve.port` is 0.
+    #[error("serve.port must be between 1 and 65535")]
+    ZeroPort,
 }
 
 /// Why a `GpuNodeClass` does not define a class of its own.

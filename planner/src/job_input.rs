@@ -55,6 +55,8 @@ pub struct JobInput {
     pub toleration_keys: Vec<String>,
     /// The priority class the job asks for.
     pub priority_class: Option<String>,
+    /// A served job's port (docs/serving.md); `None` for a batch job.
+    pub serve: Option<crate::serving::ServeInput>,
 }
 
 impl JobInput {
@@ -106,6 +108,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
     {
         return Err(SpecError::CommandArgs { contradiction: why });
     }
+    let serve = crate::serving::check(spec)?;
     if spec.batch_size == 0 {
         return Err(SpecError::ZeroBatchSize);
     }
@@ -161,6 +164,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
             .pod
             .as_ref()
             .and_then(|pod| pod.priority_class_name.clone()),
+        serve,
     })
 }
 

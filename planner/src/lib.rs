@@ -13,6 +13,7 @@
 //! * [`runtime_contract`]: supported runtime versions and the flag table (docs/runtime-contracts.md).
 //! * [`runtime_vllm`]: how vLLM realises a plan (docs/runtime-contracts.md).
 //! * [`user_args`]: a job's own command and args against the planned flags.
+//! * [`serving`]: what a served job adds (where it listens) and the checks of its `serve`.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
@@ -32,6 +33,7 @@ mod plan_transformers;
 pub mod ranking;
 pub mod runtime_contract;
 pub mod runtime_vllm;
+pub mod serving;
 pub mod tiles;
 pub mod user_args;
 pub mod workload;

@@ -180,6 +180,30 @@ pub const FLAGS: &[FlagContract] = &[
         evidence: "`common/arg.cpp` `-fa, --flash-attn` takes on, off or auto (a bare switch from PR 5021 until then; `flash_attn_type` from b6327)",
     },
     FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--host",
+        values: Values::OneOf(&["0.0.0.0"]),
+        always: false,
+        from_plan: "served jobs: every address of the pod, where probes and the Service reach it",
+        introduced: Version {
+            label: "2023 (the server's own option; `common/arg.cpp` at b6327)",
+            order: 202307,
+        },
+        evidence: "`common/arg.cpp` `--host HOST` (env `LLAMA_ARG_HOST`; a name ending in `.sock` binds a Unix socket), server only",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--port",
+        values: Values::Count(1),
+        always: false,
+        from_plan: "served jobs: `serve.port`",
+        introduced: Version {
+            label: "2023 (the server's own option; `common/arg.cpp` at b6327)",
+            order: 202307,
+        },
+        evidence: "`common/arg.cpp` `--port PORT` (env `LLAMA_ARG_PORT`, default 8080), server only",
+    },
+    FlagContract {
         runtime: Runtime::Vllm,
         flag: "--dtype",
         values: Values::OneOf(&["bfloat16", "float16"]),
@@ -250,6 +274,24 @@ pub const FLAGS: &[FlagContract] = &[
         from_plan: "one image per prompt (InternVL), as the memory estimate holds",
         introduced: vllm("0.8.5 (JSON form; key=value from 0.5.5)", 805),
         evidence: "`vllm/config` `limit_per_prompt` (JSON; default 999 per modality under V1)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--host",
+        values: Values::OneOf(&["0.0.0.0"]),
+        always: false,
+        from_plan: "served jobs: every address of the pod, where probes and the Service reach it",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/entrypoints/openai/cli_args.py` `FrontendArgs.host` (unset: uvicorn's default)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--port",
+        values: Values::Count(1),
+        always: false,
+        from_plan: "served jobs: `serve.port`",
+        introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
+        evidence: "`vllm/entrypoints/openai/cli_args.py` `FrontendArgs.port` (default 8000; `--uds` would make it ignore host and port)",
     },
 ];
 

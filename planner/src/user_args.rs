@@ -102,29 +102,40 @@ pub fn contradiction(runtime: Runtime, arg: &str) -> Option<String> {
         Runtime::Llamacpp => LLAMACPP,
         Runtime::Transformers | Runtime::Custom => return None,
     };
-    if !arg.starts_with('-') || arg.parse::<f64>().is_ok() {
-        return None;
-    }
-    let key = arg.split_once('=').map_or(arg, |(k, _)| k);
-    let hit = |s: &str| match runtime {
-        // vLLM reads `--max_model_len` as `--max-model-len`, `-tp4` as `-tp 4`, and
-        // abbreviations of long flags.
-        Runtime::Vllm if s.starts_with("--") => {
-            let key = format!("--{}", key.trim_start_matches('-').replace('_', "-"));
-            key == s || (key.len() >= SHORTEST_ABBREVIATION && s.starts_with(&key))
-        }
-        Runtime::Vllm => key.starts_with(s) && !key.starts_with("--"),
-        _ => key == s,
-    };
     table
         .iter()
-        .find_map(|p| p.spellings.iter().find(|s| hit(s)).map(|s| (p, *s)))
+        .find_map(|p| {
+            p.spellings
+                .iter()
+                .find(|s| spells(runtime, arg, s))
+                .map(|s| (p, *s))
+        })
         .map(|(p, s)| {
             format!(
                 "{arg} sets {} ({s}), which vramfit plans; use {} instead",
                 p.spellings[0], p.instead
             )
         })
+}
+
+/// Whether the word `arg` of a command line sets `flag` (one spelling of it) for `runtime`:
+/// `--flag`, `--flag=value`, and for vLLM `--flag_name`, a short flag with its value attached
+/// (`-tp4`) and an abbreviation of a long flag of 8 characters or more.
+pub fn spells(runtime: Runtime, arg: &str, flag: &str) -> bool {
+    if !arg.starts_with('-') || arg.parse::<f64>().is_ok() {
+        return false;
+    }
+    let key = arg.split_once('=').map_or(arg, |(k, _)| k);
+    match runtime {
+        // vLLM reads `--max_model_len` as `--max-model-len`, `-tp4` as `-tp 4`, and
+        // abbreviations of long flags.
+        Runtime::Vllm if flag.starts_with("--") => {
+            let key = format!("--{}", key.trim_start_matches('-').replace('_', "-"));
+            key == flag || (key.len() >= SHORTEST_ABBREVIATION && flag.starts_with(&key))
+        }
+        Runtime::Vllm => key.starts_with(flag) && !key.starts_with("--"),
+        _ => key == flag,
+    }
 }
 
 /// Whether `command` runs a shell script (`sh -c …`, `bash -lc …`): flags appended to the
@@ -147,6 +158,16 @@ pub fn first_contradiction(
     command: &[String],
     args: &[String],
 ) -> Option<String> {
+    first_refusal(command, args, |word| contradiction(runtime, word))
+}
+
+/// The first refusal `refuse` gives to a word of a job's command and args (for a shell, the
+/// words of its script).
+pub fn first_refusal(
+    command: &[String],
+    args: &[String],
+    refuse: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
     let shell = is_shell(command);
     // A shell's own name and options (`-c`, `-lc`) are not the runtime's.
     let own = |i: usize, a: &String| shell && (i == 0 || (a.starts_with('-') && !a.contains(' ')));
@@ -157,7 +178,7 @@ pub fn first_contradiction(
         .map(|(_, a)| a)
         .chain(args)
         .flat_map(|a| a.split_whitespace())
-        .find_map(|word| contradiction(runtime, word.trim_matches(|c| c == '"' || c == '\'')))
+        .find_map(|word| refuse(word.trim_matches(|c| c == '"' || c == '\'')))
 }
 
 #[cfg(test)]

@@ -51,6 +51,10 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
             plan.memory.usable_per_gpu_mib.to_string(),
         ),
     ]);
+    if let Some(serve) = &job.serve {
+        // Where a served workload listens (vLLM and llama.cpp also get it as flags).
+        env.push(("VRAMFIT_PORT", serve.port.to_string()));
+    }
     if matches!(job.runtime, Runtime::Vllm | Runtime::Llamacpp) {
         // The same flags as one shell-quoted string, for a `command` that is a shell script.
         env.push((
@@ -170,6 +174,9 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
             }
         }
         Runtime::Transformers | Runtime::Custom => {}
+    }
+    if let Some(serve) = &job.serve {
+        args.extend(crate::serving::listen_args(job.runtime, serve));
     }
     args
 }

@@ -89,12 +89,14 @@ fn jobs(runtime: Runtime) -> Vec<JobInput> {
             "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 32768}",
             "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 8192, batchSize: 4}",
             "{model: {preset: llama-3.1-8b-instruct-q4_k_m}, runtime: llamacpp, image: x, overrides: {flashAttention: false}}",
+            "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, contextLength: 16384, serve: {port: 8080, replicas: 2}}",
         ],
         _ => &[
             "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, batchSize: 8}",
             "{model: {preset: internvl3-8b}, runtime: vllm, image: x, contextLength: 8192}",
             "{model: {preset: llama-3.1-8b-instruct}, runtime: vllm, image: x, allowedQuantizations: [int8, nf4]}",
             "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, allowedQuantizations: [nf4]}",
+            "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, serve: {replicas: 3}}",
         ],
     };
     specs.iter().map(|s| job(s)).collect()
@@ -157,6 +159,61 @@ fn llamacpp_arguments_on_every_generation_match_the_b6327_flag_table() {
 #[test]
 fn vllm_arguments_on_every_generation_match_the_0_10_2_flag_table() {
     assert!(check_runtime(Runtime::Vllm) >= 18);
+}
+
+/// A served job's flags end with where it listens; a batch job's have no such flag.
+#[test]
+fn served_jobs_listen_on_every_address_at_their_port() {
+    for (runtime, spec) in [
+        (
+            Runtime::Vllm,
+            "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x",
+        ),
+        (
+            Runtime::Llamacpp,
+            "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x",
+        ),
+    ] {
+        let served = job(&format!("{spec}, serve: {{port: 9000}}}}"));
+        let batch = job(&format!("{spec}}}"));
+        let class = class("a10g-x1");
+        let plan = plan_for_class(&served, &class, &Fallback::default()).unwrap();
+        let args = workload::runtime_args(&served, &plan);
+        assert_eq!(
+            &args[args.len() - 4..],
+            ["--host", "0.0.0.0", "--port", "9000"]
+        );
+        let env = workload::plan_env(&served, &plan);
+        assert!(env.contains(&("VRAMFIT_PORT".to_string(), "9000".to_string())));
+        let runtime_args = env
+            .iter()
+            .find(|(k, _)| k == "VRAMFIT_RUNTIME_ARGS")
+            .unwrap();
+        assert!(
+            runtime_args.1.ends_with("--host 0.0.0.0 --port 9000"),
+            "{runtime:?}"
+        );
+        let plain = workload::runtime_args(&batch, &plan);
+        assert!(
+            !plain.iter().any(|a| a == "--port" || a == "--host"),
+            "{runtime:?}"
+        );
+        assert!(
+            !workload::plan_env(&batch, &plan)
+                .iter()
+                .any(|(k, _)| k == "VRAMFIT_PORT")
+        );
+    }
+    // Transformers and custom read the port from the env only.
+    let custom = job(
+        "{model: {preset: internvl3-8b}, runtime: custom, image: x, serve: {port: 7000, healthPath: /ready}}",
+    );
+    let plan = plan_for_class(&custom, &class("a10g-x1"), &Fallback::default()).unwrap();
+    assert!(workload::runtime_args(&custom, &plan).is_empty());
+    assert!(
+        workload::plan_env(&custom, &plan)
+            .contains(&("VRAMFIT_PORT".to_string(), "7000".to_string()))
+    );
 }
 
 #[test]

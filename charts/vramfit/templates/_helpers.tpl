@@ -142,6 +142,14 @@ in a Role per namespace of operator.watchNamespaces otherwise.
 - apiGroups: ["vramfit.io"]
   resources: ["inferencejobs/finalizers"]
   verbs: ["update"]
+# Served jobs: the Service named after each job and, from two replicas, its
+# PodDisruptionBudget (server-side applied, owned by the job, watched to repair them).
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 {{- end }}
 
 {{/* Checks across values that the JSON schema cannot express; fail with a clear message. */}}

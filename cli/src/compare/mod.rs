@@ -71,6 +71,14 @@ pub fn prepare(
     default_namespace: &str,
 ) -> Result<Comparison, String> {
     let id = jobs::comparison_id(request.name.as_deref(), job.metadata.name.as_deref())?;
+    if job.spec.serve.is_some() {
+        // A comparison runs each job to its end and reads the workload's result; a server
+        // never ends.
+        return Err(
+            "compare runs a batch job to its end on each class; this job is served (spec.serve): compare a batch copy of it without serve"
+                .to_string(),
+        );
+    }
     if let Some(class) = request.prices.keys().find(|c| !request.classes.contains(c)) {
         return Err(format!(
             "--price names {class}, which --classes does not compare"

@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result, ensure};
 use kube::ResourceExt as _;
 use vramfit_api::Phase;
 use vramfit_api::event_reasons::EventReason;
-use vramfit_e2e::{Suite, check_placed_job, conditions_of, read_yaml_documents};
+use vramfit_e2e::{Suite, check_placed_job, check_served_job, conditions_of, read_yaml_documents};
 
 /// Every `examples/*.yaml` is planned: placed jobs get a complete pod, unplaceable ones say
 /// why. At least one must be placed.
@@ -46,6 +46,31 @@ pub async fn examples_are_planned(s: &mut Suite) -> Result<()> {
             .await?;
         let status = job.status.clone().unwrap_or_default();
         match status.phase {
+            Some(Phase::Scheduled) | Some(Phase::Running) if job.spec.serve.is_some() => {
+                // A served example: every replica's pod, each planned for its class.
+                let replicas = job.spec.serve.as_ref().map_or(1, |sv| sv.replicas) as usize;
+                let (job, pods) = s.wait_replicas(name, replicas).await?;
+                if let Err(e) = check_served_job(&job, &pods, &nodes) {
+                    problems.push(format!("{e:#}"));
+                    continue;
+                }
+                if let Err(e) = s.wait_events(name, &[EventReason::PodCreated]).await {
+                    problems.push(format!("{e:#}"));
+                    continue;
+                }
+                let status = job.status.clone().unwrap_or_default();
+                println!(
+                    "     {name}: served, {} replica(s) on {:?}: {:?}",
+                    replicas,
+                    status.node_class,
+                    status
+                        .replica_statuses
+                        .iter()
+                        .map(|l| l.plan_summary.as_str())
+                        .collect::<Vec<_>>()
+                );
+                placed += 1;
+            }
             Some(Phase::Scheduled) | Some(Phase::Running) => {
                 let (job, pod) = s.wait_pod(name, status.attempt_count.max(1)).await?;
                 if let Err(e) = check_placed_job(&job, &pod, &nodes) {

@@ -1,11 +1,14 @@
 //! The operator runs under its install's service account (impersonation in its kubeconfig)
 //! through a whole job life, with the RBAC that `deploy/` (the chart's render) grants; then
 //! `kubectl auth can-i --list` shows that identity holds exactly what the code declares.
-use anyhow::Result;
+use anyhow::{Result, ensure};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::Api;
 use vramfit_api::Phase;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::rbac::{OPERATOR_ACCOUNT, RbacTarget, declared, operator_rbac};
-use vramfit_e2e::{PREFIX, Suite, check_placed_job, read_yaml_documents};
+use vramfit_e2e::{PREFIX, SETTLE, Suite, check_placed_job, eventually, read_yaml_documents};
 use vramfit_operator::permissions::Install;
 
 pub async fn operator_under_chart_rbac(s: &mut Suite) -> Result<()> {
@@ -55,9 +58,38 @@ pub async fn operator_under_chart_rbac(s: &mut Suite) -> Result<()> {
         ],
     )
     .await?;
+    // A served job too: its Service and PodDisruptionBudget are created, and scaling it below
+    // two replicas deletes the budget, all as the service account.
+    let served = "rbac-served";
+    let mut manifest = s.own_job(served, 3);
+    manifest["spec"]["gpus"] = serde_json::json!({"min": 1, "max": 1});
+    manifest["spec"]["serve"] = serde_json::json!({"replicas": 2, "healthPath": "/ready"});
+    s.apply_job(manifest.clone()).await?;
+    s.wait_replicas(served, 2).await?;
+    let services: Api<Service> = Api::namespaced(s.client.clone(), &s.ns);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(s.client.clone(), &s.ns);
+    eventually("the served job's Service and PDB", SETTLE, || async {
+        ensure!(services.get_opt(served).await?.is_some(), "no Service");
+        ensure!(pdbs.get_opt(served).await?.is_some(), "no PDB");
+        Ok(())
+    })
+    .await?;
+    manifest["spec"]["serve"]["replicas"] = serde_json::json!(1);
+    s.apply_job(manifest).await?;
+    eventually(
+        "the PDB to be deleted below two replicas",
+        SETTLE,
+        || async {
+            ensure!(pdbs.get_opt(served).await?.is_none(), "PDB still there");
+            Ok(())
+        },
+    )
+    .await?;
     s.ensure_operator_not_forbidden(OPERATOR_ACCOUNT)?;
     s.stop_operators();
-    println!("     a job ran to Succeeded with the operator acting as {OPERATOR_ACCOUNT}");
+    println!(
+        "     a job ran to Succeeded, and a served job got its Service and PDB, with the operator acting as {OPERATOR_ACCOUNT}"
+    );
 
     // Exactly the declared permissions: in the lease namespace, and in any other.
     for (namespace, in_lease_namespace) in [(s.ns.as_str(), true), ("default", false)] {
@@ -65,5 +97,5 @@ pub async fn operator_under_chart_rbac(s: &mut Suite) -> Result<()> {
         s.ensure_can_i_list(OPERATOR_ACCOUNT, namespace, &expected)?;
     }
     println!("     kubectl auth can-i --list: exactly operator/src/permissions.rs");
-    s.delete_jobs(&[name.to_string()]).await
+    s.delete_jobs(&[name.to_string(), served.to_string()]).await
 }

@@ -155,6 +155,14 @@ impl Capacity {
             .is_some_and(|room| room.free.range(gpus..).any(|(_, count)| *count > 0))
     }
 
+    /// Takes `gpus` from the node of `class` that fits them best, as a pod placed there would
+    /// (a served job placing several replicas in one reconcile).
+    pub fn take(&mut self, class: &str, gpus: u32) {
+        if let Some(room) = self.rooms.get_mut(class) {
+            room.take(gpus);
+        }
+    }
+
     /// Why `class` has no node with `gpus` free, in one line.
     pub fn shortage(&self, class: &str, gpus: u32) -> String {
         let Some(room) = self.rooms.get(class) else {

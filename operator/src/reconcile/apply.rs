@@ -138,7 +138,11 @@ pub async fn write_pods(
 /// Creates a new pod. A pod of that name already there is fine when this job controls it (it
 /// was created before a restart the stores have not caught up with); anyone else's is
 /// [`ApplyError::PodNameTaken`], never taken over.
-async fn create_pod(pods: &Api<Pod>, pod: &Pod, job: &InferenceJob) -> Result<(), ApplyError> {
+pub(crate) async fn create_pod(
+    pods: &Api<Pod>,
+    pod: &Pod,
+    job: &InferenceJob,
+) -> Result<(), ApplyError> {
     let name = pod.name_any();
     let params = PostParams {
         field_manager: Some(crate::FIELD_MANAGER.to_string()),

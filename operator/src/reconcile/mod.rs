@@ -130,6 +130,10 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     if let Some(action) = observe::nothing_to_do(job, ctx) {
         return Ok(action);
     }
+    // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates.
+    if let Some(serve) = &job.spec.serve {
+        return crate::serving::reconcile_served(job, serve, ctx).await;
+    }
     let decision = {
         // Room is read and the chosen pod reserved under one lock, with no await between: a
         // burst of reconciles cannot all take the same last free GPUs.

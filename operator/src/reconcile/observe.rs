@@ -111,6 +111,16 @@ impl Snapshot<'_> {
         &self.namespace
     }
 
+    /// The validated spec, or why it is invalid.
+    pub fn input(&self) -> &Result<JobInput, SpecError> {
+        &self.input
+    }
+
+    /// The classes and nodes this snapshot plans with.
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
     /// The job's pods this snapshot saw settled: the GPU watch counts them, or they finished
     /// (and take no GPUs). Their reservations end; the apply step forgets them. Otherwise a pod
     /// deleted before any placement looked at the ledger would still count against its class

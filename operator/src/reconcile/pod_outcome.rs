@@ -21,6 +21,9 @@ pub const OOM_MARKERS: &[&str] = &[
     // device 0: cudaMalloc failed: out of memory" and "failed to allocate CUDA0 buffer".
     "ggml_backend_cuda_buffer_type_alloc_buffer",
     "cudamalloc failed: out of memory",
+    // llama.cpp (`src/llama-kv-cache.cpp`): `throw std::runtime_error("failed to allocate
+    // buffer for kv cache")`, also matched by the rule below.
+    "failed to allocate buffer for kv cache",
     // vLLM when the weights leave no room for the KV cache.
     "no available memory for the cache blocks",
     // vLLM V1 when the KV cache left cannot hold one sequence of --max-model-len ("… KV cache
@@ -345,8 +348,12 @@ fn failure(
 /// Whether `text` reports an out-of-memory failure.
 pub fn is_oom_text(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
+    // ggml/llama.cpp name the buffer's backend in between: `failed to allocate CUDA0 buffer of
+    // size …` (`ggml-alloc.c`), `unable to allocate CUDA0 buffer` (`src/llama-model.cpp`
+    // `load_tensors`).
     OOM_MARKERS.iter().any(|m| lower.contains(m))
-        || (lower.contains("failed to allocate") && lower.contains("buffer"))
+        || ((lower.contains("failed to allocate") || lower.contains("unable to allocate"))
+            && lower.contains("buffer"))
 }
 
 /// The line of `text` that reports out of memory, trimmed, if any. Source lines quoted in a
@@ -432,6 +439,12 @@ mod tests {
             "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
             "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 5120.00 MiB on device 0: cudaMalloc failed: out of memory",
             "llama_model_load: error loading model: failed to allocate CUDA0 buffer of size 4404019200",
+            // src/llama-model.cpp load_tensors: format("unable to allocate %s buffer", …).
+            "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
+            // src/llama-kv-cache.cpp: "failed to allocate buffer for kv cache".
+            "llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache",
+            // ggml/src/ggml-alloc.c: "%s: failed to allocate %s buffer of size %zu".
+            "alloc_tensor_range: failed to allocate CUDA0 buffer of size 1632174080",
             "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
             "(EngineCore_0 pid=81) ValueError: To serve at least one request with the models's max seq len (32768), (4.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.11 GiB).\nRuntimeError: Engine core initialization failed. See root cause above.",
             "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",

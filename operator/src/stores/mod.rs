@@ -255,7 +255,8 @@ impl StoreWriters {
     }
 }
 
-fn relist<K>(writer: &mut Writer<K>)
+/// Applies a relist of what `writer`'s store holds (a first full list, in tests).
+pub(crate) fn relist<K>(writer: &mut Writer<K>)
 where
     K: kube::runtime::reflector::Lookup + Clone + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,

@@ -25,6 +25,8 @@
 //! because a target is missed.
 #![forbid(unsafe_code)]
 
+mod serving;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,6 +97,11 @@ struct Args {
     /// the largest value the CRD allows): the operator's memory with large jobs.
     #[arg(long, default_value_t = 0)]
     job_padding_kib: usize,
+    /// Served jobs with this many replicas each instead of batch jobs (0: batch jobs): the
+    /// benchmark acts as the kubelet (replica pods Ready, deletions confirmed) and measures
+    /// the time until every replica is Ready, then a rolling update of every job.
+    #[arg(long, default_value_t = 0)]
+    serve_replicas: usize,
     /// Longest the whole run may take before it gives up (cleanup comes on top).
     #[arg(long, default_value_t = 1800)]
     timeout_secs: u64,
@@ -286,6 +293,8 @@ struct Report {
     restart_writes: RequestTotals,
     restart_hwm_kib: u64,
     nodes_not_ready: usize,
+    /// `--serve-replicas`: the served-job phase's figures (instead of the batch job phase's).
+    serving: Option<serving::Figures>,
 }
 
 async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
@@ -445,7 +454,20 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     report.raw_jobs_wall = started.elapsed();
     delete_raw(&client, &ns, &run).await?;
 
-    // 3. The operator and the jobs.
+    // 3. The operator and the jobs (served jobs with `--serve-replicas`), 4. its restart.
+    if args.serve_replicas > 0 {
+        eprintln!(
+            "operator-scale: 3/4 {} served InferenceJobs × {} replicas, operator as a child process",
+            args.jobs, args.serve_replicas
+        );
+        report.serving =
+            Some(serving::run(args, &client, &clients, &ns, &operator_bin, &logs).await?);
+        if let Some(heartbeat) = heartbeat {
+            heartbeat.abort();
+        }
+        report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
+        return Ok(report);
+    }
     eprintln!(
         "operator-scale: 3/4 {} InferenceJobs, operator as a child process",
         args.jobs
@@ -1243,6 +1265,10 @@ async fn count_events(
 // The table
 // ---------------------------------------------------------------------------------------
 
+fn served_replicas(figures: &serving::Figures) -> usize {
+    figures.replicas()
+}
+
 fn per_second(count: usize, wall: Duration) -> f64 {
     count as f64 / wall.as_secs_f64().max(1e-9)
 }
@@ -1299,6 +1325,32 @@ impl Report {
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(served) = &self.serving {
+            writeln!(
+                f,
+                "operator-scale {} --serve-replicas {}: API server {}, {} nodes, {} GPUs\n",
+                self.args_line,
+                served_replicas(served),
+                self.server,
+                self.nodes,
+                self.gpus
+            )?;
+            writeln!(f, "| figure | value |\n|---|---|")?;
+            writeln!(
+                f,
+                "| raw pod creates ({} clients, {} bare pods) | {:.1} pods/s; all bound after {} |",
+                self.clients,
+                self.raw_pods,
+                per_second(self.raw_pods, self.raw_wall),
+                seconds(self.raw_bound_wall)
+            )?;
+            write!(f, "{served}")?;
+            return writeln!(
+                f,
+                "| fake nodes not Ready at the end | {} |",
+                self.nodes_not_ready
+            );
+        }
         let jobs = self.jobs.max(1) as f64;
         let raw_rate = per_second(self.raw_pods, self.raw_wall);
         let placed_rate = per_second(self.placed, self.placed_wall);

@@ -1,0 +1,162 @@
+//! `vramfit_serving_ready_replicas{node_class}`, kept up to date as the job reflector takes in
+//! its watch events (as the job gauges are): each served job's Ready replicas by class, from
+//! its status; a scrape reads the totals, never a job or a pod.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use crate::stores::cached_job::CachedJob;
+
+/// One served job's Ready replicas, by class.
+type Ready = BTreeMap<String, i64>;
+
+/// Ready replicas of served jobs, by class.
+#[derive(Debug, Default)]
+pub struct ServingGauges {
+    state: Mutex<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    jobs: HashMap<ObjectRef<CachedJob>, Ready>,
+    /// During a relist: what the new list has shown so far.
+    relist: Option<HashMap<ObjectRef<CachedJob>, Ready>>,
+}
+
+/// The Ready replicas of `job` by class (nothing for a batch job or an unreadable one).
+fn ready_of(job: &CachedJob) -> Ready {
+    let mut ready = Ready::new();
+    let Ok(job) = job.job() else {
+        return ready;
+    };
+    if job.spec.serve.is_none() {
+        return ready;
+    }
+    for line in job.status.iter().flat_map(|s| &s.replica_statuses) {
+        *ready.entry(line.node_class.clone()).or_default() += i64::from(line.ready);
+    }
+    ready
+}
+
+impl ServingGauges {
+    fn lock(&self) -> MutexGuard<'_, Counts> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes one event of the job watch.
+    pub fn apply(&self, event: &watcher::Event<CachedJob>) {
+        let mut counts = self.lock();
+        match event {
+            watcher::Event::Apply(job) => {
+                let ready = ready_of(job);
+                let key = ObjectRef::from_obj(job);
+                if ready.is_empty() {
+                    counts.jobs.remove(&key);
+                } else {
+                    counts.jobs.insert(key, ready);
+                }
+            }
+            watcher::Event::Delete(job) => {
+                counts.jobs.remove(&ObjectRef::from_obj(job));
+            }
+            watcher::Event::Init => counts.relist = Some(HashMap::new()),
+            watcher::Event::InitApply(job) => {
+                let ready = ready_of(job);
+                if !ready.is_empty() {
+                    counts
+                        .relist
+                        .get_or_insert_default()
+                        .insert(ObjectRef::from_obj(job), ready);
+                }
+            }
+            watcher::Event::InitDone => {
+                counts.jobs = counts.relist.take().unwrap_or_default();
+            }
+        }
+    }
+
+    /// Ready replicas per class, over every served job.
+    pub fn totals(&self) -> Ready {
+        let counts = self.lock();
+        let mut totals = Ready::new();
+        for ready in counts.jobs.values() {
+            for (class, n) in ready {
+                *totals.entry(class.clone()).or_default() += n;
+            }
+        }
+        totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use vramfit_api::{InferenceJobStatus, ReplicaStatus, ServeSpec};
+
+    fn served(name: &str, lines: &[(&str, bool)]) -> CachedJob {
+        let mut spec = fixtures::vllm_mistral_spec();
+        spec.serve = Some(ServeSpec::default());
+        let mut job = fixtures::job(name, spec);
+        job.status = Some(InferenceJobStatus {
+            replica_statuses: lines
+                .iter()
+                .enumerate()
+                .map(|(slot, (class, ready))| ReplicaStatus {
+                    slot: slot as u32,
+                    pod_name: format!("{name}-r{slot}-1"),
+                    incarnation: 1,
+                    node_class: class.to_string(),
+                    plan_summary: String::new(),
+                    ready: *ready,
+                    node_name: None,
+                    updated: true,
+                    fallback: None,
+                    restarts: 0,
+                    failures: 0,
+                    retry_after: None,
+                    reason: None,
+                    message: None,
+                    surge: None,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        CachedJob::of(&job)
+    }
+
+    #[test]
+    fn ready_replicas_by_class_follow_the_job_events() {
+        let gauges = ServingGauges::default();
+        let a = served(
+            "a",
+            &[("a10g-x1", true), ("l40s-x1", true), ("l40s-x1", false)],
+        );
+        let b = served("b", &[("l40s-x1", true)]);
+        let batch = CachedJob::of(&fixtures::job("batch", fixtures::vllm_mistral_spec()));
+        for job in [&a, &b, &batch] {
+            gauges.apply(&watcher::Event::Apply(job.clone()));
+        }
+        let totals = gauges.totals();
+        assert_eq!(totals.get("a10g-x1"), Some(&1));
+        assert_eq!(totals.get("l40s-x1"), Some(&2));
+        assert_eq!(totals.len(), 2, "a batch job counts nowhere: {totals:?}");
+        gauges.apply(&watcher::Event::Delete(b));
+        assert_eq!(gauges.totals().get("l40s-x1"), Some(&1));
+        // A relist replaces everything once it is complete.
+        gauges.apply(&watcher::Event::Init);
+        gauges.apply(&watcher::Event::InitApply(served(
+            "c",
+            &[("h100-x8", true)],
+        )));
+        assert_eq!(
+            gauges.totals().get("a10g-x1"),
+            Some(&1),
+            "the old list until InitDone"
+        );
+        gauges.apply(&watcher::Event::InitDone);
+        assert_eq!(gauges.totals(), Ready::from([("h100-x8".to_string(), 1)]));
+    }
+}

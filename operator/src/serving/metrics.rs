@@ -1,0 +1,104 @@
+//! The served jobs' metrics, registered with the operator's (`/metrics`):
+//!
+//! * `vramfit_serving_ready_replicas{node_class}` (gauge): replicas Ready, by class, from the
+//!   served jobs' status as the job watch goes ([`super::gauges`]).
+//! * `vramfit_serving_replica_restarts_total{reason}`: replica pods replaced after they
+//!   ended, by why (`OutOfMemory`, `HostOutOfMemory`, `Failed`, `StartTimeout`, `Disrupted`,
+//!   `Deleted`).
+use std::collections::BTreeMap;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels of `vramfit_serving_ready_replicas`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabel {
+    /// Node class (the pod's `vramfit.io/node-class` label).
+    pub node_class: String,
+}
+
+/// Labels of `vramfit_serving_replica_restarts_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestartLabel {
+    /// Why the replaced pod ended.
+    pub reason: String,
+}
+
+/// The served jobs' metrics.
+#[derive(Clone, Debug, Default)]
+pub struct ServingMetrics {
+    ready: Family<ClassLabel, Gauge>,
+    restarts: Family<RestartLabel, Counter>,
+}
+
+impl ServingMetrics {
+    /// Registers them in `registry` (prefix `vramfit_`).
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "serving_ready_replicas",
+            "Ready replica pods of served InferenceJobs, by node class",
+            metrics.ready.clone(),
+        );
+        registry.register(
+            "serving_replica_restarts",
+            "Replica pods of served InferenceJobs replaced after they ended, by reason",
+            metrics.restarts.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a replaced replica pod.
+    pub fn count_restart(&self, reason: &str) {
+        self.restarts
+            .get_or_create(&RestartLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets the ready-replica gauge from its totals per class (classes absent are dropped).
+    pub fn observe_ready(&self, totals: BTreeMap<String, i64>) {
+        self.ready.clear();
+        for (node_class, count) in totals {
+            self.ready
+                .get_or_create(&ClassLabel { node_class })
+                .set(count);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_replicas_by_class_and_restarts_by_reason() {
+        let mut registry = Registry::with_prefix("vramfit");
+        let metrics = ServingMetrics::register(&mut registry);
+        metrics.observe_ready(BTreeMap::from([
+            ("a10g-x1".to_string(), 2),
+            ("l40s-x1".to_string(), 0),
+        ]));
+        metrics.count_restart("OutOfMemory");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "vramfit_serving_ready_replicas{node_class=\"a10g-x1\"} 2\n",
+            "vramfit_serving_ready_replicas{node_class=\"l40s-x1\"} 0\n",
+            "vramfit_serving_replica_restarts_total{reason=\"OutOfMemory\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        metrics.observe_ready(BTreeMap::new());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            !text.contains("node_class=\"l40s-x1\""),
+            "gone classes are dropped"
+        );
+    }
+}

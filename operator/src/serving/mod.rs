@@ -1,0 +1,112 @@
+//! Served jobs (`spec.serve`): a model server behind one Service, each replica a pod planned
+//! for the class it lands on (docs/serving.md). The batch pipeline (`reconcile/`) is unchanged;
+//! [`crate::reconcile::reconcile_job`] hands a served job to [`reconcile_served`].
+//!
+//! | step | module | touches the API |
+//! |---|---|---|
+//! | observe: the job's pods, Service, PDB, reservations, room | [`observe`] | no (caches) |
+//! | decide: the replicas' pods, the Service and PDB, status, events | [`decide`] with [`pod_state`], [`failure`], [`backoff`], [`rollout`], [`scale`], [`placement`], [`summary`] | no (pure) |
+//! | build: a replica's pod, the Service, the PDB | [`pod`], [`service`], [`pdb`] | no (pure) |
+//! | apply: pod deletions and creations, Service, PDB | [`apply`] | yes |
+//! | update status: the batch step (status patch, events, metrics) | `reconcile::update_status` | yes |
+//!
+//! [`watches`] fill the Service and PDB caches of [`state`] and reconcile the owning job when
+//! one changes or goes; [`metrics`] counts replicas.
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use vramfit_api::{InferenceJob, ServeSpec};
+
+use crate::context::Context;
+use crate::error::Error;
+use crate::reconcile::decide::Decision;
+use crate::reconcile::update_status;
+
+pub mod apply;
+pub mod backoff;
+pub mod decide;
+mod failure;
+pub mod gauges;
+pub mod metrics;
+pub mod observe;
+pub mod pdb;
+pub mod placement;
+pub mod pod;
+pub mod pod_state;
+mod rollout;
+pub mod scale;
+pub mod service;
+pub mod state;
+pub mod summary;
+pub mod watches;
+
+pub use state::ServingState;
+
+#[cfg(test)]
+mod tests;
+
+/// The reconcile of a served job: the steps in order.
+pub async fn reconcile_served(
+    job: &InferenceJob,
+    serve: &ServeSpec,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let (decision, namespace) = {
+        // Room is read and the chosen pods reserved under one lock, with no await between.
+        let _placing = ctx.reservations.hold_placement();
+        // Caches, no writes.
+        let snapshot = observe::served_snapshot(job, serve, ctx)?;
+        // Pure.
+        let decision = snapshot.decide(Time(Timestamp::now()))?;
+        // In memory: finished pods release their GPUs; new pods count against their class.
+        for pod in snapshot.base.settled_pods() {
+            ctx.reservations.forget(snapshot.base.namespace(), &pod);
+        }
+        apply::reserve(job, snapshot.base.namespace(), &decision, ctx);
+        (decision, snapshot.base.namespace().to_string())
+    };
+    ctx.serving.waiting().set(
+        ObjectRef::new(&job.name_any()).within(&namespace),
+        decision.waits_for_room,
+    );
+    // API: pods (deletions first), then the Service and the PDB.
+    if let Err(error) = apply::write_pods(job, &decision, ctx).await {
+        update_status::report_pod_not_written(job, ctx, &error).await;
+        return Err(error.into());
+    }
+    let objects = apply::write_objects(job, &decision, ctx).await;
+    let mut decision = decision;
+    if let Err(error) = &objects {
+        // The replicas exist: the status still says so, and why the Service is missing.
+        let now = Time(Timestamp::now());
+        let old = job.status.clone().unwrap_or_default();
+        summary::objects_refused(
+            &mut decision,
+            &old,
+            job.metadata.generation,
+            &now,
+            &error.to_string(),
+        );
+    }
+    // API: the status, then events and metrics (the batch step).
+    for reason in &decision.restarts {
+        ctx.metrics.serving().count_restart(reason);
+    }
+    let written = Decision {
+        status: decision.status.clone(),
+        delete_pod: None,
+        apply_pod: None,
+        create_pod: false,
+        applied_plan: None,
+        events: decision.events.clone(),
+        steps: decision.steps.clone(),
+        bad_outputs: Vec::new(),
+        results: Vec::new(),
+        action: decision.action.clone(),
+    };
+    update_status::write(job, &written, ctx).await?;
+    objects?;
+    Ok(decision.action)
+}
