@@ -1,6 +1,6 @@
 //! What a newcomer reads besides the plan tables of every example (golden_plans.rs): one
-//! llama.cpp class with its pod's env, the same as JSON, the classes with a fleet's admin
-//! settings, and a dry-run comparison written to a folder. Reviewed by hand and committed in
+//! llama.cpp class with its pod's env, the same as JSON, a served llama.cpp job's class, the
+//! classes with a fleet's admin settings, and a dry-run comparison written to a folder. Reviewed by hand and committed in
 //! `tests/golden/views/`; after an intended change:
 //! `UPDATE_GOLDEN=1 cargo test -p vramfit-cli --test golden_views`, then review the diff.
 // Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
@@ -14,6 +14,8 @@ use serde_json::Value;
 
 const LLAMA_70B: &str = "examples/llama70b-gguf-long-context.yaml";
 const FLEET: &str = "examples/node-classes/fleet.yaml";
+const CHATBOT: &str = "examples/chatbot-gguf-pascal.yaml";
+const PASCAL: &str = "examples/node-classes/pascal.yaml";
 
 fn stdout_of(args: &[&str]) -> String {
     let out = vramfit(args);
@@ -113,6 +115,62 @@ fn json_gives_the_env_as_a_pod_does() {
         memory["vramPerGpuMib"].as_u64().unwrap() * 80 / 100
     );
     assert!(memory["neededPerGpuMib"].as_u64() <= memory["usablePerGpuMib"].as_u64());
+}
+
+#[test]
+fn a_served_llamacpp_class_shows_where_it_listens_and_one_budget() {
+    let args = [
+        "plan",
+        CHATBOT,
+        "--node-classes",
+        PASCAL,
+        "--class",
+        "p4000-x1",
+    ];
+    let table = stdout_of(&args);
+    golden("chatbot-p4000-x1.txt", &table);
+    assert!(
+        table.contains("Served: 2 replica(s) behind Service chatbot (ClusterIP, port 8080)"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("p4000-x1 "))
+        .expect("a row for p4000-x1");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // GPUS, then DTYPE, QUANT, FLASH, ALLOC_CONF, FRAC, TILES: what llama.cpp does not use is '-'.
+    let gpus = cells.iter().position(|c| *c == "GiB").unwrap() + 1;
+    assert_eq!(
+        cells[gpus + 1..gpus + 7],
+        ["-", "-", "on", "-", "-", "-"],
+        "{row}"
+    );
+    assert!(row.contains("5.7 GiB   6.3 GiB"), "{row}");
+    assert!(
+        table.contains("budget 6.3 GiB per GPU (80% of 7.9 GiB), 500 MiB of it"),
+        "{table}"
+    );
+    assert!(table.contains("    VRAMFIT_PORT=8080\n"), "{table}");
+    assert!(!table.contains("VRAMFIT_MEMORY_FRACTION="), "{table}");
+    assert!(
+        table.contains("runtime args: --n-gpu-layers 33 ")
+            && table.contains(" --host 0.0.0.0 --port 8080\n"),
+        "{table}"
+    );
+
+    let json: Value =
+        serde_json::from_str(&stdout_of(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    assert_eq!(json["serve"]["port"], 8080);
+    assert_eq!(
+        json["serve"]["listenArgs"],
+        serde_json::json!(["--host", "0.0.0.0", "--port", "8080"])
+    );
+    let env = json["classes"][0]["env"].as_array().unwrap();
+    assert!(
+        env.contains(&serde_json::json!({"name": "VRAMFIT_PORT", "value": "8080"})),
+        "{env:?}"
+    );
+    assert!(env.iter().all(|v| v["name"] != "VRAMFIT_MEMORY_FRACTION"));
 }
 
 #[test]
