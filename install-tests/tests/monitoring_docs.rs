@@ -2,7 +2,7 @@
 //! query uses (`_total` for a counter), and names no metric that neither exports.
 // Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -45,6 +45,9 @@ fn operator_metrics() -> String {
     metrics.observe_inventory([("a10g-x1".into(), "NVIDIA-A10G".into(), 1)]);
     metrics.count_bad_output("a10g-x1", "bfloat16");
     metrics.count_result("a10g-x1", 1, 1.0, 60);
+    metrics
+        .serving()
+        .observe_ready(BTreeMap::from([("a10g-x1".to_string(), 1)]));
     metrics.encode().unwrap()
 }
 
