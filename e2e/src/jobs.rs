@@ -38,6 +38,26 @@ pub fn pinned_job(s: &Suite, name: &str, classes: &[&str], preference: &str) -> 
     job
 }
 
+/// Mistral-7B served by vLLM: `replicas` replicas on `classes`, context 8192 × batch 4.
+pub fn served_job(s: &Suite, name: &str, replicas: u32, classes: &[&str]) -> Value {
+    json!({
+        "apiVersion": "vramfit.io/v1alpha1",
+        "kind": "InferenceJob",
+        "metadata": {"name": name, "namespace": s.ns},
+        "spec": {
+            "model": {"preset": "mistral-7b-instruct-v0.3"},
+            "runtime": "vllm",
+            "image": "vllm/vllm-openai:v0.10.2",
+            "args": ["--model", "mistralai/Mistral-7B-Instruct-v0.3"],
+            "contextLength": 8192,
+            "batchSize": 4,
+            "gpus": {"min": 1, "max": 2},
+            "nodeClasses": {"allowed": classes},
+            "serve": {"port": 8000, "replicas": replicas},
+        }
+    })
+}
+
 impl Suite {
     /// InferenceJobs in the test namespace.
     pub fn jobs(&self) -> Api<InferenceJob> {

@@ -1,6 +1,6 @@
 //! The Grafana dashboards against a real Prometheus: it scrapes the operator and long-running
-//! agents while jobs run, fail out of memory, report results, wait unschedulable and meet a
-//! pod that holds their name; then every panel's query of `charts/vramfit/dashboards/*.json`
+//! agents while jobs run, fail out of memory, report results, serve (a replica Ready, out of
+//! memory, replaced), wait unschedulable and meet a pod that holds their name; then every panel's query of `charts/vramfit/dashboards/*.json`
 //! is evaluated through Prometheus's HTTP API as Grafana would (range queries over the run,
 //! instant ones at its end) and must give a series with the labels its legend shows and a
 //! number to draw. Needs a `prometheus` binary (`PROMETHEUS`, or on `PATH`); skipped without.
@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use vramfit_api::pod_keys::pod_name;
@@ -15,13 +16,16 @@ use vramfit_api::{GpuNodeClass, Phase};
 use vramfit_e2e::dashboards::{Intervals, judge, panel_queries, read_dashboards};
 use vramfit_e2e::prometheus::{Prometheus, SCRAPE_INTERVAL_SECONDS, prometheus_binary};
 use vramfit_e2e::{
-    CUDA_OOM_MESSAGE, ChildProcess, Skipped, Suite, eventually, free_port, node_name, pinned_job,
+    CUDA_OOM_MESSAGE, ChildProcess, SETTLE, Skipped, Suite, eventually, free_port, node_name,
+    pinned_job, served_job,
 };
 
 const OPERATOR_JOB: &str = "vramfit-operator";
 const AGENT_JOB: &str = "vramfit-agent";
 /// The class the worked job runs on, with an admin's price.
 const PRICED_CLASS: &str = "a10g-x1";
+/// The class of the served job's replica.
+const SERVED_CLASS: &str = "h100-80gb-hbm3-x8";
 const RESULT: &str = r#"vramfit.io/v1 {"kind":"Result","items":120,"seconds":300,"itemsPerSecond":0.4,"peakGpuMemoryMib":[15000]}"#;
 
 fn unix_now() -> f64 {
@@ -141,20 +145,17 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     let zeros = format!(
         "vramfit_items_total{{node_class=\"{PRICED_CLASS}\"}} == 0 and on (node_class) vramfit_work_cost_cents_total == 0"
     );
-    eventually(
+    prometheus_sees(
+        prometheus,
         "the placed job's class counters scraped at zero before its result",
-        Duration::from_secs(30),
-        || async {
-            ensure!(
-                !prometheus.query(&zeros, None).await?.is_empty(),
-                "{zeros}: no series"
-            );
-            Ok(())
-        },
+        &zeros,
     )
     .await?;
     s.set_pod_ended(&second, 0, "Completed", RESULT).await?;
     s.wait_phase(worked, &[Phase::Succeeded]).await?;
+
+    let served = "dash-served";
+    serve_then_restart(s, prometheus, served).await?;
 
     // A job no class can run now (no node of its class).
     let waiting = "dash-unschedulable";
@@ -174,18 +175,10 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     pods.create(&PostParams::default(), &squatter).await?;
     s.apply_job(pinned_job(s, blocked, &["a10g-x4"], "quality"))
         .await?;
-    eventually(
+    prometheus_sees(
+        prometheus,
         "a reconcile error counted by Prometheus",
-        Duration::from_secs(60),
-        || async {
-            let seen = prometheus
-                .query("vramfit_reconcile_errors_total > 0", None)
-                .await?;
-            if seen.is_empty() {
-                bail!("no vramfit_reconcile_errors_total above 0 yet");
-            }
-            Ok(())
-        },
+        "vramfit_reconcile_errors_total > 0",
     )
     .await?;
     // A few scrapes after the last event, so that every rate window sees it.
@@ -193,7 +186,7 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     let end = unix_now();
 
     let verdict = check_every_panel(s, prometheus, start, end).await;
-    s.delete_jobs(&[worked.into(), waiting.into(), blocked.into()])
+    s.delete_jobs(&[worked.into(), served.into(), waiting.into(), blocked.into()])
         .await?;
     classes
         .delete(PRICED_CLASS, &DeleteParams::default())
@@ -205,6 +198,59 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
         )
         .await;
     verdict
+}
+
+/// A served job (the serving row): its replica Ready, then out of memory once Prometheus has
+/// scraped the restart counter at zero, then its next pod Ready.
+async fn serve_then_restart(s: &Suite, prometheus: &Prometheus, name: &str) -> Result<()> {
+    s.apply_job(served_job(s, name, 1, &[SERVED_CLASS])).await?;
+    let (_, pods) = s.wait_replicas(name, 1).await?;
+    let first = pods
+        .first()
+        .cloned()
+        .context("the served job's replica pod")?;
+    s.set_pod_serving(&first, true).await?;
+    prometheus_sees(
+        prometheus,
+        "a ready replica, and its restart counter at zero",
+        &format!(
+            "vramfit_serving_ready_replicas{{node_class=\"{SERVED_CLASS}\"}} > 0 and on () vramfit_serving_replica_restarts_total{{reason=\"OutOfMemory\"}} == 0"
+        ),
+    )
+    .await?;
+    s.set_pod_ended(&first, 1, "Error", CUDA_OOM_MESSAGE)
+        .await?;
+    let next = eventually("the replica's next pod", SETTLE, || async {
+        let (_, pods) = s.wait_replicas(name, 1).await?;
+        let pod = pods.first().cloned().context("no replica pod")?;
+        ensure!(
+            pod.name_any() != first.name_any(),
+            "still pod {}",
+            pod.name_any()
+        );
+        Ok(pod)
+    })
+    .await?;
+    s.set_pod_serving(&next, true).await?;
+    // As the restarts panel counts it (increase() over 4 s windows): the first restart shows.
+    prometheus_sees(
+        prometheus,
+        "the replica's restart in the panel's increase(), and its next pod ready",
+        "max_over_time(increase(vramfit_serving_replica_restarts_total{reason=\"OutOfMemory\"}[4s])[2m:1s]) > 0 and on () vramfit_serving_ready_replicas > 0",
+    )
+    .await
+}
+
+/// Waits until `expr` gives Prometheus a series.
+async fn prometheus_sees(prometheus: &Prometheus, what: &str, expr: &str) -> Result<()> {
+    eventually(what, Duration::from_secs(60), || async {
+        ensure!(
+            !prometheus.query(expr, None).await?.is_empty(),
+            "{expr}: no series yet"
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// Every target of every dashboard, evaluated as Grafana would over `[start, end]`.
