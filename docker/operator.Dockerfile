@@ -14,6 +14,8 @@ WORKDIR /src
 # needs every member's manifest). No charts, docs, examples, Python or scripts.
 COPY Cargo.toml Cargo.lock ./
 COPY crds crds
+COPY models models
+COPY hub hub
 COPY planner planner
 COPY runtime runtime
 COPY agent agent

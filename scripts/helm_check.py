@@ -36,6 +36,9 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
     lists pass for both; hostPath is denied to both; a metadata-only update passes
     (cel-python has no `authorizer`: a fake one answers from a table; the real API
     server's answer is e2e/install_check.py's inferencejob-pod-trust-enforced);
+  * operator.hub.tokenSecret: no Secret is granted by default; with it (all-enabled), one
+    Role in the release namespace grants `get` on that Secret by name, bound to the
+    operator's ServiceAccount, and the Deployment passes --hub-token-secret;
   * the metrics NetworkPolicies: none by default; on, one per component that selects its
     pods and admits its metrics port from networkPolicy.metricsFrom only (no rule for an
     empty list: a rule without `from` admits everyone);
@@ -901,6 +904,49 @@ async def check_network_policy(report: Report, default: list[dict[str, Any]],
                   "from metricsFrom only; no rule at all for an empty metricsFrom")
 
 
+def check_hub_token(report: Report, default: list[dict[str, Any]], all_enabled: list[dict[str, Any]],
+                    hub: dict[str, Any]) -> None:
+    """operator.hub: by default no object grants anything on Secrets; with tokenSecret, one
+    Role in the release namespace grants `get` on that one Secret, bound to the operator's
+    ServiceAccount only, and the Deployment passes --hub-endpoint and --hub-token-secret."""
+    what = "operator.hub.tokenSecret: get on that one Secret in the release namespace only"
+    operator = f"{RELEASE}-operator"
+    secret = hub["tokenSecret"]
+
+    def secret_grants(objects: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+                for o in objects if o.get("kind") in ("Role", "ClusterRole")
+                for r in o.get("rules") or [] if {"secrets", "*"} & set(r.get("resources", []))]
+
+    problems = []
+    if secret_grants(default):
+        problems.append(f"the default render grants Secrets: {secret_grants(default)}")
+    role_name = f"{operator}-hub-token"
+    if secret_grants(all_enabled) != [("Role", NAMESPACE, role_name)]:
+        problems.append(f"Secrets granted by {secret_grants(all_enabled)}, expected only Role {NAMESPACE}/{role_name}")
+    role = next((o for o in all_enabled if o.get("kind") == "Role" and o["metadata"]["name"] == role_name), None)
+    want_rules = [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret], "verbs": ["get"]}]
+    if role is not None and role.get("rules") != want_rules:
+        problems.append(f"Role {role_name} rules {role.get('rules')}, expected {want_rules}")
+    bindings = [o for o in all_enabled if o.get("kind") == "RoleBinding"
+                and o.get("roleRef", {}).get("name") == role_name]
+    want_subjects = [{"kind": "ServiceAccount", "name": operator, "namespace": NAMESPACE}]
+    if [(b["metadata"].get("namespace"), b.get("subjects")) for b in bindings] != [(NAMESPACE, want_subjects)]:
+        problems.append(f"bindings of {role_name}: {[(b['metadata'].get('namespace'), b.get('subjects')) for b in bindings]}, "
+                        f"expected one in {NAMESPACE} for {want_subjects}")
+    deployment = next((o for o in all_enabled if o.get("kind") == "Deployment" and o["metadata"]["name"] == operator),
+                      None)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"] if deployment else []
+    for flag in (f"--hub-endpoint={hub['endpoint']}", f"--hub-token-secret={secret}"):
+        if flag not in args:
+            problems.append(f"the operator's args {args} lack {flag}")
+    if problems:
+        report.fail(what, problems)
+    else:
+        report.ok(f"{what}: none by default; with it, Role {role_name} (resourceNames [{secret}], get) bound to "
+                  f"{operator}, and --hub-endpoint/--hub-token-secret")
+
+
 def check_chart_crds(report: Report) -> None:
     sources = {p.name: p.read_bytes() for p in CRDS.glob("*.yaml")}
     copies = {p.name: p.read_bytes() for p in CHART_CRDS.glob("*.yaml")}
@@ -1045,6 +1091,8 @@ async def main() -> int:
         except helm_sdkpy.HelmError as e:
             report.fail("InferenceJob pod trust policy with allowed keys", f"helm: {e}")
         if all_enabled_manifest is not None:
+            check_hub_token(report, split_manifest(manifest), split_manifest(all_enabled_manifest),
+                            all_enabled["operator"]["hub"])
             await check_network_policy(report, split_manifest(manifest), split_manifest(all_enabled_manifest),
                                        all_enabled["networkPolicy"]["metricsFrom"])
     else:

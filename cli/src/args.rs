@@ -28,6 +28,8 @@ no class can run it (the plan and each class's reason are still printed, in ever
     Classes(ClassesArgs),
     /// List the model presets and where their numbers come from.
     Presets,
+    /// Read a model checkpoint's numbers.
+    Model(ModelArgs),
     /// Print the CRDs (or write them into a folder).
     Crds(CrdsArgs),
     /// Run one job on several classes, baseline and optimized, and compare speed and cost
@@ -51,6 +53,67 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
+    /// Fill the model numbers the manifest leaves unset from a checkpoint: a Hugging Face
+    /// model folder, its config.json, or a .gguf file (the manifest's own numbers win).
+    #[arg(long, value_name = "PATH", conflicts_with = "hub")]
+    pub model_from: Option<PathBuf>,
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    pub command: ModelCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Print the `model:` block of a manifest, read from a checkpoint, with the file and key
+    /// each number comes from.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// A Hugging Face model folder (config.json, with the safetensors index or headers for
+    /// the exact weight bytes), its config.json alone, or a .gguf file.
+    #[arg(required_unless_present = "hub", conflicts_with = "hub")]
+    pub path: Option<PathBuf>,
+    #[command(flatten)]
+    pub hub: HubArgs,
+    /// The model's name for the runtime (`model.name`); else the folder's path, the GGUF
+    /// file's name, or the Hub repository.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ModelFormat::Yaml)]
+    pub output: ModelFormat,
+}
+
+/// Reading a checkpoint from the Hugging Face Hub: network only when `--hub` is given.
+#[derive(Args, Debug, Default)]
+pub struct HubArgs {
+    /// Read the checkpoint from the Hugging Face Hub (or a mirror): owner/name or
+    /// owner/name@revision (a branch, tag or commit; main otherwise). Only config.json, the
+    /// safetensors index and headers are fetched, never the weights.
+    #[arg(long, value_name = "REPO[@REVISION]")]
+    pub hub: Option<String>,
+    /// The Hub or a mirror (`HF_ENDPOINT` otherwise, else https://huggingface.co).
+    #[arg(long, value_name = "URL", requires = "hub")]
+    pub hub_endpoint: Option<String>,
+    /// A file holding a Hub token, for private and gated models (`HF_TOKEN` otherwise).
+    #[arg(long, value_name = "FILE", requires = "hub")]
+    pub hub_token_file: Option<PathBuf>,
+    /// Seconds one file from the Hub may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub hub_timeout_seconds: u32,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelFormat {
+    Yaml,
+    Json,
 }
 
 #[derive(Args, Debug)]

@@ -44,6 +44,9 @@ pub enum CliError {
     Usage(String),
     #[error("Kubernetes API: {0}")]
     Kube(String),
+    /// A checkpoint that could not be read (the message names the file or the Hub).
+    #[error("{0}")]
+    Model(String),
 }
 
 /// Exit code for bad input: a file that cannot be read, parsed or admitted, an invalid spec,

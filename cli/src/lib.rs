@@ -3,9 +3,11 @@
 #![forbid(unsafe_code)]
 
 pub mod args;
+pub mod checkpoint_source;
 pub mod compare;
 pub mod error;
 pub mod manifest;
+pub mod model_inspect;
 pub mod nesting;
 pub mod render;
 pub mod validate;

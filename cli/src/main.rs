@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use vramfit_cli::args::{Cli, Command};
+use vramfit_cli::args::{Cli, Command, ModelCommand};
 use vramfit_cli::error::{CliError, EXIT_BAD_INPUT, EXIT_NO_CLASS_CAN_RUN};
-use vramfit_cli::{compare, render};
+use vramfit_cli::{compare, model_inspect, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -36,6 +36,9 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Classes(args) => render::classes_command(&args)?,
         Command::Presets => render::presets_command(),
+        Command::Model(args) => match &args.command {
+            ModelCommand::Inspect(args) => model_inspect::inspect_command(args)?,
+        },
         Command::Crds(args) => render::crds_command(&args)?,
         // The only command that may talk to a cluster: it prints as it goes.
         Command::Compare(args) => return compare::compare_command(&args),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use vramfit_api::{GpuNodeClass, InferenceJob};
+use vramfit_api::{GpuNodeClass, InferenceJob, ModelSpec};
 use vramfit_planner::{NodeClass, builtin_classes};
 
 use crate::error::CliError;
@@ -45,7 +45,11 @@ fn read(path: &Path) -> Result<String, CliError> {
 
 /// Every YAML document of a file as `K`, admitted as the API server would admit it
 /// (`apiVersion` and `kind` first, then the CRD's schema and rules).
-fn documents<K>(path: &Path, kind: &'static str) -> Result<Vec<K>, CliError>
+fn documents<K>(
+    path: &Path,
+    kind: &'static str,
+    prepare: &dyn Fn(&mut serde_json::Value),
+) -> Result<Vec<K>, CliError>
 where
     K: DeserializeOwned + kube::CustomResourceExt,
 {
@@ -81,6 +85,7 @@ where
         }
         let mut object: serde_json::Value =
             serde_json::to_value(&value).map_err(|e| parse_err(e.to_string()))?;
+        prepare(&mut object);
         let problems = validate::admit::<K>(&mut object);
         if !problems.is_empty() {
             return Err(CliError::Refused {
@@ -99,7 +104,20 @@ where
 
 /// The one InferenceJob of a manifest file.
 pub fn read_job(path: &Path) -> Result<InferenceJob, CliError> {
-    let mut jobs: Vec<InferenceJob> = documents(path, "InferenceJob")?;
+    read_job_filled(path, None)
+}
+
+/// The one InferenceJob of a manifest file, with the `model:` fields it leaves unset taken
+/// from `read` (a checkpoint's numbers) before it is admitted: the filled job is what the
+/// API server must take, so a checkpoint's number past a schema bound is refused as a typed
+/// one would be.
+pub fn read_job_filled(path: &Path, read: Option<&ModelSpec>) -> Result<InferenceJob, CliError> {
+    let fill = |object: &mut serde_json::Value| {
+        if let Some(read) = read {
+            fill_model(object, read);
+        }
+    };
+    let mut jobs: Vec<InferenceJob> = documents(path, "InferenceJob", &fill)?;
     if jobs.len() > 1 {
         return Err(CliError::Parse {
             path: path.to_path_buf(),
@@ -116,7 +134,7 @@ pub fn classes(overrides: Option<&PathBuf>) -> Result<Vec<NodeClass>, CliError> 
     let Some(path) = overrides else {
         return Ok(classes);
     };
-    for object in documents::<GpuNodeClass>(path, "GpuNodeClass")? {
+    for object in documents::<GpuNodeClass>(path, "GpuNodeClass", &|_| {})? {
         let name = object.metadata.name.clone().unwrap_or_default();
         let invalid = |message| CliError::InvalidSpec {
             path: path.clone(),
@@ -134,4 +152,32 @@ pub fn classes(overrides: Option<&PathBuf>) -> Result<Vec<NodeClass>, CliError> 
         }
     }
     Ok(classes)
+}
+
+/// Sets each field of `read` that `spec.model` of `object` leaves unset (explicit numbers win,
+/// field by field). A manifest whose `spec` or `spec.model` is not an object is left as it
+/// is, for admission to refuse.
+fn fill_model(object: &mut serde_json::Value, read: &ModelSpec) {
+    let Some(spec) = object
+        .get_mut("spec")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    let model = spec
+        .entry("model")
+        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+    let (Some(model), Ok(serde_json::Value::Object(read))) =
+        (model.as_object_mut(), serde_json::to_value(read))
+    else {
+        return;
+    };
+    for (field, value) in read {
+        match model.get(&field) {
+            Some(explicit) if !explicit.is_null() => {}
+            _ => {
+                model.insert(field, value);
+            }
+        }
+    }
 }

@@ -96,10 +96,24 @@ impl ServeReport {
 
 /// `vramfit plan`.
 pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
-    let job = manifest::read_job(&args.file)?;
+    let read = crate::model_inspect::read_model(args.model_from.as_deref(), &args.hub)?;
+    let job = manifest::read_job_filled(&args.file, read.as_ref())?;
     let input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
         path: args.file.clone(),
-        message: why.to_string(),
+        message: match (&job.spec.model.hugging_face, &read) {
+            // The operator reads the repository; here the Hub is reached only when asked.
+            (Some(hf), None) => {
+                let repo = format!(
+                    "{}@{}",
+                    hf.repo,
+                    hf.revision.as_deref().unwrap_or(vramfit_hub::DEFAULT_REVISION)
+                );
+                format!(
+                    "{why}: model.huggingFace names {repo}, which the operator reads from the Hub; to plan it here, add --hub {repo} (or --model-from a local copy)"
+                )
+            }
+            _ => why.to_string(),
+        },
     })?;
     let mut classes = manifest::classes(args.node_classes.as_ref())?;
     if let Some(name) = &args.class {
@@ -487,11 +501,35 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
 }
 
 /// `vramfit presets`.
+/// A preset's weights on disk: the GGUF file, a pre-quantized checkpoint's bytes, else the
+/// parameters at 16 bits.
+fn preset_size(shape: &model_catalog::Shape<&'static str>) -> String {
+    let gb = |bytes: u64| format!("{:.2} GB", bytes as f64 / 1e9);
+    match (
+        shape.gguf_file_bytes,
+        shape.pre_quantized,
+        shape.weight_bytes,
+    ) {
+        (Some(file), _, _) => gb(file),
+        (None, Some(_), Some(bytes)) => gb(bytes),
+        _ => gb(shape.parameters.saturating_mul(2)),
+    }
+}
+
+/// How a preset's weights are stored.
+fn preset_format(shape: &model_catalog::Shape<&'static str>) -> String {
+    match (shape.gguf_file_bytes, shape.pre_quantized) {
+        (Some(_), _) => "GGUF".into(),
+        (None, Some(q)) => format!("{} {}-bit", q.method.as_str(), q.weight_bits),
+        (None, None) => "16-bit".into(),
+    }
+}
+
 pub fn presets_command() -> String {
     let mut rows = vec![
         [
-            "PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "GGUF",
-            "VISION",
+            "PRESET", "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "CONTEXT", "WEIGHTS",
+            "FORMAT", "EXPERTS", "VISION",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -507,9 +545,14 @@ pub fn presets_command() -> String {
             p.shape.attention_heads.to_string(),
             p.shape.kv_heads.to_string(),
             p.shape.context_limit.to_string(),
-            p.shape
-                .gguf_file_bytes
-                .map_or("-".into(), |b| format!("{:.2} GB", b as f64 / 1e9)),
+            preset_size(&p.shape),
+            preset_format(&p.shape),
+            p.shape.experts.map_or("-".into(), |e| {
+                format!(
+                    "{e} ({:.1}B active)",
+                    p.shape.active_parameters.unwrap_or(p.shape.parameters) as f64 / 1e9
+                )
+            }),
             p.shape.vision.to_string(),
         ]);
     }

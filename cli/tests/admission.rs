@@ -434,7 +434,12 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
         (
             "spec.model",
             spec(json!({"model": {"parameters": 7000000000u64}})),
-            "model needs a preset, or parameters, layers, hiddenSize and attentionHeads",
+            "model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads",
+        ),
+        (
+            "spec.model.huggingFace",
+            spec(json!({"model": {"huggingFace": {"repo": "a/b/c"}}})),
+            "huggingFace.repo must be owner/name",
         ),
         (
             "spec.llamaCpp.gpuLayers",

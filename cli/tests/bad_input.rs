@@ -1,28 +1,10 @@
 //! Bad input gets one clear line on stderr and exit code 2: no panic, no backtrace.
 // Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
-use std::io::Write;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn vramfit(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramfit"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
+mod support;
+use support::vramfit;
 
 fn assert_clean_error(out: &Output, expected: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);

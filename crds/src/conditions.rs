@@ -29,6 +29,10 @@ status_words! {
         /// False (`Reconciled`) once a reconcile of it succeeds. Unset for jobs that never had
         /// one.
         ReconcileFailed = "ReconcileFailed",
+        /// `model.huggingFace` was read (True, `ModelRead`), is being read (False,
+        /// `ModelResolving`), or could not be read (False, `Hub…`, retried with backoff).
+        /// Unset for jobs without `model.huggingFace`.
+        ModelResolved = "ModelResolved",
         /// Served jobs: at least one replica is Ready, so the endpoint answers (True,
         /// `Serving`); False with `NoReplicaReady` or `ScaledToZero`.
         Available = "Available",
@@ -101,6 +105,20 @@ status_words! {
         InternalError = "InternalError",
         /// ReconcileFailed=False: the last reconcile of the job succeeded.
         Reconciled = "Reconciled",
+        /// ModelResolved=True: the Hub repository's numbers are in `status.resolvedModel`.
+        ModelRead = "ModelRead",
+        /// ModelResolved=False: the operator is reading the Hub repository.
+        ModelResolving = "ModelResolving",
+        /// ModelResolved=False: the repository, revision or its config.json does not exist.
+        HubNotFound = "HubNotFound",
+        /// ModelResolved=False: the Hub refused the token (401) or the model is gated (403).
+        HubUnauthorized = "HubUnauthorized",
+        /// ModelResolved=False: the Hub did not answer in time.
+        HubTimeout = "HubTimeout",
+        /// ModelResolved=False: the Hub could not be reached or failed (5xx, network).
+        HubUnavailable = "HubUnavailable",
+        /// ModelResolved=False: a file is malformed, too large, or not a Hugging Face model.
+        HubInvalid = "HubInvalid",
         /// Served jobs, Ready/Available=True: at least one replica answers on the endpoint.
         Serving = "Serving",
         /// Served jobs, Ready/Available=False: replicas exist or wait, none is Ready.

@@ -180,12 +180,12 @@ fn default_max_attempts() -> u32 {
 
 /// The model to run.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[x_kube(validation = Rule::new("has(self.preset) || (has(self.parameters) && has(self.layers) && has(self.hiddenSize) && has(self.attentionHeads))").message("model needs a preset, or parameters, layers, hiddenSize and attentionHeads"))]
+#[x_kube(validation = Rule::new("has(self.preset) || has(self.huggingFace) || (has(self.parameters) && has(self.layers) && has(self.hiddenSize) && has(self.attentionHeads))").message("model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads"))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelSpec {
-    /// A catalog preset, e.g. `internvl3-8b`, `llama-3.2-11b-vision-instruct`,
-    /// `mistral-7b-instruct-v0.3`, `mistral-7b-instruct-v0.3-q4_k_m`. Explicit fields below
-    /// override the preset's numbers.
+    /// A catalog preset (`vramfit presets` lists them with their sources), e.g. `qwen3-8b`,
+    /// `llama-3.1-70b-instruct`, `qwen2.5-7b-fp8-dynamic`, `mistral-7b-instruct-v0.3-q4_k_m`.
+    /// Explicit fields below override the preset's numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 128))]
     pub preset: Option<String>,
@@ -236,6 +236,38 @@ pub struct ModelSpec {
     /// Whether the model takes images (enables MAX_TILES planning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vision: Option<bool>,
+    /// Read the numbers this block leaves unset from this Hub repository at reconcile time
+    /// (the operator's endpoint and token; docs/models.md). Status `resolvedModel` shows what
+    /// was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugging_face: Option<crate::checkpoint::HuggingFaceModel>,
+    /// Vocabulary size: the token embeddings and output layer, which in-flight quantization
+    /// leaves at 16 bits. At most 2^22.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4194304))]
+    pub vocab_size: Option<u32>,
+    /// Exact bytes of the checkpoint's weights (safetensors headers): how a pre-quantized
+    /// model is sized. At most 40 TB, as ggufFileBytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 40000000000000_u64))]
+    pub weight_bytes: Option<u64>,
+    /// How the checkpoint was quantized before it was published: planned by its real weight
+    /// bytes, with no in-flight quantization on top.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_quantized: Option<crate::checkpoint::PreQuantized>,
+    /// Mixture of experts: routed experts per MoE layer (all of them sit in memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub experts: Option<u32>,
+    /// Mixture of experts: parameters one token runs through (speed, not memory). 10^6 to
+    /// 10^13, as parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1000000, max = 10000000000000_u64))]
+    pub active_parameters: Option<u64>,
+    /// A GGUF file's bytes per block, output layer and token embeddings: llama.cpp plans then
+    /// budget each block by its real bytes instead of even shares of the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf_layout: Option<crate::checkpoint::GgufLayout>,
 }
 
 /// The serving runtime.
@@ -563,6 +595,9 @@ pub struct InferenceJobStatus {
     /// seconds, items per hour, peak GPU memory, and the cost of one item at the class's price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<crate::workload_report::JobResult>,
+    /// The model numbers read from `model.huggingFace`, and where from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_model: Option<crate::checkpoint::ResolvedModel>,
     /// Served jobs: replicas with a pod (the scale subresource's status replicas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,

@@ -16,6 +16,7 @@
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod checkpoint;
 pub mod conditions;
 pub mod crdgen;
 pub mod event_reasons;

@@ -118,10 +118,21 @@ fn llamacpp_needs_a_gguf_model() {
 #[test]
 fn a_model_needs_a_preset_or_its_numbers() {
     let bad = job(json!({"model": {"parameters": 7000000000u64}, "runtime": "vllm", "image": "x"}));
-    assert!(
-        rejection(&bad)
-            .contains("model needs a preset, or parameters, layers, hiddenSize and attentionHeads")
+    assert!(rejection(&bad).contains(
+        "model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads"
+    ));
+}
+
+#[test]
+fn a_hugging_face_repository_stands_for_the_numbers_and_must_be_owner_slash_name() {
+    let read = job(
+        json!({"model": {"huggingFace": {"repo": "Qwen/Qwen3-8B", "revision": "main"}}, "runtime": "vllm", "image": "x"}),
     );
+    assert!(validate(&schema::<InferenceJob>(), &read, None).is_ok());
+    let bad = job(
+        json!({"model": {"huggingFace": {"repo": "../etc/passwd"}}, "runtime": "vllm", "image": "x"}),
+    );
+    assert!(rejection(&bad).contains("huggingFace.repo must be owner/name"));
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //!   `/readyz` and `/metrics`; [`kubectl`](mod@kubectl): `kubectl` and its tables.
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
+//! * [`hub`]: a local HTTP server playing the Hugging Face Hub (`--hub-endpoint`).
 //! * [`metrics`]: what the benchmark measures.
 //! * [`prometheus`]: a real Prometheus scraping the binaries; [`dashboards`]: the Grafana
 //!   dashboards' queries and what a panel needs from their answers.
@@ -25,6 +26,7 @@ pub mod cluster;
 pub mod crds;
 pub mod dashboards;
 pub mod http;
+pub mod hub;
 pub mod jobs;
 pub mod kubectl;
 pub mod manifests;

@@ -31,6 +31,8 @@ mod dashboards;
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
 mod garbage_collection;
+#[path = "scenarios/hub_models.rs"]
+mod hub_models;
 #[path = "scenarios/invalid_manifests.rs"]
 mod invalid_manifests;
 #[path = "scenarios/kubectl_columns.rs"]
@@ -157,6 +159,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
             Box::pin(workload_reports::garbage_then_result(s))
         }),
         ("compare-classes", |s| Box::pin(compare::compare_classes(s))),
+        ("hub-model-is-resolved", |s| {
+            Box::pin(hub_models::hub_model_is_resolved(s))
+        }),
         ("mixed-and-mig-nodes", |s| {
             Box::pin(partitions::mixed_and_mig_nodes(s))
         }),

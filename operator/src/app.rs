@@ -118,11 +118,17 @@ where
         return Ok(());
     }
     info!(namespaces = %args.watch_namespaces, "watching InferenceJobs and their pods");
-    let config = ControllerConfig {
+    let mut config = ControllerConfig {
         concurrency: args.concurrency,
         instance: Some(leader::identity()),
         namespaces: args.watch_namespaces.clone(),
         ..ControllerConfig::default()
+    };
+    config.settings.hub = crate::hub_models::resolver::HubSettings {
+        endpoint: args.hub_endpoint.clone(),
+        token_secret: args.hub_token_secret.clone(),
+        namespace: args.lease_namespace.clone(),
+        timeout: std::time::Duration::from_secs(args.hub_timeout_seconds.into()),
     };
     if !args.leader_election {
         let controller = tokio::spawn(run_controller(

@@ -26,6 +26,17 @@ pub struct Args {
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
 
+    /// The Hugging Face Hub, or a mirror or air-gapped proxy of it, where `model.huggingFace`
+    /// repositories are read (config.json, the safetensors index and headers; never weights).
+    #[arg(long, env = "VRAMFIT_HUB_ENDPOINT", default_value = vramfit_hub::DEFAULT_ENDPOINT)]
+    pub hub_endpoint: String,
+    /// A Secret in the operator's own namespace whose `token` key holds a Hub token, for
+    /// private and gated models. Never read from a job's namespace.
+    #[arg(long, env = "VRAMFIT_HUB_TOKEN_SECRET")]
+    pub hub_token_secret: Option<String>,
+    /// Seconds one file from the Hub may take.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u16).range(1..))]
+    pub hub_timeout_seconds: u16,
     /// Log format on stderr; the level comes from `RUST_LOG` (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -1,5 +1,6 @@
 //! What every reconcile shares: the client, the event recorder, the metrics, the stores, the
 //! reservation ledger and the settings.
+use crate::hub_models::resolver::{HubResolver, HubSettings};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +43,8 @@ pub struct Settings {
     pub error_backoff_base: Duration,
     /// Longest retry delay after failed reconciles.
     pub error_backoff_max: Duration,
+    /// Where `model.huggingFace` repositories are read.
+    pub hub: HubSettings,
 }
 
 impl Default for Settings {
@@ -51,6 +54,12 @@ impl Default for Settings {
             reservation_ttl: Duration::from_secs(120),
             error_backoff_base: Duration::from_secs(1),
             error_backoff_max: Duration::from_secs(300),
+            hub: HubSettings {
+                endpoint: vramfit_hub::DEFAULT_ENDPOINT.to_string(),
+                token_secret: None,
+                namespace: "default".to_string(),
+                timeout: Duration::from_secs(30),
+            },
         }
     }
 }
@@ -69,6 +78,8 @@ pub struct Context {
     pub reservations: Reservations,
     /// Tunables.
     pub settings: Settings,
+    /// `model.huggingFace` repositories read from the Hub, cached per repo@revision.
+    pub hub: Arc<HubResolver>,
     /// Served jobs: their Services' and PDBs' caches, who waits for room, the backoff.
     pub serving: crate::serving::ServingState,
     failures: Mutex<HashMap<String, u32>>,
@@ -99,6 +110,7 @@ impl Context {
     ) -> Self {
         Self {
             recorder: EventRecorder::new(client.clone(), crate::FIELD_MANAGER, instance),
+            hub: HubResolver::new(settings.hub.clone(), Some(client.clone())),
             client,
             metrics,
             stores,

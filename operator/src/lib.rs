@@ -34,6 +34,7 @@ pub mod fault_injection;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod health;
+pub mod hub_models;
 pub mod job_gauges;
 pub mod leader;
 pub mod lease_fence;

@@ -88,6 +88,22 @@ pub enum SpecError {
     /// llama.cpp without a GGUF file size.
     #[error("runtime llamacpp needs a GGUF model: a GGUF preset or model.ggufFileBytes")]
     NoGgufModel,
+    /// A pre-quantized Hugging Face checkpoint under llama.cpp, which reads GGUF files only.
+    #[error(
+        "runtime llamacpp reads GGUF files: a {method} checkpoint (model.preQuantized) runs under vllm, transformers or custom"
+    )]
+    PreQuantizedUnderLlamaCpp {
+        /// The checkpoint's method.
+        method: &'static str,
+    },
+    /// `model.ggufLayout` does not have one block per layer.
+    #[error("model.ggufLayout.blockBytes has {blocks} entries for {layers} layers: one per layer")]
+    GgufLayoutBlocks {
+        /// Entries of `blockBytes`.
+        blocks: usize,
+        /// The model's layers.
+        layers: u32,
+    },
     /// `allowedQuantizations` or `kvCacheTypes` leaves nothing.
     #[error("allowedQuantizations and kvCacheTypes may not be empty")]
     EmptyLadder,
@@ -175,6 +191,35 @@ pub struct NoEightBitUnderVllm {
     pub capability: ComputeCapability,
 }
 
+/// A pre-quantized checkpoint on a GPU below the runtime's kernels for its scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error(
+    "{scheme} checkpoint: {} has no kernel for it at compute capability {capability} < {floor} ({evidence})",
+    runtime_label(*.runtime)
+)]
+pub struct PreQuantizedBelowFloor {
+    /// The checkpoint's scheme.
+    pub scheme: &'static str,
+    /// The runtime.
+    pub runtime: vramfit_api::Runtime,
+    /// The class's compute capability.
+    pub capability: ComputeCapability,
+    /// The scheme's floor under the runtime.
+    pub floor: ComputeCapability,
+    /// Where the floor is read.
+    pub evidence: &'static str,
+}
+
+/// A runtime as its project writes it.
+pub fn runtime_label(runtime: vramfit_api::Runtime) -> &'static str {
+    match runtime {
+        vramfit_api::Runtime::Vllm => "vLLM",
+        vramfit_api::Runtime::Transformers => "transformers",
+        vramfit_api::Runtime::Llamacpp => "llama.cpp",
+        vramfit_api::Runtime::Custom => "the custom runtime",
+    }
+}
+
 /// A size the planner computes from the job's numbers passes 64 bits: no GPU holds it, and
 /// the plan refuses the class rather than wrap or panic (release builds check overflow).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
@@ -248,6 +293,19 @@ pub enum PlanError {
     /// Step-downs left no allowed quantization.
     #[error("no allowed quantization is left after step-downs")]
     NoQuantizationLeft,
+    /// A pre-quantized checkpoint below its scheme's compute-capability floor.
+    #[error(transparent)]
+    PreQuantizedBelowFloor(#[from] PreQuantizedBelowFloor),
+    /// The job pins bfloat16 but the checkpoint's kernel on this class takes float16 only.
+    #[error(
+        "the job pins bfloat16 but {kernel} takes float16 activations only at compute capability {capability}"
+    )]
+    PinnedBfloat16Float16Kernel {
+        /// The kernel.
+        kernel: &'static str,
+        /// The class's compute capability.
+        capability: ComputeCapability,
+    },
     /// Even the most compact quantization on the most GPUs needs more memory than there is.
     #[error(
         "does not fit: needs {} per GPU with {} on {gpus}×{gpu}, {} usable",
@@ -319,7 +377,9 @@ mod tests {
                 Box::new(SpecError::from(ModelError::UnknownPreset {
                     key: "nope".into(),
                 })),
-                "unknown model preset \"nope\"; known presets: internvl3-8b, llama-3.2-11b-vision-instruct, mistral-7b-instruct-v0.3, llama-3.1-8b-instruct, mistral-7b-instruct-v0.3-q4_k_m, mistral-7b-instruct-v0.3-q8_0, llama-3.1-8b-instruct-q4_k_m, llama-3.1-70b-instruct-q4_k_m",
+                "unknown model preset \"nope\"; known presets: internvl3-8b, llama-3.2-11b-vision-instruct, mistral-7b-instruct-v0.3, llama-3.1-8b-instruct, mistral-7b-instruct-v0.3-q4_k_m, mistral-7b-instruct-v0.3-q8_0, llama-3.1-8b-instruct-q4_k_m, llama-3.1-70b-instruct-q4_k_m, \
+                 qwen2.5-7b-instruct, qwen2.5-vl-7b-instruct, qwen3-4b, qwen3-8b, qwen3-14b, phi-4, qwen3-32b, gemma-3-4b-it, gemma-3-27b-it, llama-3.2-1b-instruct, llama-3.2-3b-instruct, llama-3.1-70b-instruct, \
+                 llama-3.2-90b-vision-instruct, mixtral-8x7b-instruct-v0.1, qwen3-30b-a3b, qwen3-4b-q4_k_m, qwen3-4b-q6_k, qwen3-4b-q8_0, qwen3-8b-q6_k, qwen3-8b-q8_0, qwq-32b-preview-awq, qwen2.5-7b-instruct-gptq-int4, qwen2.5-7b-fp8-dynamic",
             ),
             (
                 Box::new(ModelError::Missing {
@@ -398,6 +458,16 @@ mod tests {
             (
                 Box::new(PlanError::NoQuantizationLeft),
                 "no allowed quantization is left after step-downs",
+            ),
+            (
+                Box::new(PlanError::from(PreQuantizedBelowFloor {
+                    scheme: "AWQ",
+                    runtime: vramfit_api::Runtime::Vllm,
+                    capability: cc,
+                    floor: ComputeCapability::new(7, 5),
+                    evidence: "`awq.py` 75",
+                })),
+                "AWQ checkpoint: vLLM has no kernel for it at compute capability 7.0 < 7.5 (`awq.py` 75)",
             ),
             (
                 Box::new(PlanError::DoesNotFit {

@@ -5,6 +5,8 @@ use vramfit_api::{
     Preference, Quantization, Runtime,
 };
 
+use vramfit_api::checkpoint::GgufLayout;
+
 use crate::error::SpecError;
 use crate::model_catalog::{self, ModelShape};
 
@@ -21,6 +23,8 @@ pub const DEFAULT_TARGET_USAGE_PERCENT: u32 = 80;
 pub struct JobInput {
     /// The model's numbers.
     pub model: ModelShape,
+    /// A GGUF file's bytes per block, output layer and token embeddings, where known.
+    pub gguf_layout: Option<GgufLayout>,
     /// Runtime.
     pub runtime: Runtime,
     /// Context length planned for (capped at the model's limit).
@@ -115,6 +119,20 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
     if spec.runtime == Runtime::Llamacpp && model.gguf_file_bytes.is_none() {
         return Err(SpecError::NoGgufModel);
     }
+    if let (Runtime::Llamacpp, Some(q)) = (spec.runtime, model.pre_quantized) {
+        return Err(SpecError::PreQuantizedUnderLlamaCpp {
+            method: q.method.as_str(),
+        });
+    }
+    let gguf_layout = spec.model.gguf_layout.clone();
+    if let Some(layout) = &gguf_layout
+        && usize::try_from(model.layers).ok() != Some(layout.block_bytes.len())
+    {
+        return Err(SpecError::GgufLayoutBlocks {
+            blocks: layout.block_bytes.len(),
+            layers: model.layers,
+        });
+    }
     let mut notes = Vec::new();
     let requested = spec.context_length.unwrap_or(DEFAULT_CONTEXT_LENGTH);
     let context_length = requested.min(model.context_limit);
@@ -123,7 +141,24 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
             "context {context_length}: capped at the model's limit (asked {requested})"
         ));
     }
-    let quantizations = ordered(spec.allowed_quantizations.as_deref(), &Quantization::LADDER);
+    // A pre-quantized checkpoint gets no in-flight quantization on top: its own bytes are
+    // what runs.
+    let quantizations = match model.pre_quantized {
+        Some(q) => {
+            notes.push(format!(
+                "pre-quantized {} checkpoint ({}-bit weights): no in-flight quantization on top{}",
+                q.method.as_str(),
+                q.weight_bits,
+                if spec.allowed_quantizations.is_some() {
+                    "; allowedQuantizations does not apply"
+                } else {
+                    ""
+                }
+            ));
+            vec![Quantization::None]
+        }
+        None => ordered(spec.allowed_quantizations.as_deref(), &Quantization::LADDER),
+    };
     let llama = spec.llama_cpp.clone().unwrap_or_default();
     let kv_cache_types = ordered(llama.kv_cache_types.as_deref(), &KvCacheType::LADDER);
     if quantizations.is_empty() || kv_cache_types.is_empty() {
@@ -131,6 +166,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
     }
     Ok(JobInput {
         model,
+        gguf_layout,
         runtime: spec.runtime,
         context_length,
         batch_size: spec.batch_size,

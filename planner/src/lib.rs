@@ -2,9 +2,12 @@
 //!
 //! * [`gpu_catalog`]: product name → model, architecture, tier (docs/planning.md).
 //! * [`model_catalog`]: model presets and their published sources (docs/planning.md).
+//! * [`checkpoint`]: a checkpoint's numbers (vramfit-models) as a manifest's `model:` fields.
 //! * [`node_class`]: classes of GPU nodes and their defaults.
 //! * [`class_from_facts`]: the classes a node forms from its labels (mixed, MIG, shared).
 //! * [`memory`]: the memory estimator (docs/planning.md).
+//! * [`prequantized`]: pre-quantized checkpoints: each runtime's kernel and compute-capability
+//!   floor per scheme (docs/runtime-contracts.md).
 //! * [`plan`]: a job on a class → a plan with its reasons, or why not (docs/planning.md).
 //! * [`ranking`]: which class wins among those with room, and why the others did not
 //!   ([`ranking::choose_class`], the one choice of the operator and `vramfit plan`).
@@ -18,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
+pub mod checkpoint;
 pub mod class_from_facts;
 pub mod error;
 pub mod fallback;
@@ -28,8 +32,9 @@ pub mod model_catalog;
 pub mod node_class;
 pub mod plan;
 mod plan_common;
-mod plan_llamacpp;
+pub mod plan_llamacpp;
 mod plan_transformers;
+pub mod prequantized;
 pub mod ranking;
 pub mod runtime_contract;
 pub mod runtime_vllm;

@@ -85,6 +85,13 @@ pub fn sum(what: &'static str, a: u64, b: u64) -> Result<u64, SizeOverflow> {
 /// hidden each, where the vocabulary is known) stay at 16 bits.
 pub fn weights_bytes(model: &ModelShape, q: Quantization) -> Result<u64, SizeOverflow> {
     const WHAT: &str = "the weights (parameters × bytes per parameter)";
+    if let Some(pre) = model.pre_quantized {
+        // The checkpoint's own bytes run as stored; no in-flight level applies on top.
+        return match model.weight_bytes {
+            Some(bytes) => Ok(bytes),
+            None => pre_quantized_estimate(model, pre.weight_bits, pre.group_size),
+        };
+    }
     let unquantized = match q {
         Quantization::None => 0,
         _ => model.vocab_size.map_or(0, |v| {
@@ -104,6 +111,34 @@ pub fn weights_bytes(model: &ModelShape, q: Quantization) -> Result<u64, SizeOve
                 weight_millibytes_per_parameter(Quantization::None),
             ],
         )?,
+    )?;
+    Ok(div_ceil(millibytes, 1000))
+}
+
+/// A pre-quantized checkpoint whose weight bytes were not read (no safetensors header): the
+/// embeddings and output layer (vocab × hidden each, where known) at 16 bits, every other
+/// parameter at the stored bits plus a 16-bit scale and zero point per group (128 where the
+/// scheme has no groups: scales per channel or tensor are fewer).
+fn pre_quantized_estimate(
+    model: &ModelShape,
+    bits: u32,
+    group: Option<u32>,
+) -> Result<u64, SizeOverflow> {
+    const WHAT: &str = "the weights (pre-quantized parameters × bits per weight)";
+    let unquantized = model.vocab_size.map_or(0, |v| {
+        2u64.saturating_mul(u64::from(v))
+            .saturating_mul(u64::from(model.hidden_size))
+            .min(model.parameters)
+    });
+    let quantized = model.parameters.saturating_sub(unquantized);
+    // Thousandths of a byte per quantized weight: bits / 8, and 4 bytes per group.
+    let millibytes_per_weight = u64::from(bits)
+        .saturating_mul(125)
+        .saturating_add(div_ceil(4000, u64::from(group.unwrap_or(128))));
+    let millibytes = sum(
+        WHAT,
+        product(WHAT, &[quantized, millibytes_per_weight])?,
+        product(WHAT, &[unquantized, 2000])?,
     )?;
     Ok(div_ceil(millibytes, 1000))
 }

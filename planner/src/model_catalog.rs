@@ -1,6 +1,7 @@
 //! Model presets (docs/planning.md), each with the published source of its numbers, and the
 //! resolution of a job's `model` into the numbers the estimator needs.
 use vramfit_api::ModelSpec;
+use vramfit_api::checkpoint::{PreQuantizationMethod, PreQuantized, WeightFormat};
 
 pub use crate::error::ModelError;
 
@@ -31,6 +32,16 @@ pub struct Shape<Name> {
     pub vocab_size: Option<u32>,
     /// Takes images (MAX_TILES applies).
     pub vision: bool,
+    /// How the checkpoint was quantized before it was published: sized by `weight_bytes`,
+    /// with no in-flight quantization on top.
+    pub pre_quantized: Option<PreQuantized>,
+    /// Exact bytes of the checkpoint's weights (safetensors headers), used for pre-quantized
+    /// checkpoints.
+    pub weight_bytes: Option<u64>,
+    /// Mixture of experts: routed experts per MoE layer (every one sits in memory).
+    pub experts: Option<u32>,
+    /// Mixture of experts: parameters one token runs through (speed, not memory).
+    pub active_parameters: Option<u64>,
 }
 
 /// A resolved job's model.
@@ -47,6 +58,117 @@ pub struct Preset {
     pub source: &'static str,
 }
 
+/// The fields a preset leaves unset: a 16-bit dense checkpoint, not a GGUF file, text only,
+/// vocabulary unknown. Each preset sets its numbers and what differs (the numbers here are
+/// placeholders; `every_preset_is_consistent` checks that none is left at 0).
+const UNSET: Shape<&str> = Shape {
+    name: "",
+    parameters: 0,
+    layers: 0,
+    hidden_size: 0,
+    attention_heads: 0,
+    kv_heads: 0,
+    head_dim: 0,
+    context_limit: 0,
+    gguf_file_bytes: None,
+    vocab_size: None,
+    vision: false,
+    pre_quantized: None,
+    weight_bytes: None,
+    experts: None,
+    active_parameters: None,
+};
+
+/// A GGUF quantization of `base`: its shape, under the file's name and size (llama.cpp plans by
+/// the file's bytes; the vocabulary matters only to in-flight quantization).
+const fn gguf(base: Shape<&'static str>, file: &'static str, bytes: u64) -> Shape<&'static str> {
+    Shape {
+        name: file,
+        gguf_file_bytes: Some(bytes),
+        vocab_size: None,
+        ..base
+    }
+}
+
+/// Models several presets share (a GGUF or pre-quantized release of the same weights).
+const MISTRAL_7B: Shape<&str> = Shape {
+    name: "mistralai/Mistral-7B-Instruct-v0.3",
+    parameters: 7_248_023_552,
+    layers: 32,
+    hidden_size: 4096,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 32_768,
+    vocab_size: Some(32_768),
+    ..UNSET
+};
+
+const LLAMA_31_8B: Shape<&str> = Shape {
+    name: "meta-llama/Llama-3.1-8B-Instruct",
+    parameters: 8_030_261_248,
+    layers: 32,
+    hidden_size: 4096,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 131_072,
+    vocab_size: Some(128_256),
+    ..UNSET
+};
+
+const LLAMA_31_70B: Shape<&str> = Shape {
+    name: "meta-llama/Llama-3.1-70B-Instruct",
+    parameters: 70_553_706_496,
+    layers: 80,
+    hidden_size: 8192,
+    attention_heads: 64,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 131_072,
+    vocab_size: Some(128_256),
+    ..UNSET
+};
+
+const QWEN3_4B: Shape<&str> = Shape {
+    name: "Qwen/Qwen3-4B",
+    parameters: 4_022_468_096,
+    layers: 36,
+    hidden_size: 2560,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 40_960,
+    vocab_size: Some(151_936),
+    ..UNSET
+};
+
+const QWEN3_8B: Shape<&str> = Shape {
+    name: "Qwen/Qwen3-8B",
+    parameters: 8_190_735_360,
+    layers: 36,
+    hidden_size: 4096,
+    attention_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    context_limit: 40_960,
+    vocab_size: Some(151_936),
+    ..UNSET
+};
+
+const QWEN25_7B: Shape<&str> = Shape {
+    name: "Qwen/Qwen2.5-7B-Instruct",
+    parameters: 7_615_616_512,
+    layers: 28,
+    hidden_size: 3584,
+    attention_heads: 28,
+    kv_heads: 4,
+    head_dim: 128,
+    context_limit: 32_768,
+    vocab_size: Some(152_064),
+    ..UNSET
+};
+
 /// The built-in presets.
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -61,8 +183,8 @@ pub const PRESETS: &[Preset] = &[
             head_dim: 128,
             context_limit: 32_768,
             vocab_size: Some(152_064),
-            gguf_file_bytes: None,
             vision: true,
+            ..UNSET
         },
         source: "OpenGVLab/InternVL3-8B config.json (llm_config: Qwen2.5-7B, 28 layers, 28 heads, 4 KV heads, max_position_embeddings 32768; Qwen2.5-7B vocab_size 152064); model card: 7.9B parameters with InternViT-300M",
     },
@@ -78,114 +200,353 @@ pub const PRESETS: &[Preset] = &[
             head_dim: 128,
             context_limit: 131_072,
             vocab_size: Some(128_256),
-            gguf_file_bytes: None,
             vision: true,
+            ..UNSET
         },
         source: "meta-llama/Llama-3.2-11B-Vision-Instruct config.json (text_config: 40 layers incl. 8 cross-attention, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256); safetensors: 10.67B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3",
-        shape: Shape {
-            name: "mistralai/Mistral-7B-Instruct-v0.3",
-            parameters: 7_248_023_552,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 32_768,
-            vocab_size: Some(32_768),
-            gguf_file_bytes: None,
-            vision: false,
-        },
+        shape: MISTRAL_7B,
         source: "mistralai/Mistral-7B-Instruct-v0.3 config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 32768, vocab_size 32768); safetensors: 7.25B parameters",
     },
     Preset {
         key: "llama-3.1-8b-instruct",
-        shape: Shape {
-            name: "meta-llama/Llama-3.1-8B-Instruct",
-            parameters: 8_030_261_248,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 131_072,
-            vocab_size: Some(128_256),
-            gguf_file_bytes: None,
-            vision: false,
-        },
+        shape: LLAMA_31_8B,
         source: "meta-llama/Llama-3.1-8B-Instruct config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256); safetensors: 8.03B parameters",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q4_k_m",
-        shape: Shape {
-            name: "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
-            parameters: 7_248_023_552,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 32_768,
-            vocab_size: None,
-            gguf_file_bytes: Some(4_372_812_000),
-            vision: false,
-        },
+        shape: gguf(
+            MISTRAL_7B,
+            "Mistral-7B-Instruct-v0.3-Q4_K_M.gguf",
+            4_372_812_000,
+        ),
         source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 32768); file 4.37 GB",
     },
     Preset {
         key: "mistral-7b-instruct-v0.3-q8_0",
-        shape: Shape {
-            name: "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
-            parameters: 7_248_023_552,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 32_768,
-            vocab_size: None,
-            gguf_file_bytes: Some(7_702_565_000),
-            vision: false,
-        },
+        shape: gguf(
+            MISTRAL_7B,
+            "Mistral-7B-Instruct-v0.3-Q8_0.gguf",
+            7_702_565_000,
+        ),
         source: "GGUF metadata of Mistral-7B-Instruct-v0.3-Q8_0.gguf (llama.block_count 32, head_count_kv 8); file 7.70 GB",
     },
     Preset {
         key: "llama-3.1-8b-instruct-q4_k_m",
-        shape: Shape {
-            name: "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
-            parameters: 8_030_261_248,
-            layers: 32,
-            hidden_size: 4096,
-            attention_heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            context_limit: 131_072,
-            vocab_size: None,
-            gguf_file_bytes: Some(4_920_734_000),
-            vision: false,
-        },
+        shape: gguf(
+            LLAMA_31_8B,
+            "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            4_920_734_000,
+        ),
         source: "GGUF metadata of Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf (llama.block_count 32, head_count_kv 8, context_length 131072); file 4.92 GB",
     },
     Preset {
         key: "llama-3.1-70b-instruct-q4_k_m",
+        shape: gguf(
+            LLAMA_31_70B,
+            "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+            42_520_393_000,
+        ),
+        source: "GGUF metadata of Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf (llama.block_count 80, embedding_length 8192, head_count 64, head_count_kv 8); file 42.5 GB",
+    },
+    Preset {
+        key: "qwen2.5-7b-instruct",
+        shape: QWEN25_7B,
+        source: "Qwen/Qwen2.5-7B-Instruct config.json (28 layers, hidden 3584, 28 heads, 4 KV heads, max_position_embeddings 32768, vocab_size 152064; 7.62B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "qwen2.5-vl-7b-instruct",
         shape: Shape {
-            name: "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf",
-            parameters: 70_553_706_496,
-            layers: 80,
+            name: "Qwen/Qwen2.5-VL-7B-Instruct",
+            parameters: 8_292_166_656,
+            layers: 28,
+            hidden_size: 3584,
+            attention_heads: 28,
+            kv_heads: 4,
+            head_dim: 128,
+            context_limit: 128_000,
+            vocab_size: Some(152_064),
+            vision: true,
+            ..UNSET
+        },
+        source: "Qwen/Qwen2.5-VL-7B-Instruct config.json (28 layers, hidden 3584, 28 heads, 4 KV heads, max_position_embeddings 128000, vocab_size 152064, a 32-block ViT in vision_config; 8.29B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "qwen3-4b",
+        shape: QWEN3_4B,
+        source: "Qwen/Qwen3-4B config.json (36 layers, hidden 2560, 32 heads of 128, 8 KV heads, max_position_embeddings 40960, vocab_size 151936, tied embeddings; 4.02B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "qwen3-8b",
+        shape: QWEN3_8B,
+        source: "Qwen/Qwen3-8B config.json (36 layers, hidden 4096, 32 heads of 128, 8 KV heads, max_position_embeddings 40960, vocab_size 151936; 8.19B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "qwen3-14b",
+        shape: Shape {
+            name: "Qwen/Qwen3-14B",
+            parameters: 14_768_307_200,
+            layers: 40,
+            hidden_size: 5120,
+            attention_heads: 40,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 40_960,
+            vocab_size: Some(151_936),
+            ..UNSET
+        },
+        source: "Qwen/Qwen3-14B config.json (40 layers, hidden 5120, 40 heads of 128, 8 KV heads, max_position_embeddings 40960, vocab_size 151936; 14.8B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "phi-4",
+        shape: Shape {
+            name: "microsoft/phi-4",
+            parameters: 14_659_507_200,
+            layers: 40,
+            hidden_size: 5120,
+            attention_heads: 40,
+            kv_heads: 10,
+            head_dim: 128,
+            context_limit: 16_384,
+            vocab_size: Some(100_352),
+            ..UNSET
+        },
+        source: "microsoft/phi-4 config.json (40 layers, hidden 5120, 40 heads, 10 KV heads, max_position_embeddings 16384, vocab_size 100352; 14.7B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "qwen3-32b",
+        shape: Shape {
+            name: "Qwen/Qwen3-32B",
+            parameters: 32_762_123_264,
+            layers: 64,
+            hidden_size: 5120,
+            attention_heads: 64,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 40_960,
+            vocab_size: Some(151_936),
+            ..UNSET
+        },
+        source: "Qwen/Qwen3-32B config.json (64 layers, hidden 5120, 64 heads of 128, 8 KV heads, max_position_embeddings 40960, vocab_size 151936; 32.8B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "gemma-3-4b-it",
+        shape: Shape {
+            name: "google/gemma-3-4b-it",
+            parameters: 4_300_079_472,
+            layers: 34,
+            hidden_size: 2560,
+            attention_heads: 8,
+            kv_heads: 4,
+            head_dim: 256,
+            context_limit: 131_072,
+            vocab_size: Some(262_208),
+            vision: true,
+            ..UNSET
+        },
+        source: "google/gemma-3-4b-it config.json (text_config: 34 layers, hidden 2560; heads 8, KV heads 4, head_dim 256, context 131072 and vocabulary 262208 as transformers 4.50 Gemma3TextConfig defaults them; a SigLIP tower; 4.30B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "gemma-3-27b-it",
+        shape: Shape {
+            name: "google/gemma-3-27b-it",
+            parameters: 27_432_406_640,
+            layers: 62,
+            hidden_size: 5376,
+            attention_heads: 32,
+            kv_heads: 16,
+            head_dim: 128,
+            context_limit: 131_072,
+            vocab_size: Some(262_208),
+            vision: true,
+            ..UNSET
+        },
+        source: "google/gemma-3-27b-it config.json (text_config: 62 layers, hidden 5376, 32 heads of 128, 16 KV heads; context 131072 and vocabulary 262208 as transformers 4.50 Gemma3TextConfig defaults them; a SigLIP tower; 27.4B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "llama-3.2-1b-instruct",
+        shape: Shape {
+            name: "meta-llama/Llama-3.2-1B-Instruct",
+            parameters: 1_235_814_400,
+            layers: 16,
+            hidden_size: 2048,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 64,
+            context_limit: 131_072,
+            vocab_size: Some(128_256),
+            ..UNSET
+        },
+        source: "meta-llama/Llama-3.2-1B-Instruct config.json (16 layers, hidden 2048, 32 heads of 64, 8 KV heads, max_position_embeddings 131072, vocab_size 128256, tied embeddings; 1.24B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "llama-3.2-3b-instruct",
+        shape: Shape {
+            name: "meta-llama/Llama-3.2-3B-Instruct",
+            parameters: 3_212_749_824,
+            layers: 28,
+            hidden_size: 3072,
+            attention_heads: 24,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 131_072,
+            vocab_size: Some(128_256),
+            ..UNSET
+        },
+        source: "meta-llama/Llama-3.2-3B-Instruct config.json (28 layers, hidden 3072, 24 heads of 128, 8 KV heads, max_position_embeddings 131072, vocab_size 128256, tied embeddings; 3.21B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "llama-3.1-70b-instruct",
+        shape: LLAMA_31_70B,
+        source: "meta-llama/Llama-3.1-70B-Instruct config.json (80 layers, hidden 8192, 64 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256; 70.6B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "llama-3.2-90b-vision-instruct",
+        shape: Shape {
+            name: "meta-llama/Llama-3.2-90B-Vision-Instruct",
+            parameters: 88_593_355_323,
+            layers: 100,
             hidden_size: 8192,
             attention_heads: 64,
             kv_heads: 8,
             head_dim: 128,
             context_limit: 131_072,
-            vocab_size: None,
-            gguf_file_bytes: Some(42_520_393_000),
-            vision: false,
+            vocab_size: Some(128_256),
+            vision: true,
+            ..UNSET
         },
-        source: "GGUF metadata of Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf (llama.block_count 80, embedding_length 8192, head_count 64, head_count_kv 8); file 42.5 GB",
+        source: "meta-llama/Llama-3.2-90B-Vision-Instruct config.json (text_config: 100 layers of which 20 cross-attention, hidden 8192, 64 heads, 8 KV heads, max_position_embeddings 131072, vocab_size 128256; a tiled ViT of 32 + 8 global layers; 88.6B); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "mixtral-8x7b-instruct-v0.1",
+        shape: Shape {
+            name: "mistralai/Mixtral-8x7B-Instruct-v0.1",
+            parameters: 46_702_792_704,
+            layers: 32,
+            hidden_size: 4096,
+            attention_heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 32_768,
+            vocab_size: Some(32_000),
+            experts: Some(8),
+            active_parameters: Some(12_879_925_248),
+            ..UNSET
+        },
+        source: "mistralai/Mixtral-8x7B-v0.1 config.json, whose architecture the Instruct release shares (32 layers, hidden 4096, 32 heads, 8 KV heads, 8 experts of 14336 with 2 per token, max_position_embeddings 32768, vocab_size 32000); parameters counted from it: 46.7B, every expert held in memory (12.9B active)",
+    },
+    Preset {
+        key: "qwen3-30b-a3b",
+        shape: Shape {
+            name: "Qwen/Qwen3-30B-A3B",
+            parameters: 30_532_122_624,
+            layers: 48,
+            hidden_size: 2048,
+            attention_heads: 32,
+            kv_heads: 4,
+            head_dim: 128,
+            context_limit: 40_960,
+            vocab_size: Some(151_936),
+            experts: Some(128),
+            active_parameters: Some(3_353_032_704),
+            ..UNSET
+        },
+        source: "Qwen/Qwen3-30B-A3B config.json (48 layers, hidden 2048, 32 heads of 128, 4 KV heads, 128 experts of 768 with 8 per token, max_position_embeddings 40960, vocab_size 151936; 30.5B, every expert held in memory (3.35B active)); parameters counted from it as transformers builds the model",
+    },
+    Preset {
+        key: "qwen3-4b-q4_k_m",
+        shape: gguf(QWEN3_4B, "Qwen_Qwen3-4B-Q4_K_M.gguf", 2_505_000_000),
+        source: "bartowski/Qwen_Qwen3-4B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-4B-Q4_K_M.gguf 2.50 GB, planned at the listing's upper bound 2.505 GB; GGUF metadata as Qwen/Qwen3-4B config.json (block_count 36, embedding_length 2560, head_count 32, head_count_kv 8, context_length 40960)",
+    },
+    Preset {
+        key: "qwen3-4b-q6_k",
+        shape: gguf(QWEN3_4B, "Qwen_Qwen3-4B-Q6_K.gguf", 3_315_000_000),
+        source: "bartowski/Qwen_Qwen3-4B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-4B-Q6_K.gguf 3.31 GB, planned at the listing's upper bound 3.315 GB; GGUF metadata as Qwen/Qwen3-4B config.json (block_count 36, embedding_length 2560, head_count 32, head_count_kv 8, context_length 40960)",
+    },
+    Preset {
+        key: "qwen3-4b-q8_0",
+        shape: gguf(QWEN3_4B, "Qwen_Qwen3-4B-Q8_0.gguf", 4_285_000_000),
+        source: "bartowski/Qwen_Qwen3-4B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-4B-Q8_0.gguf 4.28 GB, planned at the listing's upper bound 4.285 GB; GGUF metadata as Qwen/Qwen3-4B config.json (block_count 36, embedding_length 2560, head_count 32, head_count_kv 8, context_length 40960)",
+    },
+    Preset {
+        key: "qwen3-8b-q6_k",
+        shape: gguf(QWEN3_8B, "Qwen_Qwen3-8B-Q6_K.gguf", 6_735_000_000),
+        source: "bartowski/Qwen_Qwen3-8B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-8B-Q6_K.gguf 6.73 GB, planned at the listing's upper bound 6.735 GB; GGUF metadata as Qwen/Qwen3-8B config.json (block_count 36, embedding_length 4096, head_count 32, head_count_kv 8, context_length 40960)",
+    },
+    Preset {
+        key: "qwen3-8b-q8_0",
+        shape: gguf(QWEN3_8B, "Qwen_Qwen3-8B-Q8_0.gguf", 8_715_000_000),
+        source: "bartowski/Qwen_Qwen3-8B-GGUF file table (llama.cpp b5200): Qwen_Qwen3-8B-Q8_0.gguf 8.71 GB, planned at the listing's upper bound 8.715 GB; GGUF metadata as Qwen/Qwen3-8B config.json (block_count 36, embedding_length 4096, head_count 32, head_count_kv 8, context_length 40960)",
+    },
+    Preset {
+        key: "qwq-32b-preview-awq",
+        shape: Shape {
+            name: "Orion-zhen/QwQ-32B-Preview-AWQ",
+            parameters: 32_763_876_352,
+            layers: 64,
+            hidden_size: 5120,
+            attention_heads: 40,
+            kv_heads: 8,
+            head_dim: 128,
+            context_limit: 32_768,
+            vocab_size: Some(152_064),
+            pre_quantized: Some(PreQuantized {
+                method: PreQuantizationMethod::Awq,
+                weight_bits: 4,
+                activation_bits: None,
+                group_size: Some(128),
+                weight_format: Some(WeightFormat::Int),
+                symmetric: Some(false),
+            }),
+            weight_bytes: Some(WEIGHTS_QWQ_32B_AWQ),
+            ..UNSET
+        },
+        source: "Orion-zhen/QwQ-32B-Preview-AWQ config.json (64 layers, hidden 5120, 40 heads, 8 KV heads, max_position_embeddings 32768, vocab_size 152064; quantization_config: awq, 4 bits, groups of 128, zero points; 32.8B parameters); weights estimated from its linear layers at 4 bits with a scale and zero per group of 128",
+    },
+    Preset {
+        key: "qwen2.5-7b-instruct-gptq-int4",
+        shape: Shape {
+            name: "OPEA/Qwen2.5-7B-Instruct-int4-sym-inc",
+            pre_quantized: Some(PreQuantized {
+                method: PreQuantizationMethod::Gptq,
+                weight_bits: 4,
+                activation_bits: None,
+                group_size: Some(128),
+                weight_format: Some(WeightFormat::Int),
+                symmetric: Some(true),
+            }),
+            weight_bytes: Some(WEIGHTS_QWEN25_7B_GPTQ),
+            ..QWEN25_7B
+        },
+        source: "Qwen/Qwen2.5-7B-Instruct config.json with the quantization_config of OPEA/Qwen2.5-7B-Instruct-int4-sym-inc (quantize_config.json: gptq, 4 bits, groups of 128, symmetric; an AutoRound quantization in GPTQ format); weights estimated from its linear layers at 4 bits with a scale and zero per group of 128",
+    },
+    Preset {
+        key: "qwen2.5-7b-fp8-dynamic",
+        shape: Shape {
+            name: "neuralmagic/Qwen2.5-7B-FP8-dynamic",
+            context_limit: 131_072,
+            pre_quantized: Some(PreQuantized {
+                method: PreQuantizationMethod::CompressedTensors,
+                weight_bits: 8,
+                activation_bits: Some(8),
+                group_size: None,
+                weight_format: Some(WeightFormat::Float),
+                symmetric: Some(true),
+            }),
+            weight_bytes: Some(WEIGHTS_QWEN25_7B_FP8),
+            ..QWEN25_7B
+        },
+        source: "neuralmagic/Qwen2.5-7B-FP8-dynamic config.json (Qwen2.5-7B: 28 layers, hidden 3584, 28 heads, 4 KV heads, max_position_embeddings 131072, vocab_size 152064; quantization_config: compressed-tensors, FP8 weights per channel and FP8 dynamic per-token activations, lm_head ignored); weights estimated from its linear layers at 8 bits",
     },
 ];
+
+/// Weight bytes of the pre-quantized presets, as `vramfit model inspect` estimates them from
+/// each config.json (a test keeps the two equal).
+const WEIGHTS_QWQ_32B_AWQ: u64 = 19_694_495_744;
+const WEIGHTS_QWEN25_7B_GPTQ: u64 = 5_647_215_616;
+const WEIGHTS_QWEN25_7B_FP8: u64 = 8_909_859_840;
 
 /// A preset by key (case-insensitive).
 pub fn preset(key: &str) -> Option<&'static Preset> {
@@ -247,8 +608,14 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
         gguf_file_bytes: spec
             .gguf_file_bytes
             .or(shape.and_then(|s| s.gguf_file_bytes)),
-        vocab_size: shape.and_then(|s| s.vocab_size),
+        vocab_size: spec.vocab_size.or(shape.and_then(|s| s.vocab_size)),
         vision: spec.vision.or(shape.map(|s| s.vision)).unwrap_or(false),
+        pre_quantized: spec.pre_quantized.or(shape.and_then(|s| s.pre_quantized)),
+        weight_bytes: spec.weight_bytes.or(shape.and_then(|s| s.weight_bytes)),
+        experts: spec.experts.or(shape.and_then(|s| s.experts)),
+        active_parameters: spec
+            .active_parameters
+            .or(shape.and_then(|s| s.active_parameters)),
     })
 }
 
@@ -331,13 +698,25 @@ mod tests {
     #[test]
     fn every_preset_is_consistent() {
         for p in PRESETS {
-            assert!(p.shape.kv_heads <= p.shape.attention_heads, "{}", p.key);
-            assert_eq!(
-                p.shape.hidden_size,
-                p.shape.attention_heads * p.shape.head_dim,
-                "{}",
+            let s = &p.shape;
+            let numbers = [
+                s.parameters,
+                s.layers.into(),
+                s.hidden_size.into(),
+                s.attention_heads.into(),
+                s.kv_heads.into(),
+                s.head_dim.into(),
+                s.context_limit.into(),
+            ];
+            assert!(
+                !s.name.is_empty() && !numbers.contains(&0),
+                "{}: a number left unset",
                 p.key
             );
+            assert!(p.shape.kv_heads <= p.shape.attention_heads, "{}", p.key);
+            // Grouped-query attention shares each KV head among a whole number of heads. (A
+            // head's width need not be hidden / heads: Qwen3-32B has 64 heads of 128 on 5120.)
+            assert_eq!(p.shape.attention_heads % p.shape.kv_heads, 0, "{}", p.key);
             assert!(!p.source.is_empty(), "{}", p.key);
             assert_eq!(preset(p.key).map(|q| q.key), Some(p.key));
         }

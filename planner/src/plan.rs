@@ -1,11 +1,11 @@
 //! The planner's entry point: a job on a node class → a [`Plan`] or why the class cannot run it.
-use vramfit_api::{ClassRejection, Fallback, Plan, Quantization, Runtime};
+use vramfit_api::{ClassRejection, Dtype, DtypeRequest, Fallback, Plan, Quantization, Runtime};
 
 use crate::error::PlanError;
 use crate::job_input::JobInput;
 use crate::node_class::NodeClass;
 use crate::plan_common::{admission, common_settings, partition_notes};
-use crate::{plan_llamacpp, plan_transformers};
+use crate::{plan_llamacpp, plan_transformers, prequantized};
 
 /// Plans `job` on `class`, applying the step-downs in `fallback`.
 pub fn plan_for_class(
@@ -14,10 +14,12 @@ pub fn plan_for_class(
     fallback: &Fallback,
 ) -> Result<Plan, PlanError> {
     admission(job, class)?;
-    let common = common_settings(job, class, fallback);
+    let mut common = common_settings(job, class, fallback);
     let (partition_reason, partition_warning) = partition_notes(class);
     let mut reasons: Vec<String> = partition_reason.into_iter().collect();
-    reasons.extend(common.reasons);
+    reasons.extend(std::mem::take(&mut common.reasons));
+    reasons.extend(pre_quantized_kernel(job, class, &mut common.dtype)?);
+    reasons.extend(experts_reason(job));
     let mut memory_fraction_percent = common.memory_fraction_percent;
     let (gpu_count, quantization, memory, llama_cpp, warnings) = match job.runtime {
         Runtime::Llamacpp => {
@@ -77,6 +79,60 @@ pub fn plan_for_class(
         reasons,
         warnings,
     })
+}
+
+/// The kernel a pre-quantized checkpoint runs with on the class, or why the class is below
+/// the scheme's floor; a kernel that takes float16 only makes the dtype float16.
+fn pre_quantized_kernel(
+    job: &JobInput,
+    class: &NodeClass,
+    dtype: &mut Dtype,
+) -> Result<Vec<String>, PlanError> {
+    let Some(q) = job
+        .model
+        .pre_quantized
+        .filter(|_| job.runtime != Runtime::Llamacpp)
+    else {
+        return Ok(Vec::new());
+    };
+    let cc = class.capability;
+    let scheme = prequantized::Scheme::of(&q).describe();
+    let Some(kernel) = prequantized::kernel(job.runtime, &q, cc)? else {
+        return Ok(vec![format!(
+            "{scheme} checkpoint: {} checks no compute capability for it",
+            crate::error::runtime_label(job.runtime)
+        )]);
+    };
+    let mut reasons = vec![format!(
+        "kernel: {} for the {scheme} checkpoint (compute capability {cc} ≥ {})",
+        kernel.kernel, kernel.min
+    )];
+    if kernel.float16_only && *dtype == Dtype::Bfloat16 {
+        if job.dtype == DtypeRequest::Bfloat16 {
+            return Err(PlanError::PinnedBfloat16Float16Kernel {
+                kernel: kernel.kernel,
+                capability: cc,
+            });
+        }
+        *dtype = Dtype::Float16;
+        reasons.push(format!(
+            "float16: {} takes float16 activations only",
+            kernel.kernel
+        ));
+    }
+    Ok(reasons)
+}
+
+/// What a mixture-of-experts model holds in memory and what runs per token.
+fn experts_reason(job: &JobInput) -> Option<String> {
+    let experts = job.model.experts?;
+    let active = job.model.active_parameters.map_or(String::new(), |a| {
+        format!("; {:.1}B active per token (speed)", a as f64 / 1e9)
+    });
+    Some(format!(
+        "mixture of experts: all {experts} experts of each MoE layer in memory ({:.1}B parameters){active}",
+        job.model.parameters as f64 / 1e9
+    ))
 }
 
 /// Plans `job` on every class, in the classes' order.

@@ -2,6 +2,8 @@
 //! which KV-cache type, on how many GPUs.
 use vramfit_api::{Fallback, GpuLayers, KvCacheType, LlamaCppPlan, MemoryEstimate, Preference};
 
+use vramfit_api::checkpoint::GgufLayout;
+
 use crate::error::{PlanError, SizeOverflow};
 use crate::job_input::JobInput;
 use crate::memory::{self, LLAMACPP_OVERHEAD_MIB};
@@ -68,7 +70,11 @@ impl Budget<'_> {
     /// Weights on the GPUs for `--n-gpu-layers n`. All `blocks + 1` layers: at most the whole
     /// file. Fewer: `n` shares plus one for the output layer, which builds from llama.cpp
     /// PR 18148 on offload first (earlier builds offload `n` blocks and keep it on the CPU).
+    /// With the file's layout known, each tensor by its real bytes instead.
     fn weights_bytes(&self, n: u32) -> Result<u64, SizeOverflow> {
+        if let Some(layout) = &self.job.gguf_layout {
+            return Ok(offloaded_bytes(layout, n));
+        }
         if n > self.blocks() {
             Ok(self.job.model.gguf_file_bytes.unwrap_or(0))
         } else if n == 0 {
@@ -135,6 +141,33 @@ impl Budget<'_> {
         }
         fit
     }
+}
+
+/// Tensor bytes on the GPUs for `--n-gpu-layers n`, by the file's layout. llama.cpp offloads
+/// the last blocks: before PR 18148 the last `n` blocks, the output layer only when every
+/// block is offloaded; from it on, the output layer first and then the last `n - 1` blocks.
+/// Budgeted as the larger of the two, so the plan holds on either build. The token embeddings
+/// stay in host memory. Sums of `u64` tensor bytes read from one file saturate (a file holds
+/// less than 2^64 bytes).
+pub fn offloaded_bytes(layout: &GgufLayout, n: u32) -> u64 {
+    let blocks = &layout.block_bytes;
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let last = |count: usize| -> u64 {
+        blocks
+            .iter()
+            .rev()
+            .take(count)
+            .fold(0u64, |sum, b| sum.saturating_add(*b))
+    };
+    if n == 0 {
+        return 0;
+    }
+    if n > blocks.len() {
+        return last(blocks.len()).saturating_add(layout.output_bytes);
+    }
+    let before_18148 = last(n);
+    let from_18148 = last(n.saturating_sub(1)).saturating_add(layout.output_bytes);
+    before_18148.max(from_18148)
 }
 
 /// llama.cpp's host buffers (CPU compute buffers, logits, runtime) beside the model.
@@ -275,9 +308,14 @@ pub fn size(
     // The budget named here is the plan's usable memory per GPU: NEED/GPU (layers, KV cache and
     // the overhead) is measured against the same figure.
     reasons.push(format!(
-        "GPU layers {layers}/{total_layers} ({} blocks and the output layer){} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {}), {LLAMACPP_OVERHEAD_MIB} MiB of it for llama.cpp's own buffers",
+        "GPU layers {layers}/{total_layers} ({} blocks and the output layer){}{} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {}), {LLAMACPP_OVERHEAD_MIB} MiB of it for llama.cpp's own buffers",
         job.model.layers,
         if pinned { " (pinned by the job)" } else { "" },
+        if job.gguf_layout.is_some() {
+            ", each by the GGUF file's tensor bytes"
+        } else {
+            ", each an even share of the GGUF file"
+        },
         gib(budget.usable_mib()),
         gib(class.memory_mib),
     ));

@@ -179,6 +179,21 @@ fn quantization_reason(
     };
     let usable = gib(usable_per_gpu_mib(job, class));
     let model = class.describe_gpu();
+    if let (Quantization::None, Some(pre)) = (chosen, job.model.pre_quantized) {
+        return format!(
+            "no in-flight quantization: the {} checkpoint's {}-bit weights as stored ({} bytes{}); {} activations need {} per GPU on {gpus}×{model}, {usable} usable",
+            pre.method.as_str(),
+            pre.weight_bits,
+            memory::weights_bytes(&job.model, chosen).unwrap_or(u64::MAX),
+            if job.model.weight_bytes.is_some() {
+                ", read from the safetensors headers"
+            } else {
+                ", estimated from the parameters"
+            },
+            dtype.as_str(),
+            needed(Quantization::None, gpus)
+        );
+    }
     if chosen == Quantization::None {
         return format!(
             "no quantization: {} needs {} per GPU on {gpus}×{model}, {usable} usable",

@@ -68,6 +68,17 @@ fn extreme_spec(base: Value, schema: &Value) -> impl Strategy<Value = Value> + u
     (Just(fields), values).prop_map(move |(fields, values)| {
         let mut object = json!({ "spec": base.clone() });
         for (field, value) in fields.iter().zip(values) {
+            // A struct nested in an optional struct with required fields (`model.preQuantized`,
+            // `model.ggufLayout`) is varied only where the base has it.
+            let parent = field.path.rsplit_once('.').map_or("", |(parent, _)| parent);
+            let nested = parent.matches('.').count() >= 2;
+            if nested
+                && object
+                    .pointer(&format!("/{}", parent.replace('.', "/")))
+                    .is_none()
+            {
+                continue;
+            }
             if let Some(value) = value {
                 set(&mut object, &field.path, value);
             }
@@ -89,19 +100,33 @@ fn job_spec() -> impl Strategy<Value = InferenceJobSpec> {
         1 => proptest::sample::select(PRESETS.iter().map(|p| p.key).collect::<Vec<_>>()).prop_map(Some),
     ];
     let layers = prop_oneof![Just(json!("auto")), any::<u32>().prop_map(|n| json!(n))];
-    (runtime, preset, layers, any::<bool>(), any::<bool>())
-        .prop_flat_map(move |(runtime, preset, layers, economy, vision)| {
-            let mut base = json!({
-                "runtime": runtime, "image": "x",
-                "model": {"vision": vision},
-                "llamaCpp": {"gpuLayers": layers},
-                "preference": if economy { "economy" } else { "quality" },
-            });
-            if let Some(key) = preset {
-                base["model"]["preset"] = json!(key);
-            }
-            extreme_spec(base, &schema)
-        })
+    (
+        runtime,
+        preset,
+        layers,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_flat_map(
+            move |(runtime, preset, layers, economy, vision, checkpoint)| {
+                let mut base = json!({
+                    "runtime": runtime, "image": "x",
+                    "model": {"vision": vision},
+                    "llamaCpp": {"gpuLayers": layers},
+                    "preference": if economy { "economy" } else { "quality" },
+                });
+                if let Some(key) = preset {
+                    base["model"]["preset"] = json!(key);
+                }
+                if checkpoint {
+                    base["model"]["preQuantized"] = json!({"method": "awq", "weightBits": 4});
+                    base["model"]["ggufLayout"] =
+                        json!({"blockBytes": [1], "outputBytes": 0, "tokenEmbeddingBytes": 0});
+                }
+                extreme_spec(base, &schema)
+            },
+        )
         .prop_filter_map("a spec the Rust types cannot hold", |spec| {
             serde_json::from_value(spec).ok()
         })

@@ -229,3 +229,17 @@ fn transformers_and_custom_get_no_flags() {
         }
     }
 }
+
+#[test]
+fn the_docs_hold_the_pre_quantized_floor_table_of_the_code() {
+    let start = "<!-- prequantized-floors:start -->\n";
+    let end = "<!-- prequantized-floors:end -->";
+    let from = DOC.find(start).expect("start marker") + start.len();
+    let to = from + DOC[from..].find(end).expect("end marker");
+    assert_eq!(
+        &DOC[from..to],
+        vramfit_planner::prequantized::render_floor_table(),
+        "docs/runtime-contracts.md: the pre-quantized table differs from planner/src/prequantized.rs"
+    );
+    assert!(DOC.contains(vramfit_planner::prequantized::NO_FLOOR_UNDER_TRANSFORMERS));
+}

@@ -34,7 +34,9 @@ pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
             case("bad-model", &|v| {
                 v["spec"]["model"] = json!({"name": "something"})
             }),
-            vec!["model needs a preset, or parameters, layers, hiddenSize and attentionHeads"],
+            vec![
+                "model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads",
+            ],
         ),
         (
             case("bad-gpu-layers", &|v| {

@@ -32,6 +32,7 @@ use vramfit_api::InferenceJob;
 
 use crate::context::Context;
 use crate::error::Error;
+use crate::hub_models::{self, HubStep};
 use crate::stores::cached_job::CachedJob;
 
 pub mod apply;
@@ -130,11 +131,23 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     if let Some(action) = observe::nothing_to_do(job, ctx) {
         return Ok(action);
     }
-    // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates.
+    // `model.huggingFace`: the numbers come from the Hub resolver's cache, never the network.
+    let (original, filled, resolved) = match hub_models::prepare(job, &ctx.hub) {
+        HubStep::NotNamed => (job, None, None),
+        HubStep::Ready(filled, resolved) => (job, Some(filled), Some(resolved)),
+        HubStep::Wait {
+            reason,
+            message,
+            retry_in,
+        } => return update_status::wait_for_model(job, ctx, reason, message, retry_in).await,
+    };
+    let job: &InferenceJob = filled.as_deref().unwrap_or(original);
+    // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates;
+    // its replicas are planned from the same filled numbers.
     if let Some(serve) = &job.spec.serve {
-        return crate::serving::reconcile_served(job, serve, ctx).await;
+        return crate::serving::reconcile_served(job, serve, ctx, resolved).await;
     }
-    let decision = {
+    let mut decision = {
         // Room is read and the chosen pod reserved under one lock, with no await between: a
         // burst of reconciles cannot all take the same last free GPUs.
         let _placing = ctx.reservations.hold_placement();
@@ -158,7 +171,16 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         // the pod of the same name may go.
         return Err(error.into());
     }
-    // API: the status, then events and metrics.
-    update_status::write(job, &decision, ctx).await?;
+    if let Some(resolved) = resolved {
+        let now = Time(Timestamp::now());
+        hub_models::record(
+            &mut decision.status,
+            resolved,
+            job.metadata.generation,
+            &now,
+        );
+    }
+    // API: the status (compared with the job as stored), then events and metrics.
+    update_status::write(original, &decision, ctx).await?;
     Ok(decision.action)
 }

@@ -83,6 +83,25 @@ pub async fn write(
     Ok(())
 }
 
+/// A job whose `model.huggingFace` is not read yet (or failed): `ModelResolved=False` with the
+/// reason in status (written only when it changed), and a look again after `retry_in` (a job
+/// whose repository id is invalid waits for a change).
+pub async fn wait_for_model(
+    job: &InferenceJob,
+    ctx: &Context,
+    reason: Reason,
+    message: String,
+    retry_in: Option<std::time::Duration>,
+) -> Result<Action, Error> {
+    let now = Time(Timestamp::now());
+    let status = crate::hub_models::wait(job, reason, message, &now);
+    if job.status.as_ref() != Some(&status) {
+        let namespace = job.namespace().unwrap_or_default();
+        patch_status(ctx, &namespace, &job.name_any(), &status).await?;
+    }
+    Ok(retry_in.map_or_else(Action::await_change, Action::requeue))
+}
+
 /// Tells the user why the attempt's pod was not written, when the reason is theirs to act on:
 /// the API server refused it for good, or its name is taken by a pod the job does not own.
 pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &ApplyError) {

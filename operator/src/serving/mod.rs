@@ -17,6 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
+use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::{InferenceJob, ServeSpec};
 
 use crate::context::Context;
@@ -48,10 +49,13 @@ pub use state::ServingState;
 mod tests;
 
 /// The reconcile of a served job: the steps in order.
+/// `job` comes with the numbers `model.huggingFace` leaves unset filled in, and `resolved` is
+/// what was read (recorded in status as for a batch job).
 pub async fn reconcile_served(
     job: &InferenceJob,
     serve: &ServeSpec,
     ctx: &Context,
+    resolved: Option<ResolvedModel>,
 ) -> Result<Action, Error> {
     let (decision, namespace) = {
         // Room is read and the chosen pods reserved under one lock, with no await between.
@@ -93,6 +97,15 @@ pub async fn reconcile_served(
     // API: the status, then events and metrics (the batch step).
     for reason in &decision.restarts {
         ctx.metrics.serving().count_restart(reason);
+    }
+    if let Some(resolved) = resolved {
+        let now = Time(Timestamp::now());
+        crate::hub_models::record(
+            &mut decision.status,
+            resolved,
+            job.metadata.generation,
+            &now,
+        );
     }
     let written = Decision {
         status: decision.status.clone(),

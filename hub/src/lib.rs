@@ -1,0 +1,12 @@
+//! vramfit-hub: a model's numbers from the Hugging Face Hub (or a mirror, or an air-gapped
+//! proxy): `config.json`, `model.safetensors.index.json` and each safetensors file's header,
+//! read with HTTP range requests (the first 8 bytes, then the header they announce), never the
+//! weights. Every body is bounded, every file has a timeout, and a token never leaves the
+//! endpoint's origin (the Hub redirects large files to its CDN).
+#![forbid(unsafe_code)]
+
+mod client;
+pub mod repo;
+
+pub use client::{HubClient, HubConfig, HubError, HubModel};
+pub use repo::{DEFAULT_ENDPOINT, DEFAULT_REVISION, RepoError, RepoRef};

@@ -1,0 +1,135 @@
+//! A model on the Hub: repository id and revision, checked before any request, and the
+//! `resolve` URL of one of its files.
+
+/// The Hub's public endpoint.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+/// The revision when none is pinned.
+pub const DEFAULT_REVISION: &str = "main";
+
+/// A repository at a revision.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RepoRef {
+    repo: String,
+    revision: String,
+}
+
+/// A repository id or revision the Hub would not accept.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RepoError {
+    /// Not `owner/name` of letters, digits, `-`, `_`, `.`.
+    #[error(
+        "{0:?} is not a Hugging Face repository id (owner/name of letters, digits, '-', '_', '.'; at most 96 characters)"
+    )]
+    Repo(String),
+    /// Empty, too long, or with control characters.
+    #[error(
+        "{0:?} is not a revision (a branch, tag or commit of at most 255 printable characters)"
+    )]
+    Revision(String),
+}
+
+impl RepoRef {
+    /// `repo` as `owner/name` (or a bare `name`), `revision` a branch, tag or commit hash.
+    pub fn new(repo: &str, revision: &str) -> Result<RepoRef, RepoError> {
+        let part_ok = |part: &str| {
+            !part.is_empty()
+                && !part.starts_with(['.', '-'])
+                && !part.ends_with(['.', '-'])
+                && !part.contains("..")
+                && !part.contains("--")
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        let parts: Vec<&str> = repo.split('/').collect();
+        if repo.len() > 96 || parts.len() > 2 || !parts.iter().all(|p| part_ok(p)) {
+            return Err(RepoError::Repo(repo.to_string()));
+        }
+        if revision.is_empty() || revision.len() > 255 || revision.chars().any(char::is_control) {
+            return Err(RepoError::Revision(revision.to_string()));
+        }
+        Ok(RepoRef {
+            repo: repo.to_string(),
+            revision: revision.to_string(),
+        })
+    }
+
+    /// `owner/name@revision` written as one string; the revision defaults to `main`.
+    pub fn parse(text: &str) -> Result<RepoRef, RepoError> {
+        match text.split_once('@') {
+            Some((repo, revision)) => RepoRef::new(repo, revision),
+            None => RepoRef::new(text, DEFAULT_REVISION),
+        }
+    }
+
+    /// The repository id.
+    pub fn repo(&self) -> &str {
+        &self.repo
+    }
+
+    /// The revision.
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    /// `{endpoint}/{repo}/resolve/{revision}/{file}`, the revision percent-encoded as one path
+    /// segment (`refs/pr/1` → `refs%2Fpr%2F1`), as the Hub's own client sends it.
+    pub fn resolve_url(&self, endpoint: &str, file: &str) -> String {
+        format!(
+            "{}/{}/resolve/{}/{}",
+            endpoint.trim_end_matches('/'),
+            self.repo,
+            encode_segment(&self.revision),
+            encode_segment(file)
+        )
+    }
+}
+
+impl std::fmt::Display for RepoRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.repo, self.revision)
+    }
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+fn encode_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_ids_and_revisions_are_checked_and_encoded() {
+        let r = RepoRef::parse("Qwen/Qwen3-8B@refs/pr/12").unwrap();
+        assert_eq!(r.to_string(), "Qwen/Qwen3-8B@refs/pr/12");
+        assert_eq!(
+            r.resolve_url("https://mirror.example/hf/", "config.json"),
+            "https://mirror.example/hf/Qwen/Qwen3-8B/resolve/refs%2Fpr%2F12/config.json"
+        );
+        assert_eq!(RepoRef::parse("gpt2").unwrap().revision(), "main");
+        for bad in [
+            "../etc",
+            "a/b/c",
+            "a//b",
+            "",
+            "org/na me",
+            "org/-x",
+            "org/x..y",
+            "o/x%2F",
+        ] {
+            assert!(RepoRef::parse(bad).is_err(), "{bad}");
+        }
+        assert!(RepoRef::new("a/b", "").is_err());
+        assert!(RepoRef::new("a/b", "main\n").is_err());
+    }
+}
