@@ -92,7 +92,7 @@ fn json_output_of_one_class_carries_env_and_args() {
     let env = class["env"].as_array().unwrap();
     assert!(
         env.iter()
-            .any(|e| e[0] == "TORCH_DTYPE" && e[1] == "bfloat16")
+            .any(|e| e["name"] == "TORCH_DTYPE" && e["value"] == "bfloat16")
     );
 }
 

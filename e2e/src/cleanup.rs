@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Client, ResourceExt as _};
+use vramfit_api::GpuNodeClass;
 
 use crate::RUN_LABEL;
 use crate::crds::{self, is_not_found};
@@ -22,7 +23,8 @@ pub struct CleanupPlan {
     pub namespaces: Vec<String>,
     pub nodes: Vec<String>,
     pub crds: Vec<String>,
-    /// Cluster-scoped objects (kind, name) a scenario created: RBAC, PersistentVolumes.
+    /// Cluster-scoped objects (kind, name) a scenario created: RBAC, PersistentVolumes,
+    /// GpuNodeClasses.
     pub cluster_objects: Vec<(String, String)>,
     /// Real nodes (not the suite's) the agent labelled from a fixture: their `vramfit.io/`
     /// GPU labels are removed, the nodes kept.
@@ -93,6 +95,10 @@ pub async fn cleanup(plan: CleanupPlan) -> Result<()> {
                 .await
                 .map(|_| ()),
             "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
+            "GpuNodeClass" => Api::<GpuNodeClass>::all(client.clone())
                 .delete(name, &params)
                 .await
                 .map(|_| ()),

@@ -15,6 +15,8 @@
 //! * [`hub`]: a local HTTP server playing the Hugging Face Hub (`--hub-endpoint`).
 //! * [`real_node`]: a node with a real kubelet, for the scenarios that run real pods.
 //! * [`metrics`]: what the benchmark measures.
+//! * [`prometheus`]: a real Prometheus scraping the binaries; [`dashboards`]: the Grafana
+//!   dashboards' queries and what a panel needs from their answers.
 //!
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
 #![forbid(unsafe_code)]
@@ -23,6 +25,7 @@ pub mod checks;
 pub mod cleanup;
 pub mod cluster;
 pub mod crds;
+pub mod dashboards;
 pub mod http;
 pub mod hub;
 pub mod jobs;
@@ -34,6 +37,7 @@ pub mod nodes;
 pub mod pods;
 pub mod poll;
 pub mod processes;
+pub mod prometheus;
 pub mod rbac;
 pub mod real_node;
 pub mod suite;

@@ -10,7 +10,7 @@
 //! `tests/scenarios/<area>.rs`, and the harness they share (set-up, cleanup, helpers) in the
 //! `vramfit-e2e` library (`e2e/src/`).
 //!
-//! `cargo test -p vramfit-e2e --test e2e -- --nocapture [scenario-substring…]`
+//! `cargo test --workspace --locked --test e2e -- --nocapture [scenario-substring…]`
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,8 @@ mod agent_labels;
 mod compare;
 #[path = "scenarios/containment.rs"]
 mod containment;
+#[path = "scenarios/dashboards.rs"]
+mod dashboards;
 #[path = "scenarios/faults.rs"]
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
@@ -196,6 +198,10 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("served-unschedulable-replica-frees-its-class", |s| {
             Box::pin(serving::unschedulable_replica_frees_its_class(s))
+        }),
+        // After the simulated scenarios: it checks the dashboards against what their operator did.
+        ("dashboards-show-data", |s| {
+            Box::pin(dashboards::dashboards_show_data(s))
         }),
         // Last: they label a real node, which the simulated scenarios above must not see.
         ("real-node-runs-a-job", |s| {

@@ -227,6 +227,22 @@ impl Metrics {
         }
     }
 
+    /// Creates the work counters of `node_class` at zero once a job is placed there, before
+    /// it reports: Prometheus's `increase()` counts a counter's growth from its first scrape,
+    /// so a series that first appeared with a result would lose that result on the
+    /// dashboard. The cost counter only for a class with a price: one without has no cost,
+    /// not a cost of 0.
+    pub fn expect_results(&self, node_class: &str, priced: bool) {
+        let labels = ClassLabels {
+            node_class: node_class.to_string(),
+        };
+        let _ = self.items.get_or_create(&labels);
+        let _ = self.work_seconds.get_or_create(&labels);
+        if priced {
+            let _ = self.work_cost.get_or_create(&labels);
+        }
+    }
+
     /// Records a reconcile's duration.
     pub fn observe_reconcile(&self, took: Duration) {
         self.reconcile_duration.observe(took.as_secs_f64());
@@ -369,6 +385,17 @@ mod tests {
             text.contains("vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n"),
             "an infinite figure is not added: {text}"
         );
+        metrics.expect_results("t4-x1", false);
+        metrics.expect_results("l40s-x1", true);
+        let text = metrics.encode().unwrap();
+        for line in [
+            "vramfit_items_total{node_class=\"t4-x1\"} 0\n",
+            "vramfit_work_seconds_total{node_class=\"t4-x1\"} 0.0\n",
+            "vramfit_work_cost_cents_total{node_class=\"l40s-x1\"} 0.0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("vramfit_work_cost_cents_total{node_class=\"t4-x1\"}"));
         metrics.observe_job_totals([]);
         assert!(
             !metrics
