@@ -6,8 +6,9 @@ Run with the interpreter of .venv/helm (helm-sdkpy: Helm v4's library; PyYAML):
     KUBECONFIG=~/.kube/config "$(bash scripts/helm-venv.sh)" e2e/install_check.py
 
 Needs `kubectl` on PATH (or KUBECTL naming it) and cluster-admin credentials. The pods
-need not run: no kubelet is required. Checks, each reported as `PASS <name>` or
-`FAIL <name>: <expected vs seen>`, then `install-check: N passed, M failed`:
+need not run: no kubelet is required, except by the last check, which is skipped without
+one. Checks, each reported as `PASS <name>`, `FAIL <name>: <expected vs seen>` or
+`SKIP <name>: <why>`, then `install-check: N passed, M failed, K skipped`:
 
   deploy-server-side-apply            `kubectl apply --server-side -f deploy/`: no warning,
                                       every object exists; then removed again.
@@ -30,6 +31,15 @@ need not run: no kubelet is required. Checks, each reported as `PASS <name>` or
   aggregated-roles-extend-builtin     the chart's -edit/-view ClusterRoles are aggregated into
                                       the built-in edit and view roles (needs the controller
                                       manager).
+  helm-install-on-a-real-node         the README's install into `vramfit` with the images
+                                      VRAMFIT_OPERATOR_IMAGE / VRAMFIT_AGENT_IMAGE (default
+                                      localhost/vramfit-{operator,agent}:dev) on a node whose
+                                      kubelet runs them: the operator pods pass their probes,
+                                      one holds the Lease; the agent labels the node from a
+                                      GPU fixture in a ConfigMap; `helm upgrade` rolls both
+                                      (the agent without the fixture: gpu.present=false, no
+                                      restart); `helm uninstall` removes them. Skipped, saying
+                                      why, without such a node.
 
 The operator's own permissions (exactly operator/src/permissions.rs, checked with
 `kubectl auth can-i --list` while it runs a job as its service account) are the e2e
@@ -66,6 +76,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -750,17 +761,231 @@ def check_aggregated_roles_extend_builtin(_release_namespace: str, objects: list
             raise CheckFailed("the built-in view ClusterRole aggregates get/list/watch on gpunodeclasses, it does not")
 
 
+# ---------------------------------------------------------------------------- on a real node
+
+# The images the chart runs on a real node, built and loaded as docker/README.md shows.
+OPERATOR_IMAGE = os.environ.get("VRAMFIT_OPERATOR_IMAGE", "localhost/vramfit-operator:dev")
+AGENT_IMAGE = os.environ.get("VRAMFIT_AGENT_IMAGE", "localhost/vramfit-agent:dev")
+# The README's release namespace: `helm install vramfit charts/vramfit -n vramfit --create-namespace`.
+README_NAMESPACE = "vramfit"
+FIXTURE_CONFIGMAP = "vramfit-gpu-fixture"
+FIXTURE_DIR = "/etc/vramfit/fixture"
+FIXTURE_GPU = ("NVIDIA L40S", 46068, "8.9")
+POD_READY_S = 120  # a pod of a local image to start and pass its probes
+NO_CRASH_LOOP_S = 30  # the agent without GPUs must keep running this long
+LEASE_FRESH_S = 60  # a kubelet renews its node Lease every 10 s
+
+
+class Skipped(Exception):
+    """The check cannot run on this cluster; the message says what is missing."""
+
+
+def split_image(image: str) -> tuple[str, str]:
+    """`repository:tag` as the chart's image values take it."""
+    repository, _, tag = image.rpartition(":")
+    if not repository or "/" in tag:
+        return image, "latest"
+    return repository, tag
+
+
+def seconds_since(timestamp: str) -> float:
+    then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (datetime.now(timezone.utc) - then).total_seconds()
+
+
+def node_unsuitable(node: dict[str, Any], images: list[str]) -> str | None:
+    """Why the chart cannot be tried on `node` with a real kubelet, or None: a kubelet reports
+    it and renews its Lease, it is Ready, it carries GPU Feature Discovery's
+    nvidia.com/gpu.present=true (the agent's default affinity), advertises nvidia.com/gpu
+    and holds both images."""
+    status, name = node.get("status", {}), node["metadata"]["name"]
+    if not status.get("nodeInfo", {}).get("kubeletVersion"):
+        return "no kubelet reports it"
+    lease = get_json("lease", name, "-n", "kube-node-lease") or {}
+    renewed = lease.get("spec", {}).get("renewTime")
+    if not renewed or seconds_since(renewed) > LEASE_FRESH_S:
+        return f"its kubelet renewed no Lease within {LEASE_FRESH_S} s"
+    if not any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])):
+        return "not Ready"
+    pressure = [c["type"] for c in status.get("conditions", []) if c["type"].endswith("Pressure")
+                and c["status"] == "True"]
+    if pressure:
+        return f"under {', '.join(pressure)} (the kubelet evicts pods)"
+    if node.get("spec", {}).get("unschedulable"):
+        return "cordoned"
+    if node["metadata"].get("labels", {}).get("nvidia.com/gpu.present") != "true":
+        return "no label nvidia.com/gpu.present=true (which GPU Feature Discovery sets)"
+    if int(status.get("allocatable", {}).get("nvidia.com/gpu", "0")) < 1:
+        return "no nvidia.com/gpu in its allocatable resources"
+    held = {n for i in status.get("images") or [] for n in i.get("names") or []}
+    absent = [i for i in images if i not in held]
+    if absent:
+        return f"images not on it: {', '.join(absent)} (docker/README.md builds and loads them)"
+    return None
+
+
+def real_gpu_node() -> dict[str, Any]:
+    """The first node that can run the chart's pods (see node_unsuitable), or Skipped."""
+    nodes = (get_json("nodes") or {}).get("items", [])
+    reasons = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        why = node_unsuitable(node, [OPERATOR_IMAGE, AGENT_IMAGE])
+        if why is None:
+            return node
+        if "vramfit.io/e2e-run" not in node["metadata"].get("labels", {}):
+            reasons.append(f"{node['metadata']['name']}: {why}")
+    raise Skipped(f"no schedulable real GPU node ({'; '.join(reasons) or 'no nodes'})")
+
+
+def gpu_fixture(count: int) -> str:
+    """An agent fixture (what NVML would report) of `count` GPUs."""
+    product, memory, capability = FIXTURE_GPU
+    return yaml.safe_dump({"driverVersion": "550.54.15", "cudaDriverVersion": 12040, "gpus": [
+        {"name": product, "memoryMiB": memory, "computeCapability": capability,
+         "migMode": "unsupported", "count": count}]})
+
+
+def real_node_values(fixture: bool, **operator: Any) -> dict[str, Any]:
+    """The image override (and, where the node has no NVIDIA container runtime, no
+    RuntimeClass); with `fixture`, the agent reads its GPUs from the ConfigMap."""
+    (op_repo, op_tag), (agent_repo, agent_tag) = split_image(OPERATOR_IMAGE), split_image(AGENT_IMAGE)
+    agent: dict[str, Any] = {"image": {"repository": agent_repo, "tag": agent_tag}, "runtimeClassName": ""}
+    if fixture:
+        agent |= {"extraArgs": [f"--fixture={FIXTURE_DIR}/gpus.yaml"],
+                  "extraVolumes": [{"name": "gpu-fixture", "configMap": {"name": FIXTURE_CONFIGMAP}}],
+                  "extraVolumeMounts": [{"name": "gpu-fixture", "mountPath": FIXTURE_DIR, "readOnly": True}]}
+    return {"operator": {"image": {"repository": op_repo, "tag": op_tag}, **operator}, "agent": agent}
+
+
+def pods(namespace: str, component: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/component={component}"
+    return (get_json("pods", "-n", namespace, "-l", selector) or {}).get("items", [])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def restarts(pod: dict[str, Any]) -> int:
+    return sum(c.get("restartCount", 0) for c in pod.get("status", {}).get("containerStatuses", []))
+
+
+def pod_summary(namespace: str, component: str) -> str:
+    return ", ".join(
+        f"{p['metadata']['name']} {p['status'].get('phase')} ready={is_ready(p)} restarts={restarts(p)}"
+        for p in pods(namespace, component)) or "none"
+
+
+def wait_leader(namespace: str, replicas: int, not_named: set[str]) -> str:
+    """Waits until the Deployment runs `replicas` pods, none of `not_named` (a rollout
+    replaced them), exactly one Ready (the leader: only the Lease holder is Ready), the
+    Lease held by that pod; returns its name."""
+    def settled() -> bool:
+        now = [p for p in pods(namespace, "operator") if "deletionTimestamp" not in p["metadata"]]
+        names = {p["metadata"]["name"] for p in now}
+        ready = [p["metadata"]["name"] for p in now if is_ready(p)]
+        lease = get_json("lease", "vramfit-operator", "-n", namespace) or {}
+        holder = lease.get("spec", {}).get("holderIdentity")
+        running = all(p["status"].get("phase") == "Running" for p in now)
+        return (len(now) == replicas and not names & not_named and running and ready == [holder])
+    try:
+        wait_for("the operator pods Running, one Ready holding the Lease", settled, timeout=POD_READY_S)
+    except CheckFailed as e:
+        raise CheckFailed(f"{e}; seen {pod_summary(namespace, 'operator')}") from e
+    lease = get_json("lease", "vramfit-operator", "-n", namespace) or {}
+    return lease["spec"]["holderIdentity"]
+
+
+def wait_agent(namespace: str, node: str, labels: dict[str, str], not_named: set[str]) -> dict[str, Any]:
+    """Waits until an agent pod (none of `not_named`) is Ready on `node` and the node
+    carries `labels`; returns the pod."""
+    def settled() -> bool:
+        on_node = [p for p in pods(namespace, "agent") if p["spec"].get("nodeName") == node
+                   and "deletionTimestamp" not in p["metadata"] and p["metadata"]["name"] not in not_named]
+        have = (get_json("node", node) or {}).get("metadata", {}).get("labels", {})
+        return len(on_node) == 1 and is_ready(on_node[0]) and all(have.get(k) == v for k, v in labels.items())
+    try:
+        wait_for(f"an agent pod Ready on {node}, the node labelled {labels}", settled, timeout=POD_READY_S)
+    except CheckFailed as e:
+        have = (get_json("node", node) or {}).get("metadata", {}).get("labels", {})
+        seen = {k: v for k, v in have.items() if k.startswith("vramfit.io/")}
+        raise CheckFailed(f"{e}; seen pods {pod_summary(namespace, 'agent')}, labels {seen}") from e
+    (pod,) = [p for p in pods(namespace, "agent") if p["spec"].get("nodeName") == node
+              and p["metadata"]["name"] not in not_named and "deletionTimestamp" not in p["metadata"]]
+    return pod
+
+
+def remove_gpu_labels(node: str) -> list[str]:
+    labels = (get_json("node", node) or {}).get("metadata", {}).get("labels", {})
+    gone = [f"{k}-" for k in labels if k.startswith(("vramfit.io/gpu.", "vramfit.io/mig-"))]
+    r = kubectl("label", "node", node, *gone) if gone else Run(0, "", "")
+    return [f"removing the agent's labels from {node}: {r.err.strip()}"] if r.rc else []
+
+
+def check_helm_on_a_real_node() -> None:
+    """The README's install on a node whose kubelet runs the pods: the operator pods pass
+    their real probes, one holds the Lease; the agent labels the node from a GPU fixture
+    (count = the node's nvidia.com/gpu); `helm upgrade` rolls both, and without the fixture
+    the agent labels gpu.present=false and keeps running; `helm uninstall` removes them."""
+    node = real_gpu_node()
+    name, gpus = node["metadata"]["name"], int(node["status"]["allocatable"]["nvidia.com/gpu"])
+    namespace, crds_before = README_NAMESPACE, existing_crds()
+    if crds_before or get_json("namespace", namespace):
+        raise CheckFailed(f"a cluster without vramfit, seen CRDs {sorted(crds_before)} or namespace {namespace}")
+    with cleaning_up(lambda: remove_release(namespace, crds_before) + remove_gpu_labels(name)):
+        kubectl_ok("create", "namespace", namespace)
+        kubectl_ok("create", "configmap", FIXTURE_CONFIGMAP, "-n", namespace,
+                   f"--from-literal=gpus.yaml={gpu_fixture(gpus)}")
+        start = time.monotonic()
+        try:
+            helm_install(namespace, real_node_values(fixture=True))
+        except helm_sdkpy.HelmError as e:
+            raise CheckFailed(f"helm install with the local images accepted, seen: {e}") from e
+        leader = wait_leader(namespace, 2, set())
+        first_operators = {p["metadata"]["name"] for p in pods(namespace, "operator")}
+        agent = wait_agent(namespace, name, {"vramfit.io/gpu.present": "true", "vramfit.io/gpu.count": str(gpus),
+                                             "vramfit.io/gpu.product": "NVIDIA-L40S"}, set())
+        print(f"     install: {time.monotonic() - start:.0f} s to the leader {leader} and the agent "
+              f"{agent['metadata']['name']} labelling {name} with {gpus} GPU(s)", flush=True)
+
+        start = time.monotonic()
+        try:
+            helm_upgrade(namespace, real_node_values(fixture=False, logFormat="text"))
+        except helm_sdkpy.HelmError as e:
+            raise CheckFailed(f"helm upgrade accepted, seen: {e}") from e
+        leader = wait_leader(namespace, 2, first_operators)
+        agent = wait_agent(namespace, name, {"vramfit.io/gpu.present": "false",
+                                             "vramfit.io/gpu.absent-reason": "nvml-unavailable"},
+                           {agent["metadata"]["name"]})
+        time.sleep(NO_CRASH_LOOP_S)
+        agent = get_json("pod", agent["metadata"]["name"], "-n", namespace) or {}
+        if not is_ready(agent) or restarts(agent):
+            raise CheckFailed(f"the agent without GPUs Ready with no restart for {NO_CRASH_LOOP_S} s, "
+                              f"seen {pod_summary(namespace, 'agent')}")
+        print(f"     upgrade: {time.monotonic() - start:.0f} s to the new leader {leader} and the agent "
+              f"{agent['metadata']['name']} labelling {name} gpu.present=false", flush=True)
+
+        if not helm_uninstall(namespace):
+            raise CheckFailed("helm uninstall found the release, it did not")
+        wait_for("the release's pods gone", lambda: not pods(namespace, "operator") and not pods(namespace, "agent"))
+
+
 # ---------------------------------------------------------------------------- main
 
 class Report:
     def __init__(self) -> None:
         self.passed = 0
         self.failed = 0
+        self.skipped = 0
 
     def run(self, name: str, check: Callable[[], None]) -> None:
         """Run one check; any exception is its failure, never the end of the run."""
         try:
             check()
+        except Skipped as e:
+            self.skipped += 1
+            print(f"SKIP {name}: {e}", flush=True)
         except CheckFailed as e:
             self.fail(name, str(e))
         except Exception as e:  # noqa: BLE001 - a crash in one check must not stop the others
@@ -803,7 +1028,8 @@ def main() -> int:
         "inferencejob-pod-trust-enforced": check_inferencejob_pod_trust_enforced,
         "aggregated-roles-extend-builtin": check_aggregated_roles_extend_builtin,
     })
-    print(f"install-check: {report.passed} passed, {report.failed} failed")
+    report.run("helm-install-on-a-real-node", check_helm_on_a_real_node)
+    print(f"install-check: {report.passed} passed, {report.failed} failed, {report.skipped} skipped")
     return 1 if report.failed else 0
 
 

@@ -7,8 +7,8 @@
 # advisories wherever the RustSec database is reachable, skipped with a note elsewhere).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# One build per run: incremental caches would only cost disk (see [profile.dev] in Cargo.toml).
-export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# Incremental compilation is off in [profile.dev] (Cargo.toml): one build, which the README's
+# e2e command (`cargo test --workspace --test e2e`) reuses.
 
 echo "== cargo fmt"
 cargo fmt --all -- --check

@@ -164,7 +164,8 @@ pub struct CompareArgs {
     /// Output format (with --dry-run: yaml prints the InferenceJob manifests).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
-    /// Also write report.json, report.md and chart.svg into this folder.
+    /// Also write report.json, report.md and chart.svg into this folder (with --dry-run: the
+    /// planned comparison, plan.txt and jobs.yaml).
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// How long to follow the jobs before reporting what finished (e.g. 90m, 2h, 300s).

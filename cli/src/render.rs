@@ -2,7 +2,7 @@
 use std::fmt::Write;
 
 use serde::Serialize;
-use vramfit_api::{Fallback, Plan};
+use vramfit_api::{Fallback, Plan, Runtime};
 use vramfit_planner::gib;
 use vramfit_planner::ranking::{self, Verdict};
 use vramfit_planner::{
@@ -22,11 +22,18 @@ struct ClassOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<Plan>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    env: Option<Vec<(String, String)>>,
+    env: Option<Vec<EnvVar>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cannot_run: Option<String>,
+}
+
+/// One env var of the pod, as a container's `env` lists it.
+#[derive(Serialize)]
+struct EnvVar {
+    name: String,
+    value: String,
 }
 
 #[derive(Serialize)]
@@ -184,7 +191,12 @@ fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: boo
             ClassOutcome {
                 node_class: class.name.clone(),
                 gpus,
-                env: with_pod.then(|| workload::plan_env(input, plan)),
+                env: with_pod.then(|| {
+                    workload::plan_env(input, plan)
+                        .into_iter()
+                        .map(|(name, value)| EnvVar { name, value })
+                        .collect()
+                }),
                 args: with_pod.then(|| workload::runtime_args(input, plan)),
                 plan: Some(plan.clone()),
                 cannot_run: None,
@@ -249,8 +261,8 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
         if details {
             if let Some(env) = &c.env {
                 let _ = writeln!(out, "  env:");
-                for (k, v) in env {
-                    let _ = writeln!(out, "    {k}={v}");
+                for EnvVar { name, value } in env {
+                    let _ = writeln!(out, "    {name}={value}");
                 }
             }
             if let Some(args) = c.args.as_ref().filter(|a| !a.is_empty()) {
@@ -312,29 +324,32 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for c in &report.classes {
         let row = match &c.plan {
-            Some(p) => vec![
-                c.node_class.clone(),
-                c.gpus.clone(),
-                p.gpu_count.to_string(),
-                p.dtype.as_str().into(),
-                p.quantization.as_str().into(),
-                if p.flash_attention { "on" } else { "off" }.into(),
-                p.pytorch_cuda_alloc_conf.clone(),
-                format!("{:.2}", f64::from(p.memory_fraction_percent) / 100.0),
-                p.max_tiles.map_or("-".into(), |t| t.to_string()),
-                p.llama_cpp.map_or("-".into(), |l| {
-                    format!("{}/{}", l.gpu_layers, l.total_layers)
-                }),
-                p.llama_cpp
-                    .map_or("-".into(), |l| l.kv_cache_type.as_str().into()),
-                gib(p.memory.needed_per_gpu_mib),
-                gib(p.memory.usable_per_gpu_mib),
-                if p.hourly_price_cents == 0 {
-                    "-".into()
-                } else {
-                    format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0)
-                },
-            ],
+            Some(p) => {
+                let [dtype, quantization, alloc_conf, fraction] = pytorch_cells(input.runtime, p);
+                vec![
+                    c.node_class.clone(),
+                    c.gpus.clone(),
+                    p.gpu_count.to_string(),
+                    dtype,
+                    quantization,
+                    if p.flash_attention { "on" } else { "off" }.into(),
+                    alloc_conf,
+                    fraction,
+                    p.max_tiles.map_or("-".into(), |t| t.to_string()),
+                    p.llama_cpp.map_or("-".into(), |l| {
+                        format!("{}/{}", l.gpu_layers, l.total_layers)
+                    }),
+                    p.llama_cpp
+                        .map_or("-".into(), |l| l.kv_cache_type.as_str().into()),
+                    gib(p.memory.needed_per_gpu_mib),
+                    gib(p.memory.usable_per_gpu_mib),
+                    if p.hourly_price_cents == 0 {
+                        "-".into()
+                    } else {
+                        format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0)
+                    },
+                ]
+            }
             None => {
                 let mut row = vec![c.node_class.clone(), c.gpus.clone(), "cannot run".into()];
                 row.resize(header.len(), String::new());
@@ -345,6 +360,20 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
     }
     out.push_str(&columns(&rows));
     out
+}
+
+/// The table cells of a plan's PyTorch settings: dtype, quantization, allocator conf and
+/// memory fraction; `-` for a runtime that reads none of them (llama.cpp: its reasons say so).
+pub(crate) fn pytorch_cells(runtime: Runtime, plan: &Plan) -> [String; 4] {
+    if !workload::reads_pytorch_settings(runtime) {
+        return ["-"; 4].map(String::from);
+    }
+    [
+        plan.dtype.as_str().into(),
+        plan.quantization.as_str().into(),
+        plan.pytorch_cuda_alloc_conf.clone(),
+        format!("{:.2}", f64::from(plan.memory_fraction_percent) / 100.0),
+    ]
 }
 
 /// `vramfit classes`.
@@ -370,7 +399,14 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
         usable_per_gpu_mib: u64,
         max_tiles: Option<u32>,
         hourly_price_cents_per_gpu: Option<u32>,
+        /// An admin's GpuNodeClass: `false` closes the class to every job.
         allow_jobs: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        runtime_class_name: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        allowed_toleration_keys: Option<Vec<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        allowed_priority_classes: Option<Vec<String>>,
     }
     let rows: Vec<Row> = classes
         .iter()
@@ -399,6 +435,9 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
                 ))),
             hourly_price_cents_per_gpu: c.hourly_price_cents_per_gpu,
             allow_jobs: c.allow_jobs,
+            runtime_class_name: c.runtime_class_name.clone(),
+            allowed_toleration_keys: c.allowed_toleration_keys.clone(),
+            allowed_priority_classes: c.allowed_priority_classes.clone(),
         })
         .collect();
     match args.output {
@@ -420,6 +459,7 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
                     "USABLE",
                     "TILES",
                     "$/GPU/H",
+                    "JOBS",
                     "RESOURCE",
                 ]
                 .iter()
@@ -442,10 +482,38 @@ pub fn classes_command(args: &ClassesArgs) -> Result<String, CliError> {
                     r.max_tiles.map_or("-".into(), |t| t.to_string()),
                     r.hourly_price_cents_per_gpu
                         .map_or("-".into(), |c| format!("{:.2}", f64::from(c) / 100.0)),
+                    if r.allow_jobs { "allowed" } else { "closed" }.into(),
                     r.resource.clone(),
                 ]);
             }
-            Ok(columns(&table))
+            let mut out = columns(&table);
+            // What an admin's GpuNodeClass decides beyond the figures, one line per class.
+            let admin: Vec<String> = rows
+                .iter()
+                .filter_map(|r| {
+                    let mut settings = Vec::new();
+                    if !r.allow_jobs {
+                        settings.push("allowJobs: false (vramfit places no job here)".to_string());
+                    }
+                    if let Some(name) = &r.runtime_class_name {
+                        settings.push(format!("runtimeClassName: {name}"));
+                    }
+                    if let Some(keys) = &r.allowed_toleration_keys {
+                        settings.push(format!("allowedTolerationKeys: [{}]", keys.join(", ")));
+                    }
+                    if let Some(classes) = &r.allowed_priority_classes {
+                        settings.push(format!("allowedPriorityClasses: [{}]", classes.join(", ")));
+                    }
+                    (!settings.is_empty()).then(|| format!("  {}: {}", r.name, settings.join("; ")))
+                })
+                .collect();
+            if !admin.is_empty() {
+                out.push_str("\nSet by GpuNodeClass:\n");
+                for line in admin {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+            Ok(out)
         }
     }
 }

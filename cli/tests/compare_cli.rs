@@ -2,21 +2,13 @@
 //! on stderr with exit code 2.
 // Test and benchmark code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Output;
+
+use common::vramfit;
 use serde::Deserialize;
 use vramfit_api::InferenceJob;
-
-fn vramfit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vramfit"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args(args)
-        // No cluster anywhere: a dry run must not look for one.
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .output()
-        .unwrap()
-}
 
 fn assert_clean_error(out: &Output, expected: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);

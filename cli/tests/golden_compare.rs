@@ -49,7 +49,7 @@ fn context() -> ReportContext {
             ),
         ],
         repeat: 2,
-        // V100 at DOMAIN §10's example price, per GPU-hour; the others at their plans' prices.
+        // V100 at docs/compare.md's example price, per GPU-hour; the others at their plans' prices.
         prices: BTreeMap::from([("v100-16gb-x4".to_string(), 1.20)]),
         unit: Default::default(),
     }

@@ -94,7 +94,7 @@ fn json_output_of_one_class_carries_env_and_args() {
     let env = class["env"].as_array().unwrap();
     assert!(
         env.iter()
-            .any(|e| e[0] == "TORCH_DTYPE" && e[1] == "bfloat16")
+            .any(|e| e["name"] == "TORCH_DTYPE" && e["value"] == "bfloat16")
     );
 }
 
@@ -155,8 +155,12 @@ fn a_tuning_plan_carries_the_training_env_and_its_memory_part_by_part() {
     .sum();
     assert_eq!(memory["neededMib"].as_u64(), Some(parts));
     assert!(memory["bufferMib"].as_u64().unwrap() > 0);
-    let env: Vec<(String, String)> = serde_json::from_value(class["env"].clone()).unwrap();
-    let value = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let env = class["env"].as_array().unwrap();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str())
+    };
     assert_eq!(value("VRAMFIT_MICRO_BATCH"), Some("7"));
     assert_eq!(value("VRAMFIT_GRADIENT_ACCUMULATION"), Some("5"));
     assert_eq!(value("VRAMFIT_LORA_TARGET_MODULES"), Some("all-linear"));

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Client, ResourceExt as _};
+use vramfit_api::GpuNodeClass;
 
 use crate::RUN_LABEL;
 use crate::crds::{self, is_not_found};
@@ -22,8 +23,12 @@ pub struct CleanupPlan {
     pub namespaces: Vec<String>,
     pub nodes: Vec<String>,
     pub crds: Vec<String>,
-    /// Cluster-scoped objects (kind, name) a scenario created: RBAC, PersistentVolumes.
+    /// Cluster-scoped objects (kind, name) a scenario created: RBAC, PersistentVolumes,
+    /// GpuNodeClasses.
     pub cluster_objects: Vec<(String, String)>,
+    /// Real nodes (not the suite's) the agent labelled from a fixture: their `vramfit.io/`
+    /// GPU labels are removed, the nodes kept.
+    pub labelled_nodes: Vec<String>,
 }
 
 /// Removes everything in the plan on drop, with its own thread, runtime and client, so it
@@ -93,6 +98,10 @@ pub async fn cleanup(plan: CleanupPlan) -> Result<()> {
                 .delete(name, &params)
                 .await
                 .map(|_| ()),
+            "GpuNodeClass" => Api::<GpuNodeClass>::all(client.clone())
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
             _ => Api::<PersistentVolume>::all(client.clone())
                 .delete(name, &params)
                 .await
@@ -102,6 +111,11 @@ pub async fn cleanup(plan: CleanupPlan) -> Result<()> {
             && !is_not_found(&e)
         {
             problems.push(format!("{kind} {name}: {e}"));
+        }
+    }
+    for node in &plan.labelled_nodes {
+        if let Err(e) = crate::real_node::remove_gpu_labels(&client, node).await {
+            problems.push(format!("{e:#}"));
         }
     }
     crds::remove(&client, &plan.crds, &mut problems).await;

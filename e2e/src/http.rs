@@ -1,4 +1,5 @@
-//! Plain HTTP/1.1 GETs against an operator's `/readyz` and `/metrics` (no client dependency).
+//! Plain HTTP GETs against an operator's `/readyz` and `/metrics` and Prometheus's API (no
+//! client dependency).
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
@@ -12,19 +13,32 @@ pub async fn http_status(addr: &str, path: &str) -> Result<u16> {
 
 /// `GET http://<addr><path>`: status code and body.
 pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String)> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    exchange(addr, path, &request, Duration::from_secs(5)).await
+}
+
+/// `GET http://<addr><path>` as HTTP/1.0, whose answer comes without chunked encoding (which
+/// Prometheus uses for larger HTTP/1.1 answers): status code and body.
+pub async fn http10_get(addr: &str, path: &str, within: Duration) -> Result<(u16, String)> {
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    exchange(addr, path, &request, within).await
+}
+
+/// Sends `request`, reads until the server closes, and splits the status code from the body.
+async fn exchange(
+    addr: &str,
+    path: &str,
+    request: &str,
+    within: Duration,
+) -> Result<(u16, String)> {
     let fut = async {
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream
-            .write_all(
-                format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
-            )
-            .await?;
+        stream.write_all(request.as_bytes()).await?;
         let mut buf = Vec::new();
         stream.read_to_end(&mut buf).await?;
         anyhow::Ok(String::from_utf8_lossy(&buf).into_owned())
     };
-    let text = tokio::time::timeout(Duration::from_secs(5), fut)
+    let text = tokio::time::timeout(within, fut)
         .await
         .map_err(|_| anyhow!("GET http://{addr}{path} timed out"))??;
     let code = text

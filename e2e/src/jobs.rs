@@ -38,6 +38,32 @@ pub fn pinned_job(s: &Suite, name: &str, classes: &[&str], preference: &str) -> 
     job
 }
 
+/// An InferenceJob named `name` in the test namespace with `spec`.
+pub fn job_manifest(s: &Suite, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "vramfit.io/v1alpha1",
+        "kind": "InferenceJob",
+        "metadata": {"name": name, "namespace": s.ns},
+        "spec": spec,
+    })
+}
+
+/// Mistral-7B served by vLLM: `replicas` replicas on `classes`, context 8192 × batch 4.
+pub fn served_job(s: &Suite, name: &str, replicas: u32, classes: &[&str]) -> Value {
+    let spec = json!({
+        "model": {"preset": "mistral-7b-instruct-v0.3"},
+        "runtime": "vllm",
+        "image": "vllm/vllm-openai:v0.10.2",
+        "args": ["--model", "mistralai/Mistral-7B-Instruct-v0.3"],
+        "contextLength": 8192,
+        "batchSize": 4,
+        "gpus": {"min": 1, "max": 2},
+        "nodeClasses": {"allowed": classes},
+        "serve": {"port": 8000, "replicas": replicas},
+    });
+    job_manifest(s, name, spec)
+}
+
 impl Suite {
     /// InferenceJobs in the test namespace.
     pub fn jobs(&self) -> Api<InferenceJob> {
@@ -73,21 +99,17 @@ impl Suite {
 
     /// A small job of the suite's own (Mistral 7B under transformers, 1 to 4 GPUs).
     pub fn own_job(&self, name: &str, max_attempts: u32) -> Value {
-        json!({
-            "apiVersion": "vramfit.io/v1alpha1",
-            "kind": "InferenceJob",
-            "metadata": {"name": name, "namespace": self.ns},
-            "spec": {
-                "model": {"preset": "mistral-7b-instruct-v0.3"},
-                "runtime": "transformers",
-                "image": "ghcr.io/example/vramfit-e2e:1",
-                "command": ["python", "serve.py"],
-                "contextLength": 4096,
-                "allowedQuantizations": ["none", "int8", "nf4"],
-                "gpus": {"min": 1, "max": 4},
-                "maxAttempts": max_attempts,
-            }
-        })
+        let spec = json!({
+            "model": {"preset": "mistral-7b-instruct-v0.3"},
+            "runtime": "transformers",
+            "image": "ghcr.io/example/vramfit-e2e:1",
+            "command": ["python", "serve.py"],
+            "contextLength": 4096,
+            "allowedQuantizations": ["none", "int8", "nf4"],
+            "gpus": {"min": 1, "max": 4},
+            "maxAttempts": max_attempts,
+        });
+        job_manifest(self, name, spec)
     }
 
     /// Reads job `name`.

@@ -13,7 +13,10 @@
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
 //! * [`hub`]: a local HTTP server playing the Hugging Face Hub (`--hub-endpoint`).
+//! * [`real_node`]: a node with a real kubelet, for the scenarios that run real pods.
 //! * [`metrics`]: what the benchmark measures.
+//! * [`prometheus`]: a real Prometheus scraping the binaries; [`dashboards`]: the Grafana
+//!   dashboards' queries and what a panel needs from their answers.
 //!
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
 #![forbid(unsafe_code)]
@@ -22,6 +25,7 @@ pub mod checks;
 pub mod cleanup;
 pub mod cluster;
 pub mod crds;
+pub mod dashboards;
 pub mod http;
 pub mod hub;
 pub mod jobs;
@@ -33,7 +37,9 @@ pub mod nodes;
 pub mod pods;
 pub mod poll;
 pub mod processes;
+pub mod prometheus;
 pub mod rbac;
+pub mod real_node;
 pub mod suite;
 pub mod volumes;
 
@@ -49,5 +55,6 @@ pub use nodes::*;
 pub use pods::*;
 pub use poll::*;
 pub use processes::*;
+pub use real_node::*;
 pub use suite::*;
 pub use volumes::*;

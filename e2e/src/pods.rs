@@ -1,6 +1,6 @@
 //! The pods the operator creates, and the simulated kubelet that writes their statuses.
 use anyhow::{Context as _, Result};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -141,6 +141,17 @@ pub fn image_of(pod: &Pod) -> String {
 /// The node a scheduler bound the pod to.
 pub fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+/// The state of the pod's first container, as its kubelet reported it.
+pub fn container_state(pod: &Pod) -> Option<ContainerState> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .state
+        .clone()
 }
 
 /// Neither being deleted nor ended.

@@ -15,6 +15,21 @@ pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// How the suite builds the binaries: with the whole workspace's features, dev-dependencies
+/// included (`--test e2e`), as `scripts/test.sh`'s `cargo test --workspace` and the README's
+/// `cargo test --workspace --test e2e` resolve them, so the three share one build instead of
+/// compiling the dependencies again with other features. The operator's test-only faults
+/// (`fault-injection`, which some scenarios arm) come with it: this crate's dependency on
+/// the operator turns the feature on (never a release build, which builds the operator alone).
+pub const BUILD_ARGS: [&str; 6] = [
+    "build",
+    "--workspace",
+    "--locked",
+    "--bins",
+    "--test",
+    "e2e",
+];
+
 /// Paths of the binaries under test.
 #[derive(Clone, Debug)]
 pub struct Binaries {
@@ -26,9 +41,7 @@ pub struct Binaries {
 
 impl Binaries {
     /// `VRAMFIT_AGENT_BIN` / `VRAMFIT_OPERATOR_BIN` when set, otherwise builds both with
-    /// `cargo build -p vramfit-agent -p vramfit-operator --features
-    /// vramfit-operator/fault-injection` (the test-only faults some scenarios arm; never in a
-    /// release build) and uses `target/debug/`.
+    /// [`BUILD_ARGS`] and uses `target/debug/`.
     pub fn locate() -> Result<Self> {
         let agent = std::env::var_os("VRAMFIT_AGENT_BIN").map(PathBuf::from);
         let operator = std::env::var_os("VRAMFIT_OPERATOR_BIN").map(PathBuf::from);
@@ -36,22 +49,17 @@ impl Binaries {
         let target = target_dir();
         if agent.is_none() || operator.is_none() {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            eprintln!("e2e: building vramfit-agent and vramfit-operator (cargo build)");
+            eprintln!(
+                "e2e: building vramfit-agent and vramfit-operator (cargo {})",
+                BUILD_ARGS.join(" ")
+            );
             let status = Command::new(cargo)
-                .args([
-                    "build",
-                    "-p",
-                    "vramfit-agent",
-                    "-p",
-                    "vramfit-operator",
-                    "--features",
-                    "vramfit-operator/fault-injection",
-                ])
+                .args(BUILD_ARGS)
                 .current_dir(&root)
                 .status()
                 .context("running cargo build")?;
             if !status.success() {
-                bail!("cargo build -p vramfit-agent -p vramfit-operator failed ({status})");
+                bail!("cargo {} failed ({status})", BUILD_ARGS.join(" "));
             }
         }
         let bins = Binaries {
@@ -127,6 +135,27 @@ impl ChildProcess {
             );
         }
         Ok(())
+    }
+
+    /// Waits up to 60 s until `GET <path>` at its address answers 200; fails at once, with
+    /// the log's tail, if the process exits meanwhile.
+    pub async fn wait_until_ok(&mut self, path: &str) -> Result<()> {
+        let addr = self.addr.clone();
+        eventually(
+            &format!("{} {path} to answer 200", self.name),
+            Duration::from_secs(60),
+            || {
+                let alive = self.check_alive();
+                let addr = addr.clone();
+                async move {
+                    alive?;
+                    let code = http_status(&addr, path).await?;
+                    ensure!(code == 200, "{path} answered {code}");
+                    Ok(())
+                }
+            },
+        )
+        .await
     }
 
     /// How it exited, once it has (`None` while it runs, or once killed).
@@ -212,21 +241,7 @@ impl Suite {
         let mut child =
             ChildProcess::spawn(replica, &self.bins.operator, &args, &env, log, addr.clone())?;
         if wait_ready {
-            eventually(
-                &format!("operator {replica} /readyz to answer 200"),
-                Duration::from_secs(60),
-                || {
-                    let alive = child.check_alive();
-                    let addr = addr.clone();
-                    async move {
-                        alive?;
-                        let code = http_status(&addr, "/readyz").await?;
-                        ensure!(code == 200, "/readyz answered {code}");
-                        Ok(())
-                    }
-                },
-            )
-            .await?;
+            child.wait_until_ok("/readyz").await?;
         }
         self.operators.push(child);
         Ok(())
@@ -271,19 +286,30 @@ impl Suite {
             .unwrap_or_default()
     }
 
+    /// The path of `agent/fixtures/<fixture>`, as an agent's `--fixture` argument.
+    pub fn agent_fixture(&self, fixture: &str) -> String {
+        self.root
+            .join("agent/fixtures")
+            .join(fixture)
+            .display()
+            .to_string()
+    }
+
     /// `vramfit-agent --once --fixture agent/fixtures/<fixture> --node-name <node>`: the real
     /// agent labels the node from the fixture (server-side apply, field manager
     /// `vramfit-agent`).
     pub async fn label_with_agent(&self, fixture: &str, node: &str) -> Result<()> {
+        let path = self.agent_fixture(fixture);
+        self.label_with_agent_from(Path::new(&path), node).await
+    }
+
+    /// [`Self::label_with_agent`] with a fixture file anywhere.
+    pub async fn label_with_agent_from(&self, fixture: &Path, node: &str) -> Result<()> {
         let bin = self.bins.agent.clone();
         let args = [
             "--once".to_string(),
             "--fixture".into(),
-            self.root
-                .join("agent/fixtures")
-                .join(fixture)
-                .display()
-                .to_string(),
+            fixture.display().to_string(),
             "--node-name".into(),
             node.to_string(),
         ];
@@ -291,7 +317,8 @@ impl Suite {
             tokio::task::spawn_blocking(move || Command::new(bin).args(args).output()).await??;
         ensure!(
             output.status.success(),
-            "vramfit-agent --once --fixture {fixture} --node-name {node} failed ({}): {}",
+            "vramfit-agent --once --fixture {} --node-name {node} failed ({}): {}",
+            fixture.display(),
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );

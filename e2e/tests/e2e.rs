@@ -10,7 +10,7 @@
 //! `tests/scenarios/<area>.rs`, and the harness they share (set-up, cleanup, helpers) in the
 //! `vramfit-e2e` library (`e2e/src/`).
 //!
-//! `cargo test -p vramfit-e2e --test e2e -- --nocapture [scenario-substring…]`
+//! `cargo test --workspace --locked --test e2e -- --nocapture [scenario-substring…]`
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,8 @@ mod agent_labels;
 mod compare;
 #[path = "scenarios/containment.rs"]
 mod containment;
+#[path = "scenarios/dashboards.rs"]
+mod dashboards;
 #[path = "scenarios/faults.rs"]
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
@@ -53,6 +55,10 @@ mod planning_and_pods;
 mod pod_security;
 #[path = "scenarios/rbac.rs"]
 mod rbac;
+#[path = "scenarios/real_node.rs"]
+mod real_node;
+#[path = "scenarios/real_node_serving.rs"]
+mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
 mod scheduling;
 #[path = "scenarios/serving.rs"]
@@ -197,6 +203,32 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("served-unschedulable-replica-frees-its-class", |s| {
             Box::pin(serving::unschedulable_replica_frees_its_class(s))
+        }),
+        // After the simulated scenarios: it checks the dashboards against what their operator did.
+        ("dashboards-show-data", |s| {
+            Box::pin(dashboards::dashboards_show_data(s))
+        }),
+        // Last: they label a real node, which the simulated scenarios above must not see.
+        ("real-node-runs-a-job", |s| {
+            Box::pin(real_node::runs_a_job(s))
+        }),
+        ("real-node-garbage-then-float16", |s| {
+            Box::pin(real_node::garbage_then_float16(s))
+        }),
+        ("real-node-oom-steps-down", |s| {
+            Box::pin(real_node::oom_steps_down(s))
+        }),
+        ("real-node-restricted-namespace", |s| {
+            Box::pin(real_node::restricted_namespace(s))
+        }),
+        ("real-node-image-pull-fails", |s| {
+            Box::pin(real_node::image_pull_fails(s))
+        }),
+        ("real-node-served-llama-server", |s| {
+            Box::pin(real_node_serving::served_llama_server(s))
+        }),
+        ("real-node-served-host-out-of-memory", |s| {
+            Box::pin(real_node_serving::served_host_out_of_memory(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;

@@ -285,3 +285,40 @@ mod tests {
         assert!(error.contains("automountServiceAccountTokn"), "{error}");
     }
 }
+
+/// The text of the Markdown section `## <heading>` (up to the next `## `); `None` without one.
+pub fn markdown_section<'a>(text: &'a str, heading: &str) -> Option<&'a str> {
+    let rest = text.split(&format!("\n## {heading}\n")).nth(1)?;
+    rest.split("\n## ").next()
+}
+
+/// The `vramfit_…` words of a text (metric names, and bare prefixes such as `vramfit_`).
+pub fn vramfit_words(text: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("vramfit_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        words.push(&tail[..end]);
+        rest = &tail[end..];
+    }
+    words
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn sections_and_metric_words_are_found() {
+        let text = "# t\n## A\na\n### A.1\nb\n## B\nc\n";
+        assert_eq!(markdown_section(text, "A"), Some("a\n### A.1\nb"));
+        assert_eq!(markdown_section(text, "C"), None);
+        assert_eq!(
+            vramfit_words("`vramfit_jobs{phase}`, rate(vramfit_x_total[1m]) vramfit_"),
+            ["vramfit_jobs", "vramfit_x_total", "vramfit_"]
+        );
+    }
+}

@@ -6,7 +6,7 @@ use std::fs;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
-use vramfit_install_tests::{deploy_objects, repo_root};
+use vramfit_install_tests::{deploy_objects, repo_root, vramfit_words};
 
 /// The metric families the operator and the agent export (their contract).
 const OPERATOR_METRICS: [&str; 15] = [
@@ -59,23 +59,17 @@ fn expressions(dashboard: &Value) -> Vec<String> {
 
 /// The `vramfit_…` metric names in a PromQL expression, histogram suffixes removed.
 fn metric_names(expr: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut rest = expr;
-    while let Some(start) = rest.find("vramfit_") {
-        let tail = &rest[start..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        let name = &tail[..end];
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|suffix| name.strip_suffix(suffix))
-            .filter(|family| OPERATOR_METRICS.contains(family))
-            .unwrap_or(name);
-        names.insert(family.to_string());
-        rest = &tail[end..];
-    }
-    names
+    vramfit_words(expr)
+        .into_iter()
+        .map(|name| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|family| OPERATOR_METRICS.contains(family))
+                .unwrap_or(name)
+                .to_string()
+        })
+        .collect()
 }
 
 #[test]

@@ -4,6 +4,22 @@ use std::path::Path;
 
 const DOCKERFILES: [&str; 2] = ["docker/operator.Dockerfile", "docker/agent.Dockerfile"];
 
+/// Every image the project builds, and the build arguments that choose its base images
+/// (docker/README.md documents each override).
+const IMAGES: [(&str, &[&str]); 5] = [
+    (
+        "docker/operator.Dockerfile",
+        &["BUILD_IMAGE", "RUNTIME_IMAGE"],
+    ),
+    ("docker/agent.Dockerfile", &["BUILD_IMAGE", "RUNTIME_IMAGE"]),
+    ("workload/examples/captioner/Dockerfile", &["BASE_IMAGE"]),
+    ("workload/examples/scripted/Dockerfile", &["BASE_IMAGE"]),
+    (
+        "workload/examples/llama-server/Dockerfile",
+        &["BUILD_IMAGE", "RUNTIME_IMAGE"],
+    ),
+];
+
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
@@ -70,6 +86,60 @@ fn the_build_stage_copies_the_workspace_crates_and_nothing_else() {
         copied.sort();
         expected.sort();
         assert_eq!(copied, expected, "{path}: COPY sources");
+    }
+}
+
+#[test]
+fn every_base_image_is_a_documented_build_argument() {
+    let readme = read("docker/README.md");
+    for (path, bases) in IMAGES {
+        let text = read(path);
+        let mut stages: Vec<&str> = vec![];
+        let mut used: Vec<&str> = vec![];
+        for line in text.lines().filter(|l| l.starts_with("FROM ")) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let base = words[1];
+            match base.strip_prefix("${").and_then(|b| b.strip_suffix('}')) {
+                Some(arg) => {
+                    assert!(
+                        bases.contains(&arg),
+                        "{path}: {line}: {arg} is not a base argument"
+                    );
+                    used.push(arg);
+                }
+                None => assert!(
+                    stages.contains(&base),
+                    "{path}: {line}: a base that no build argument overrides"
+                ),
+            }
+            if let [_, _, as_, name] = words[..] {
+                assert!(as_.eq_ignore_ascii_case("AS"), "{path}: {line}");
+                stages.push(name);
+            }
+        }
+        for arg in bases {
+            assert!(
+                used.contains(arg),
+                "{path}: no stage starts FROM ${{{arg}}}"
+            );
+            assert!(
+                readme.contains(&format!("{arg}=")),
+                "docker/README.md shows no --build-arg {arg}="
+            );
+        }
+        assert!(
+            readme.contains(path),
+            "docker/README.md does not name {path}"
+        );
+        // BuildKit reads <Dockerfile>.dockerignore: the context is the repository root, whose
+        // target/ and .venv/ never belong in it.
+        let ignore = read(&format!("{path}.dockerignore"));
+        for folder in ["target", ".venv", ".git"] {
+            assert!(
+                ignore.lines().any(|l| l.trim() == folder),
+                "{path}.dockerignore does not leave out {folder}"
+            );
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! Test support (feature `test-support`, for this workspace's tests): a GGUF v3 writer from
-//! the format's specification (llama.cpp `docs/gguf.md`: little-endian magic `GGUF`, version
+//! the format's specification (`ggml-org/ggml/docs/gguf.md`: little-endian magic `GGUF`, version
 //! 3, tensor and key/value counts, typed metadata, tensor infos, tensor data aligned to 32
 //! bytes), and a small Llama-style model written with it.
 
@@ -23,7 +23,7 @@ pub struct T<'a> {
     pub bytes: u64,
 }
 
-/// A GGUF v3 writer following the specification (llama.cpp `docs/gguf.md`).
+/// A GGUF v3 writer following the specification (`ggml-org/ggml/docs/gguf.md`).
 pub fn write(metadata: &[(&str, V<'_>)], tensors: &[T<'_>]) -> Vec<u8> {
     fn string(out: &mut Vec<u8>, s: &str) {
         out.extend((s.len() as u64).to_le_bytes());

@@ -347,17 +347,18 @@ pub enum PlanError {
     QuantizedKvCacheNeedsFlashAttention,
     /// Not even one layer fits llama.cpp's budget.
     #[error(
-        "not one layer fits: {} for one layer with KV {}, {} budget per GPU",
+        "not one layer fits: {} for one layer with KV {} and llama.cpp's {overhead} MiB, {} budget per GPU",
         gib(*.one_layer_mib),
         .kv_cache_type.as_str(),
-        gib(*.budget_per_gpu_mib)
+        gib(*.budget_per_gpu_mib),
+        overhead = LLAMACPP_OVERHEAD_MIB
     )]
     NoLayerFits {
-        /// One layer's weights and KV cache, MiB.
+        /// One layer's weights and KV cache with llama.cpp's overhead, MiB.
         one_layer_mib: u64,
         /// The most compact KV-cache type allowed.
         kv_cache_type: KvCacheType,
-        /// The budget per GPU, MiB.
+        /// The budget per GPU (the plan's usable memory), MiB.
         budget_per_gpu_mib: u64,
     },
     /// The job's numbers are too large to size on any GPU.
@@ -528,7 +529,7 @@ mod tests {
                     kv_cache_type: KvCacheType::Q4_0,
                     budget_per_gpu_mib: 1_536,
                 }),
-                "not one layer fits: 2.0 GiB for one layer with KV q4_0, 1.5 GiB budget per GPU",
+                "not one layer fits: 2.0 GiB for one layer with KV q4_0 and llama.cpp's 500 MiB, 1.5 GiB budget per GPU",
             ),
             (
                 Box::new(PlanError::from(SizeOverflow {

@@ -23,10 +23,13 @@ pub fn plan_for_class(
     reasons.extend(std::mem::take(&mut common.reasons));
     reasons.extend(pre_quantized_kernel(job, class, &mut common.dtype)?);
     reasons.extend(experts_reason(job));
+    let mut memory_fraction_percent = common.memory_fraction_percent;
     let (gpu_count, quantization, memory, llama_cpp, warnings) = match job.runtime {
         Runtime::Llamacpp => {
             let s = plan_llamacpp::size(job, class, fallback, common.flash_attention)?;
             reasons.extend(s.reasons);
+            // No process fraction applies: the plan's share of VRAM is its budget.
+            memory_fraction_percent = s.budget_percent;
             (
                 s.gpu_count,
                 Quantization::None,
@@ -66,7 +69,7 @@ pub fn plan_for_class(
         flash_attention: common.flash_attention,
         tf32: common.tf32,
         pytorch_cuda_alloc_conf: common.pytorch_cuda_alloc_conf,
-        memory_fraction_percent: common.memory_fraction_percent,
+        memory_fraction_percent,
         max_tiles: common.max_tiles,
         context_length: job.context_length,
         llama_cpp,

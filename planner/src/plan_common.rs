@@ -100,10 +100,10 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
     let mut reasons = job.notes.clone();
     // dtype, the allocator and the process memory fraction are PyTorch's: a llama.cpp server
     // reads none of them, so its plan does not explain them as if it did.
-    let pytorch = job.runtime != Runtime::Llamacpp;
+    let pytorch = crate::workload::reads_pytorch_settings(job.runtime);
     if !pytorch {
         reasons.push(
-            "dtype, PYTORCH_CUDA_ALLOC_CONF and memory fraction: not used by llama.cpp (weights keep the GGUF file's formats)"
+            "dtype, quantization, PYTORCH_CUDA_ALLOC_CONF and memory fraction: not used by llama.cpp (weights keep the GGUF file's formats; its budget is a share of VRAM, below)"
                 .to_string(),
         );
     }

@@ -23,6 +23,8 @@ pub struct LlamaCppSizing {
     pub llama_cpp: LlamaCppPlan,
     /// Memory per GPU.
     pub memory: MemoryEstimate,
+    /// Share of VRAM planned, percent: `targetUsagePercent` less the offload step-downs.
+    pub budget_percent: u32,
     /// Why.
     pub reasons: Vec<String>,
     /// A pinned layer count that cannot fit.
@@ -40,10 +42,15 @@ const OFFLOAD: &str =
     "the offloaded weights and KV cache (ggufFileBytes per layer and the KV cache of each layer)";
 
 impl Budget<'_> {
-    /// Per GPU, MiB: VRAM × target usage − runtime overhead.
-    fn per_gpu_mib(&self) -> u64 {
+    /// Per GPU, MiB: VRAM × target usage, the plan's usable memory.
+    fn usable_mib(&self) -> u64 {
         memory::percent_of(self.class.memory_mib, self.target_percent)
-            .saturating_sub(LLAMACPP_OVERHEAD_MIB)
+    }
+
+    /// Per GPU, MiB, for the offloaded weights and KV cache: the usable memory less the
+    /// runtime overhead.
+    fn per_gpu_mib(&self) -> u64 {
+        self.usable_mib().saturating_sub(LLAMACPP_OVERHEAD_MIB)
     }
 
     /// The transformer blocks (GGUF `block_count`).
@@ -258,9 +265,10 @@ pub fn size(
             let fit = budget.layers_that_fit(hi, kv);
             if fit == 0 {
                 return Err(PlanError::NoLayerFits {
-                    one_layer_mib: memory::mib(budget.bytes(1, kv)?),
+                    one_layer_mib: memory::mib(budget.bytes(1, kv)?)
+                        .saturating_add(LLAMACPP_OVERHEAD_MIB),
                     kv_cache_type: kv,
-                    budget_per_gpu_mib: budget.per_gpu_mib(),
+                    budget_per_gpu_mib: budget.usable_mib(),
                 });
             }
             reasons.push(format!(
@@ -297,8 +305,10 @@ pub fn size(
         ));
     }
     let pinned = matches!(job.gpu_layers, GpuLayers::Count(_));
+    // The budget named here is the plan's usable memory per GPU: NEED/GPU (layers, KV cache and
+    // the overhead) is measured against the same figure.
     reasons.push(format!(
-        "GPU layers {layers}/{total_layers} ({} blocks and the output layer){}{} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {} less {LLAMACPP_OVERHEAD_MIB} MiB)",
+        "GPU layers {layers}/{total_layers} ({} blocks and the output layer){}{} on {gpus} GPU(s): budget {} per GPU ({target_percent}% of {}), {LLAMACPP_OVERHEAD_MIB} MiB of it for llama.cpp's own buffers",
         job.model.layers,
         if pinned { " (pinned by the job)" } else { "" },
         if job.gguf_layout.is_some() {
@@ -306,7 +316,7 @@ pub fn size(
         } else {
             ", each an even share of the GGUF file"
         },
-        gib(budget.per_gpu_mib()),
+        gib(budget.usable_mib()),
         gib(class.memory_mib),
     ));
 
@@ -335,8 +345,9 @@ pub fn size(
                 .saturating_add(kv_cache_mib)
                 .saturating_add(LLAMACPP_OVERHEAD_MIB),
             vram_per_gpu_mib: class.memory_mib,
-            usable_per_gpu_mib: memory::percent_of(class.memory_mib, target_percent),
+            usable_per_gpu_mib: budget.usable_mib(),
         },
+        budget_percent: target_percent,
         reasons,
         warnings,
     })

@@ -8,31 +8,49 @@ use crate::runtime_vllm;
 // The reserved names live with the API types, whose CEL rule refuses them too.
 pub use vramfit_api::reserved_env::{LLAMACPP_FLAG_ENV, PLANNED_ENV, reserved_env};
 
+/// Whether `runtime` is PyTorch underneath and reads the plan's dtype, quantization,
+/// allocator settings and process memory fraction. A llama.cpp server reads none of them: its
+/// weights keep the GGUF file's formats and its budget is a share of VRAM (`llamaCpp`).
+pub fn reads_pytorch_settings(runtime: Runtime) -> bool {
+    runtime != Runtime::Llamacpp
+}
+
 /// The env vars of a plan, in a stable order. Both vramfit's own names and the names the
 /// teams' scripts already read (`TORCH_DTYPE`, `USE_QUANTIZATION`, `QUANTIZATION_BITS`,
-/// `USE_FLASH_ATTN`, `MAX_TILES`).
+/// `USE_FLASH_ATTN`, `MAX_TILES`). A llama.cpp pod gets only what describes its own plan: no
+/// dtype, quantization or memory fraction that its server would not read.
 pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
+    let pytorch = reads_pytorch_settings(job.runtime);
     let mut env: Vec<(&str, String)> = vec![
         ("VRAMFIT_NODE_CLASS", plan.node_class.clone()),
         ("VRAMFIT_MODEL", job.model.name.clone()),
         ("VRAMFIT_GPU_COUNT", plan.gpu_count.to_string()),
-        ("VRAMFIT_DTYPE", plan.dtype.as_str().to_string()),
-        (
-            "VRAMFIT_QUANTIZATION",
-            plan.quantization.as_str().to_string(),
-        ),
-        ("VRAMFIT_FLASH_ATTENTION", plan.flash_attention.to_string()),
-        (
+    ];
+    if pytorch {
+        env.extend([
+            ("VRAMFIT_DTYPE", plan.dtype.as_str().to_string()),
+            (
+                "VRAMFIT_QUANTIZATION",
+                plan.quantization.as_str().to_string(),
+            ),
+        ]);
+    }
+    env.push(("VRAMFIT_FLASH_ATTENTION", plan.flash_attention.to_string()));
+    if pytorch {
+        env.push((
             "VRAMFIT_MEMORY_FRACTION",
             fraction(plan.memory_fraction_percent),
-        ),
+        ));
+    }
+    env.extend([
         ("VRAMFIT_CONTEXT_LENGTH", plan.context_length.to_string()),
-        // The budget per GPU the plan was sized for: a transformers workload's `max_memory`.
+        // The budget per GPU the plan was sized for: a transformers workload's `max_memory`,
+        // a llama.cpp plan's share of VRAM.
         (
             "VRAMFIT_USABLE_MEMORY_MIB",
             plan.memory.usable_per_gpu_mib.to_string(),
         ),
-    ];
+    ]);
     if let Some(serve) = &job.serve {
         // Where a served workload listens (vLLM and llama.cpp also get it as flags).
         env.push(("VRAMFIT_PORT", serve.port.to_string()));

@@ -7,7 +7,8 @@ use vramfit_api::labels::ComputeCapability;
 use vramfit_api::{Fallback, KvCacheType, Plan};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class, workload};
 
-/// The seed's card (DOMAIN §7): a Quadro P4000, Pascal, 8 GB.
+/// The card of the teams' first llama.cpp measurements (docs/planning.md, "llama.cpp (GGUF)"):
+/// a Quadro P4000, Pascal, 8 GB.
 fn p4000() -> NodeClass {
     NodeClass::new(
         "p4000-x1",
@@ -18,7 +19,7 @@ fn p4000() -> NodeClass {
     )
 }
 
-/// The seed's job: a 7B GGUF with a long context, only `kv` allowed.
+/// Their job: a 7B GGUF with a long context, only `kv` allowed.
 fn long_context(kv: &str) -> JobInput {
     job(&format!(
         "{{model: {{preset: mistral-7b-instruct-v0.3-q4_k_m}}, runtime: llamacpp, image: x, \
@@ -129,6 +130,15 @@ fn a_llamacpp_server_gets_only_the_plans_description_as_env() {
     let env = workload::plan_env(&j, &p);
     let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
     assert!(names.iter().all(|n| n.starts_with("VRAMFIT_")), "{names:?}");
+    // What llama.cpp does not read is not handed to it: no dtype, quantization or PyTorch
+    // memory fraction (the class's 0.90 while the plan's budget is 80 % would contradict it).
+    for absent in [
+        "VRAMFIT_DTYPE",
+        "VRAMFIT_QUANTIZATION",
+        "VRAMFIT_MEMORY_FRACTION",
+    ] {
+        assert!(!names.contains(&absent), "{absent} in {names:?}");
+    }
     let layers_env = env
         .iter()
         .find(|(k, _)| k == "VRAMFIT_LLAMACPP_GPU_LAYERS")
@@ -161,4 +171,58 @@ fn a_partial_offload_asks_host_memory_for_what_stays_on_the_cpu() {
         None,
         "all offloaded"
     );
+}
+
+/// Every GGUF preset on every built-in class: the plan's memory fraction is its budget's share
+/// of VRAM, USABLE/GPU is that share, NEED/GPU (layers, KV cache, llama.cpp's overhead) fits
+/// it, and the reason names the same budget. One set of figures per plan.
+#[test]
+fn a_llamacpp_plan_states_one_budget() {
+    let mut checked = 0;
+    for preset in vramfit_planner::model_catalog::PRESETS
+        .iter()
+        .filter(|p| p.shape.gguf_file_bytes.is_some())
+    {
+        for context in [4096, 32768] {
+            let j = job(&format!(
+                "{{model: {{preset: {}}}, runtime: llamacpp, image: x, contextLength: {context}}}",
+                preset.key
+            ));
+            for class in vramfit_planner::builtin_classes() {
+                let Ok(p) = plan_for_class(&j, &class, &Fallback::default()) else {
+                    continue;
+                };
+                let m = p.memory;
+                assert_eq!(p.memory_fraction_percent, j.target_usage_percent);
+                assert_eq!(
+                    m.usable_per_gpu_mib,
+                    m.vram_per_gpu_mib * u64::from(p.memory_fraction_percent) / 100,
+                    "{} on {}",
+                    preset.key,
+                    class.name
+                );
+                assert!(
+                    m.needed_per_gpu_mib <= m.usable_per_gpu_mib,
+                    "{} on {}: needs {} of {} MiB",
+                    preset.key,
+                    class.name,
+                    m.needed_per_gpu_mib,
+                    m.usable_per_gpu_mib
+                );
+                let budget = format!(
+                    "budget {} per GPU ({}% of {})",
+                    vramfit_planner::gib(m.usable_per_gpu_mib),
+                    p.memory_fraction_percent,
+                    vramfit_planner::gib(m.vram_per_gpu_mib)
+                );
+                assert!(
+                    p.reasons.iter().any(|r| r.contains(&budget)),
+                    "{budget:?} not in {:?}",
+                    p.reasons
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "{checked} plans checked");
 }

@@ -1,6 +1,6 @@
-//! The teams' fine-tuning reference points (DOMAIN §11) as tests of the training-memory
-//! estimator: a point that was measured is never under-estimated, and each test prints by
-//! how much the estimate is over it (`cargo test -p vramfit-planner --test
+//! The fine-tuning reference points (docs/planning.md, "Fine-tuning") as tests of the
+//! training-memory estimator: a point that was measured is never under-estimated, and each
+//! test prints by how much the estimate is over it (`cargo test -p vramfit-planner --test
 //! tuning_reference_points -- --nocapture`).
 mod common;
 

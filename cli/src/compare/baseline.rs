@@ -1,5 +1,5 @@
 //! The fair baseline (pure): the same generic settings on every compared class, and each
-//! class's own optimized plan (DOMAIN §10, docs/compare.md).
+//! class's own optimized plan (docs/compare.md: what "fair" means).
 use serde::Serialize;
 use vramfit_api::tuning::{TuningMethod, TuningMethodRequest};
 use vramfit_api::{

@@ -1,6 +1,6 @@
 //! `vramfit compare`: one job on several node classes, a baseline phase (the same generic
 //! settings everywhere) and an optimized phase (each class's own plan), reported per item
-//! (DOMAIN §10, docs/compare.md).
+//! (docs/compare.md).
 //!
 //! * [`baseline`]: the generic settings and each class's two specs (pure).
 //! * [`jobs`]: the InferenceJobs, their names and labels (pure).
@@ -263,6 +263,11 @@ pub fn compare_command(args: &CompareArgs) -> Result<ExitCode, CliError> {
         // No client: the namespace falls back to `default`, as kubectl's would without one.
         let comparison = prepare(&job, &known, &request, "default").map_err(invalid)?;
         print!("{}", dry_run_output(&comparison, args.output)?);
+        if let Some(dir) = &args.output_dir {
+            for path in write_dry_run(&comparison, dir)? {
+                eprintln!("wrote {}", path.display());
+            }
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let runtime = tokio_runtime()?;
@@ -438,10 +443,15 @@ fn dry_run_table(comparison: &Comparison) -> String {
         "Comparison {} in {} (dry run: nothing created): InferenceJob {}, {} under {}",
         comparison.id, comparison.namespace, ctx.job, ctx.model, ctx.runtime
     );
+    // What a llama.cpp server does not read is not part of its baseline either.
+    let pytorch = comparison
+        .jobs
+        .first()
+        .is_none_or(|j| vramfit_planner::workload::reads_pytorch_settings(j.job.spec.runtime));
     let _ = writeln!(
         out,
         "Baseline on every class: {}",
-        report::baseline_words(&comparison.derivation.settings)
+        report::baseline_words(&comparison.derivation.settings, pytorch)
     );
     for note in &comparison.derivation.notes {
         let _ = writeln!(out, "  - {note}");
@@ -486,20 +496,24 @@ fn dry_run_table(comparison: &Comparison) -> String {
             job.key.run.to_string(),
         ];
         match offline {
-            Offline::Planned(p) => row.extend([
-                p.gpu_count.to_string(),
-                p.dtype.as_str().into(),
-                p.quantization.as_str().into(),
-                if p.flash_attention { "on" } else { "off" }.into(),
-                p.pytorch_cuda_alloc_conf.clone(),
-                p.max_tiles.map_or("-".into(), |t| t.to_string()),
-                vramfit_planner::gib(p.memory.needed_per_gpu_mib),
-                if p.hourly_price_cents == 0 {
-                    "-".into()
-                } else {
-                    format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0)
-                },
-            ]),
+            Offline::Planned(p) => {
+                let [dtype, quantization, alloc_conf, _] =
+                    crate::render::pytorch_cells(job.job.spec.runtime, p);
+                row.extend([
+                    p.gpu_count.to_string(),
+                    dtype,
+                    quantization,
+                    if p.flash_attention { "on" } else { "off" }.into(),
+                    alloc_conf,
+                    p.max_tiles.map_or("-".into(), |t| t.to_string()),
+                    vramfit_planner::gib(p.memory.needed_per_gpu_mib),
+                    if p.hourly_price_cents == 0 {
+                        "-".into()
+                    } else {
+                        format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0)
+                    },
+                ]);
+            }
             // Only runnable specs become jobs; an unknown class is the cluster's to plan.
             Offline::UnknownClass | Offline::CannotRun(_) => row.extend(["?"; 8].map(String::from)),
         }
@@ -546,16 +560,38 @@ pub fn report_output(report: &Report, format: Format) -> Result<String, CliError
 
 /// Writes report.json, report.md and chart.svg into `dir` (created if missing).
 pub fn write_outputs(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, CliError> {
+    let json = report_output(report, Format::Json)?;
+    write_files(
+        dir,
+        [
+            ("report.json", json),
+            ("report.md", report::markdown(report, Some("chart.svg"))),
+            ("chart.svg", svg::chart(report)),
+        ],
+    )
+}
+
+/// What a dry run plans, into `dir` (created if missing): plan.txt (the table it prints) and
+/// jobs.yaml (the InferenceJobs it would create, for `kubectl apply -f`). The report files
+/// come from a real run only: a dry run has no figures to put in them.
+pub fn write_dry_run(comparison: &Comparison, dir: &Path) -> Result<Vec<PathBuf>, CliError> {
+    write_files(
+        dir,
+        [
+            ("plan.txt", dry_run_output(comparison, Format::Table)?),
+            ("jobs.yaml", dry_run_output(comparison, Format::Yaml)?),
+        ],
+    )
+}
+
+fn write_files<const N: usize>(
+    dir: &Path,
+    files: [(&str, String); N],
+) -> Result<Vec<PathBuf>, CliError> {
     std::fs::create_dir_all(dir).map_err(|source| CliError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
-    let json = report_output(report, Format::Json)?;
-    let files = [
-        ("report.json", json),
-        ("report.md", report::markdown(report, Some("chart.svg"))),
-        ("chart.svg", svg::chart(report)),
-    ];
     let mut written = Vec::new();
     for (name, text) in files {
         let path = dir.join(name);

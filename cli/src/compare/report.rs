@@ -553,9 +553,13 @@ fn summary_lines(report: &Report) -> Vec<String> {
     lines
 }
 
-/// The baseline's settings in words, one line.
-pub fn baseline_words(b: &BaselineSettings) -> String {
-    let mut parts = vec![b.dtype.clone()];
+/// The baseline's settings in words, one line; without the dtype and allocator settings for a
+/// runtime that does not read them (`pytorch` false: llama.cpp).
+pub fn baseline_words(b: &BaselineSettings, pytorch: bool) -> String {
+    let mut parts = Vec::new();
+    if pytorch {
+        parts.push(b.dtype.clone());
+    }
     match (b.quantization, b.tuning_method) {
         (Some(q), _) => parts.push(format!("quantization {}", q.as_str())),
         (None, None) => parts.push("the GGUF file's quantization".into()),
@@ -565,10 +569,12 @@ pub fn baseline_words(b: &BaselineSettings) -> String {
         parts.push(format!("method {}", m.as_str()));
     }
     parts.push("flash attention off".into());
-    parts.push(format!(
-        "PYTORCH_CUDA_ALLOC_CONF {}",
-        b.pytorch_cuda_alloc_conf
-    ));
+    if pytorch {
+        parts.push(format!(
+            "PYTORCH_CUDA_ALLOC_CONF {}",
+            b.pytorch_cuda_alloc_conf
+        ));
+    }
     if let Some(t) = b.max_tiles {
         parts.push(format!("MAX_TILES {t}"));
     }
@@ -588,7 +594,11 @@ pub fn table(report: &Report) -> String {
         "Comparison {} of InferenceJob {}: {} under {}, {} run(s) per class and phase",
         report.comparison, report.job, report.model, report.runtime, report.repeat
     );
-    let _ = writeln!(out, "Baseline: {}\n", baseline_words(&report.baseline));
+    let _ = writeln!(
+        out,
+        "Baseline: {}\n",
+        baseline_words(&report.baseline, true)
+    );
     out.push_str(&crate::render::columns(&rows(report)));
     out.push('\n');
     for line in summary_lines(report) {
@@ -617,7 +627,7 @@ pub fn markdown(report: &Report, chart: Option<&str>) -> String {
     let _ = writeln!(
         out,
         "Baseline settings (every class): {}.\n",
-        baseline_words(&report.baseline)
+        baseline_words(&report.baseline, true)
     );
     let rows = rows(report);
     for (i, row) in rows.iter().enumerate() {

@@ -16,7 +16,7 @@ use vramfit_e2e::{Suite, eventually};
 const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// Sets (or removes, with `None`) the namespace's enforced Pod Security level.
-async fn enforce(s: &Suite, level: Option<&str>) -> Result<()> {
+pub async fn enforce(s: &Suite, level: Option<&str>) -> Result<()> {
     let namespaces: Api<Namespace> = Api::all(s.client.clone());
     let patch = json!({"metadata": {"labels": {ENFORCE: level}}});
     namespaces
@@ -79,7 +79,7 @@ async fn restricted_jobs(s: &mut Suite) -> Result<()> {
 }
 
 /// The job's `Scheduled` condition once it says `PodRejected`.
-async fn rejection(s: &Suite, name: &str) -> Result<Condition> {
+pub async fn rejection(s: &Suite, name: &str) -> Result<Condition> {
     let scheduled = async || -> Result<Option<Condition>> {
         let job = s.job(name).await?;
         let conditions = job.status.map(|st| st.conditions).unwrap_or_default();

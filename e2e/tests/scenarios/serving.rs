@@ -19,28 +19,8 @@ use vramfit_api::InferenceJob;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::{
     CUDA_OOM_MESSAGE, MANAGER, SETTLE, Suite, cell, check_served_job, conditions_of, consistently,
-    eventually, expect_eq, kubectl, node_of, parse_table, pod_ip,
+    eventually, expect_eq, kubectl, node_of, parse_table, pod_ip, served_job,
 };
-
-/// Mistral-7B served by vLLM: `replicas` replicas on `classes`, context 8192 × batch 4.
-fn served_job(s: &Suite, name: &str, replicas: u32, classes: &[&str]) -> Value {
-    json!({
-        "apiVersion": "vramfit.io/v1alpha1",
-        "kind": "InferenceJob",
-        "metadata": {"name": name, "namespace": s.ns},
-        "spec": {
-            "model": {"preset": "mistral-7b-instruct-v0.3"},
-            "runtime": "vllm",
-            "image": "vllm/vllm-openai:v0.10.2",
-            "args": ["--model", "mistralai/Mistral-7B-Instruct-v0.3"],
-            "contextLength": 8192,
-            "batchSize": 4,
-            "gpus": {"min": 1, "max": 2},
-            "nodeClasses": {"allowed": classes},
-            "serve": {"port": 8000, "replicas": replicas},
-        }
-    })
-}
 
 const H100: &str = "h100-80gb-hbm3-x8";
 

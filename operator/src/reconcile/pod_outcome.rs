@@ -493,6 +493,33 @@ mod tests {
     }
 
     #[test]
+    fn a_llama_server_log_tail_whose_kv_cache_did_not_fit_is_out_of_memory() {
+        // llama-server b11312 (CPU build), verbatim, its KV cache (2 GiB) refused by an
+        // address-space limit: the log tail a job with `pod.terminationMessageFromLogs` gets.
+        let tail = "\
+0.00.022.165 I srv    load_model: loading model '/models/tiny-llama.gguf'
+0.00.103.139 W llama_context: n_ctx_seq (1048576) > n_ctx_train (4096) -- possible training context overflow
+0.00.146.039 E ggml_aligned_malloc: insufficient memory (attempted to allocate 2048.00 MB)
+0.00.146.086 E ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 2147483648
+0.00.146.098 E alloc_tensor_range: failed to allocate CPU buffer of size 2147483648
+0.00.149.142 E llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache
+0.00.149.179 E cmn  common_init_: failed to create context with model '/models/tiny-llama.gguf'
+0.00.149.207 E srv    load_model: failed to create_context with model '/models/tiny-llama.gguf'
+0.00.149.222 I srv    operator(): operator(): cleaning up before exit...
+0.00.149.560 E srv  llama_server: exiting due to model loading error
+";
+        let pod = fixtures::failed_pod("chat-1", "node-a", "Error", 1, tail);
+        let PodState::OutOfMemory { message, .. } = classify(&pod) else {
+            panic!("{:?}", classify(&pod))
+        };
+        assert_eq!(
+            message,
+            "0.00.149.142 E llama_init_from_model: failed to initialize the context: \
+             failed to allocate buffer for kv cache"
+        );
+    }
+
+    #[test]
     fn other_failures_keep_their_message() {
         let pod = fixtures::failed_pod(
             "chat-1",

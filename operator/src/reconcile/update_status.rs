@@ -61,6 +61,13 @@ pub async fn write(
         debug!(phase = ?decision.status.phase, "wrote the status");
     }
 
+    if let Some(plan) = &decision.status.plan {
+        ctx.metrics.expect_results(
+            &plan.node_class,
+            plan.hourly_price_cents > 0,
+            plan.tuning.is_some(),
+        );
+    }
     for step in &decision.steps {
         ctx.metrics.count_fallback(step);
     }

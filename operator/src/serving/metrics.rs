@@ -3,8 +3,9 @@
 //! * `vramfit_serving_ready_replicas{node_class}` (gauge): replicas Ready, by class, from the
 //!   served jobs' status as the job watch goes ([`super::gauges`]).
 //! * `vramfit_serving_replica_restarts_total{reason}`: replica pods replaced after they
-//!   ended, by why (`OutOfMemory`, `HostOutOfMemory`, `Failed`, `StartTimeout`, `Disrupted`,
-//!   `Deleted`).
+//!   ended, by why (`OutOfMemory`, `HostOutOfMemory`, `Failed`, `StartTimeout`,
+//!   `ScheduleTimeout`, `Disrupted`, `Deleted`); every reason's series exists from the start,
+//!   at 0.
 use std::collections::BTreeMap;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -12,6 +13,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use super::pod_state::EndKind;
 
 /// Labels of `vramfit_serving_ready_replicas`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,6 +51,13 @@ impl ServingMetrics {
             "Replica pods of served InferenceJobs replaced after they ended, by reason",
             metrics.restarts.clone(),
         );
+        // Every reason from 0: Prometheus's increase() counts a counter's growth from its
+        // first scrape, so a series that first appeared at 1 would never show that restart.
+        for kind in EndKind::ALL {
+            let _ = metrics.restarts.get_or_create(&RestartLabel {
+                reason: kind.as_str().to_string(),
+            });
+        }
         metrics
     }
 
@@ -74,6 +84,21 @@ impl ServingMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_restart_reason_is_counted_from_zero() {
+        let mut registry = Registry::with_prefix("vramfit");
+        let _metrics = ServingMetrics::register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for kind in EndKind::ALL {
+            let line = format!(
+                "vramfit_serving_replica_restarts_total{{reason=\"{}\"}} 0\n",
+                kind.as_str()
+            );
+            assert!(text.contains(&line), "missing {line:?} in\n{text}");
+        }
+    }
 
     #[test]
     fn ready_replicas_by_class_and_restarts_by_reason() {

@@ -5,7 +5,9 @@
 //! `restartPolicy` stays `Never`: a replica's container that ends is replaced by a new pod
 //! that vramfit plans (one step down after out of memory, after a backoff after a crash), not
 //! restarted in place by the kubelet with the plan that just failed (docs/serving.md).
-use k8s_openapi::api::core::v1::{ContainerPort, HTTPGetAction, Pod, Probe};
+use k8s_openapi::api::core::v1::{
+    ContainerPort, HTTPGetAction, Lifecycle, LifecycleHandler, Pod, Probe, SleepAction,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vramfit_api::pod_keys::{
     ATTEMPT_LABEL, JOB_UID_LABEL, REPLICA_LABEL, SPEC_HASH_ANNOTATION, replica_pod_name,
@@ -27,6 +29,11 @@ pub const LIVENESS_PERIOD_SECONDS: i32 = 20;
 pub const LIVENESS_FAILURES: i32 = 6;
 /// How long one probe waits for an answer.
 pub const PROBE_TIMEOUT_SECONDS: i32 = 5;
+/// How long a deleted replica keeps serving before its server is told to stop (a `preStop`
+/// sleep): the endpoint controllers and kube-proxy (or a load balancer) take a moment to stop
+/// sending it new connections, and a server that stops at once refuses those (seen on a real
+/// kubelet: a connection refused through the ClusterIP in a rolling update without it).
+pub const DRAIN_SECONDS: i64 = 5;
 
 /// The pod number `number` of replica `slot` of a served `job`, running `plan` on `class`.
 pub fn replica_pod(
@@ -72,6 +79,16 @@ pub fn replica_pod(
         ));
         container.readiness_probe = Some(probe(&health, READINESS_PERIOD_SECONDS, 3));
         container.liveness_probe = Some(probe(&health, LIVENESS_PERIOD_SECONDS, LIVENESS_FAILURES));
+        // The kubelet sleeps, not the container: distroless server images have no `sleep`.
+        container.lifecycle = Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: DRAIN_SECONDS,
+                }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        });
     }
     // The hash covers the server's probes and port too: a new health path or port rolls the
     // replicas.
@@ -166,6 +183,14 @@ mod tests {
             IntOrString::String("http".into())
         );
         assert!(c.liveness_probe.is_some());
+        let pre_stop = c.lifecycle.as_ref().unwrap().pre_stop.as_ref().unwrap();
+        assert_eq!(
+            pre_stop.sleep.as_ref().map(|s| s.seconds),
+            Some(DRAIN_SECONDS),
+            "a deleted replica keeps serving while its endpoint goes"
+        );
+        let grace = spec.termination_grace_period_seconds.unwrap_or(30);
+        assert!(DRAIN_SECONDS < grace, "the sleep fits the grace period");
         let args = c.args.as_ref().unwrap();
         let at = args.iter().position(|a| a == "--port").unwrap();
         assert_eq!(args[at + 1], "8000");

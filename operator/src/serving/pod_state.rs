@@ -61,6 +61,17 @@ pub enum EndKind {
 }
 
 impl EndKind {
+    /// Every kind (the restart counter has a series for each from the start).
+    pub const ALL: [EndKind; 7] = [
+        EndKind::OutOfMemory,
+        EndKind::HostOutOfMemory,
+        EndKind::Disrupted,
+        EndKind::Failed,
+        EndKind::StartTimeout,
+        EndKind::ScheduleTimeout,
+        EndKind::Deleted,
+    ];
+
     /// The word in status, events and `vramfit_serving_replica_restarts_total{reason}`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -151,6 +162,24 @@ pub fn replica_pod(pod: &Pod) -> ReplicaPod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_kind() {
+        // A new kind does not compile here until it is listed in ALL.
+        let listed = |kind: EndKind| match kind {
+            EndKind::OutOfMemory
+            | EndKind::HostOutOfMemory
+            | EndKind::Disrupted
+            | EndKind::Failed
+            | EndKind::StartTimeout
+            | EndKind::ScheduleTimeout
+            | EndKind::Deleted => EndKind::ALL.contains(&kind),
+        };
+        assert!(EndKind::ALL.into_iter().all(listed));
+        let words: std::collections::BTreeSet<&str> =
+            EndKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(words.len(), EndKind::ALL.len());
+    }
     use crate::fixtures;
     use k8s_openapi::api::core::v1::PodCondition;
 

@@ -1,0 +1,327 @@
+//! The Grafana dashboards against a real Prometheus: it scrapes the operator and long-running
+//! agents while jobs run, fail out of memory, report results, serve (a replica Ready, out of
+//! memory, replaced), wait unschedulable and meet a pod that holds their name; then every panel's query of `charts/vramfit/dashboards/*.json`
+//! is evaluated through Prometheus's HTTP API as Grafana would (range queries over the run,
+//! instant ones at its end) and must give a series with the labels its legend shows and a
+//! number to draw. Needs a `prometheus` binary (`PROMETHEUS`, or on `PATH`); skipped without.
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use vramfit_api::pod_keys::pod_name;
+use vramfit_api::{GpuNodeClass, Phase};
+use vramfit_e2e::dashboards::{Intervals, judge, panel_queries, read_dashboards};
+use vramfit_e2e::prometheus::{Prometheus, SCRAPE_INTERVAL_SECONDS, prometheus_binary};
+use vramfit_e2e::{
+    CUDA_OOM_MESSAGE, ChildProcess, SETTLE, Skipped, Suite, eventually, free_port, node_name,
+    pinned_job, served_job,
+};
+
+const OPERATOR_JOB: &str = "vramfit-operator";
+const AGENT_JOB: &str = "vramfit-agent";
+/// The class the worked job runs on, with an admin's price.
+const PRICED_CLASS: &str = "a10g-x1";
+/// The class of the served job's replica.
+const SERVED_CLASS: &str = "h100-80gb-hbm3-x8";
+const RESULT: &str = r#"vramfit.io/v1 {"kind":"Result","items":120,"seconds":300,"itemsPerSecond":0.4,"peakGpuMemoryMib":[15000]}"#;
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+pub async fn dashboards_show_data(s: &mut Suite) -> Result<()> {
+    let Some(binary) = prometheus_binary() else {
+        return Err(Skipped(
+            "no Prometheus: set PROMETHEUS to a prometheus binary or put one on PATH (Debian: apt install prometheus); see docs/monitoring.md"
+                .into(),
+        )
+        .into());
+    };
+    s.ensure_single_operator().await?;
+    let dir = s.logs.join("prometheus");
+    let mut prometheus = Prometheus::start(&binary, &dir, &[OPERATOR_JOB, AGENT_JOB])
+        .await
+        .with_context(|| format!("starting {}", binary.display()))?;
+    println!(
+        "     Prometheus {} on {} (config and log in {})",
+        binary.display(),
+        prometheus.addr,
+        dir.display()
+    );
+    let start = unix_now();
+    for addr in s
+        .operators
+        .iter()
+        .map(|o| o.addr.clone())
+        .collect::<Vec<_>>()
+    {
+        prometheus.scrape(OPERATOR_JOB, &addr).await?;
+    }
+    // Long-running agents, as the DaemonSet runs them: one on a GPU node, one whose NVML
+    // fails (the probe-error panel's case), on the node without GPUs.
+    let mut agents = Vec::new();
+    for (fixture, suffix) in [("a10g-x1.yaml", "a10gx1"), ("nvml-error.yaml", "nogpu")] {
+        let agent = start_agent(s, fixture, &node_name(&s.run, suffix))?;
+        prometheus.scrape(AGENT_JOB, &agent.addr).await?;
+        agents.push(agent);
+    }
+    // A few scrapes of the quiet state first: a counter's later increase is then seen.
+    tokio::time::sleep(Duration::from_secs(3 * SCRAPE_INTERVAL_SECONDS)).await;
+
+    let outcome = drive_and_check(s, &prometheus, start).await;
+    for mut agent in agents {
+        agent.kill();
+    }
+    // The node without GPUs gets its own labels back (the failing agent relabelled it).
+    s.label_with_agent("no-gpu.yaml", &node_name(&s.run, "nogpu"))
+        .await?;
+    outcome.map_err(|e| anyhow::anyhow!("{e:#}\n     Prometheus log: {}", prometheus.log_tail(5)))
+}
+
+fn start_agent(s: &Suite, fixture: &str, node: &str) -> Result<ChildProcess> {
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let args = [
+        "--fixture".to_string(),
+        s.agent_fixture(fixture),
+        "--node-name".into(),
+        node.to_string(),
+        "--listen".into(),
+        addr.clone(),
+        "--interval-seconds".into(),
+        "1".into(),
+    ];
+    ChildProcess::spawn(
+        &format!("agent {fixture}"),
+        &s.bins.agent,
+        &args,
+        &[],
+        s.logs.join(format!("agent-{node}.log")),
+        addr,
+    )
+}
+
+/// Jobs that make every panel's metric move, then every panel's query.
+async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> Result<()> {
+    // Out of memory, a step down, then a result on a class an admin gave a price (a
+    // discovered class has none: the cost panel needs one).
+    let classes: Api<GpuNodeClass> = Api::all(s.client.clone());
+    let priced: GpuNodeClass = serde_json::from_value(json!({
+        "apiVersion": "vramfit.io/v1alpha1",
+        "kind": "GpuNodeClass",
+        "metadata": {"name": PRICED_CLASS},
+        "spec": {"hourlyPriceCentsPerGpu": 60}
+    }))?;
+    s.cleanup
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .cluster_objects
+        .push(("GpuNodeClass".into(), PRICED_CLASS.into()));
+    classes.create(&PostParams::default(), &priced).await?;
+    let worked = "dash-worked";
+    s.apply_job(pinned_job(s, worked, &[PRICED_CLASS], "quality"))
+        .await?;
+    let (job, first) = s.wait_pod(worked, 1).await?;
+    let price = job
+        .status
+        .and_then(|st| st.plan)
+        .map(|p| p.hourly_price_cents);
+    ensure!(
+        price == Some(60),
+        "the plan on {PRICED_CLASS} should carry the GpuNodeClass's price, 60 cents: {price:?}"
+    );
+    s.set_pod_running(&first).await?;
+    s.wait_phase(worked, &[Phase::Running]).await?;
+    s.set_pod_ended(&first, 1, "Error", CUDA_OOM_MESSAGE)
+        .await?;
+    let (_, second) = s.wait_pod(worked, 2).await?;
+    s.set_pod_running(&second).await?;
+    // A real job runs far longer than a scrape interval: by its end, its class's work
+    // counters have been scraped at zero, so that the result counts as an increase.
+    let zeros = format!(
+        "vramfit_items_total{{node_class=\"{PRICED_CLASS}\"}} == 0 and on (node_class) vramfit_work_cost_cents_total == 0"
+    );
+    prometheus_sees(
+        prometheus,
+        "the placed job's class counters scraped at zero before its result",
+        &zeros,
+    )
+    .await?;
+    s.set_pod_ended(&second, 0, "Completed", RESULT).await?;
+    s.wait_phase(worked, &[Phase::Succeeded]).await?;
+
+    let served = "dash-served";
+    serve_then_restart(s, prometheus, served).await?;
+
+    // A job no class can run now (no node of its class).
+    let waiting = "dash-unschedulable";
+    s.apply_job(pinned_job(s, waiting, &["t4-x1"], "quality"))
+        .await?;
+    s.wait_phase(waiting, &[Phase::Unschedulable]).await?;
+
+    // A pod that is not the job's holds the name of its first attempt: reconcile errors.
+    let blocked = "dash-name-taken";
+    let squatter: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name(blocked, 1), "namespace": s.ns},
+        "spec": {"containers": [{"name": "squatter", "image": "registry.invalid/squatter:1"}]}
+    }))?;
+    let pods = s.pods();
+    pods.create(&PostParams::default(), &squatter).await?;
+    s.apply_job(pinned_job(s, blocked, &["a10g-x4"], "quality"))
+        .await?;
+    prometheus_sees(
+        prometheus,
+        "a reconcile error counted by Prometheus",
+        "vramfit_reconcile_errors_total > 0",
+    )
+    .await?;
+    // A few scrapes after the last event, so that every rate window sees it.
+    tokio::time::sleep(Duration::from_secs(5 * SCRAPE_INTERVAL_SECONDS)).await;
+    let end = unix_now();
+
+    let verdict = check_every_panel(s, prometheus, start, end).await;
+    s.delete_jobs(&[worked.into(), served.into(), waiting.into(), blocked.into()])
+        .await?;
+    classes
+        .delete(PRICED_CLASS, &DeleteParams::default())
+        .await?;
+    let _ = pods
+        .delete(
+            &pod_name(blocked, 1),
+            &DeleteParams::default().grace_period(0),
+        )
+        .await;
+    verdict
+}
+
+/// A served job (the serving row): its replica Ready, then out of memory once Prometheus has
+/// scraped the restart counter (at 0 from the operator's start, or what the earlier scenarios
+/// left), then its next pod Ready.
+async fn serve_then_restart(s: &Suite, prometheus: &Prometheus, name: &str) -> Result<()> {
+    s.apply_job(served_job(s, name, 1, &[SERVED_CLASS])).await?;
+    let (_, pods) = s.wait_replicas(name, 1).await?;
+    let first = pods
+        .first()
+        .cloned()
+        .context("the served job's replica pod")?;
+    s.set_pod_serving(&first, true).await?;
+    prometheus_sees(
+        prometheus,
+        "a ready replica, and its restart counter scraped",
+        &format!(
+            "vramfit_serving_ready_replicas{{node_class=\"{SERVED_CLASS}\"}} > 0 and on () vramfit_serving_replica_restarts_total{{reason=\"OutOfMemory\"}}"
+        ),
+    )
+    .await?;
+    s.set_pod_ended(&first, 1, "Error", CUDA_OOM_MESSAGE)
+        .await?;
+    let next = eventually("the replica's next pod", SETTLE, || async {
+        let (_, pods) = s.wait_replicas(name, 1).await?;
+        let pod = pods.first().cloned().context("no replica pod")?;
+        ensure!(
+            pod.name_any() != first.name_any(),
+            "still pod {}",
+            pod.name_any()
+        );
+        Ok(pod)
+    })
+    .await?;
+    s.set_pod_serving(&next, true).await?;
+    // As the restarts panel counts it (increase() over 4 s windows): the first restart shows.
+    prometheus_sees(
+        prometheus,
+        "the replica's restart in the panel's increase(), and its next pod ready",
+        "max_over_time(increase(vramfit_serving_replica_restarts_total{reason=\"OutOfMemory\"}[4s])[2m:1s]) > 0 and on () vramfit_serving_ready_replicas > 0",
+    )
+    .await
+}
+
+/// Waits until `expr` gives Prometheus a series.
+async fn prometheus_sees(prometheus: &Prometheus, what: &str, expr: &str) -> Result<()> {
+    eventually(what, Duration::from_secs(60), || async {
+        ensure!(
+            !prometheus.query(expr, None).await?.is_empty(),
+            "{expr}: no series yet"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Every target of every dashboard, evaluated as Grafana would over `[start, end]`.
+async fn check_every_panel(s: &Suite, prometheus: &Prometheus, start: f64, end: f64) -> Result<()> {
+    let step = 1;
+    // Whole seconds, as Grafana's `$__range` is; `end − start` rounded down keeps every
+    // window inside what Prometheus scraped.
+    let range = (end - start).floor() as u64;
+    let intervals = Intervals::grafana(SCRAPE_INTERVAL_SECONDS, step, range);
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (name, json) in read_dashboards(&s.root.join("charts/vramfit/dashboards"))? {
+        for query in panel_queries(&name, &json) {
+            checked += 1;
+            let expr = match vramfit_e2e::dashboards::substitute(&query.expr, intervals) {
+                Ok(expr) => expr,
+                Err(why) => {
+                    failures.push(format!("{}: {why}", query.describe()));
+                    continue;
+                }
+            };
+            let answer = if query.instant {
+                prometheus.query(&expr, Some(end)).await
+            } else {
+                prometheus.query_range(&expr, start, end, step).await
+            };
+            let verdict = answer
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|result| judge(&result, &query.legend_labels, end).map(|()| result));
+            match verdict {
+                Ok(result) => println!(
+                    "     ok   {} ({} series; last: {})",
+                    query.describe(),
+                    result.len(),
+                    last_sample(&result)
+                ),
+                Err(why) => {
+                    println!("     FAIL {}: {why}", query.describe());
+                    failures.push(format!("{}: {expr}: {why}", query.describe()));
+                }
+            }
+        }
+    }
+    if checked == 0 {
+        bail!("no panel query found under charts/vramfit/dashboards");
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {checked} panel queries show nothing:\n  {}",
+            failures.len(),
+            failures.join("\n  ")
+        );
+    }
+    println!("     {checked} panel queries return series with their legend's labels");
+    Ok(())
+}
+
+/// The last value of the first series, with its labels: `{node_class="a10g-x1"} 1440`.
+fn last_sample(result: &[serde_json::Value]) -> String {
+    let Some(series) = result.first() else {
+        return "-".into();
+    };
+    let value = series["value"][1]
+        .as_str()
+        .or_else(|| {
+            series["values"]
+                .as_array()
+                .and_then(|v| v.last())
+                .and_then(|v| v[1].as_str())
+        })
+        .unwrap_or("-");
+    format!("{} {value}", series["metric"])
+}
