@@ -12,10 +12,10 @@ use vramfit_api::{AttemptOutcome, Dtype, InferenceJob, Phase};
 use vramfit_e2e::{CUDA_OOM_MESSAGE, Suite, cell, check_placed_job, expect_eq};
 
 const NAN_BF16: &str = r#"vramfit.io/v1 {"kind":"LossCheckFailed","check":"non-finite-loss","loss":"nan","step":12,"dtype":"bfloat16"}"#;
-const TRAINED: &str = r#"vramfit.io/v1 {"kind":"TrainingResult","steps":20,"tokens":327680,"seconds":600,"tokensPerSecond":546.1,"finalLoss":1.42,"peakGpuMemoryMib":[17500]}"#;
+pub(crate) const TRAINED: &str = r#"vramfit.io/v1 {"kind":"TrainingResult","steps":20,"tokens":327680,"seconds":600,"tokensPerSecond":546.1,"finalLoss":1.42,"peakGpuMemoryMib":[17500]}"#;
 
 /// Mistral-7B, `method: auto` under quality, sequence 512, effective batch 32, on `class`.
-fn tuning_job(s: &Suite, name: &str, class: &str) -> serde_json::Value {
+pub(crate) fn tuning_job(s: &Suite, name: &str, class: &str) -> serde_json::Value {
     let mut job = s.own_job(name, 4);
     let spec = &mut job["spec"];
     let object = spec.as_object_mut().expect("a job spec is an object");
