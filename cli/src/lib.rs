@@ -10,4 +10,5 @@ pub mod manifest;
 pub mod model_inspect;
 pub mod nesting;
 pub mod render;
+mod render_tuning;
 pub mod validate;

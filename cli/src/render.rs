@@ -214,6 +214,67 @@ fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: boo
 }
 
 fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
+    let mut out = match &input.tuning {
+        Some(tuning) => crate::render_tuning::table(
+            tuning,
+            &report.job,
+            &report.model,
+            &report.preference,
+            report
+                .classes
+                .iter()
+                .map(|c| (c.node_class.as_str(), c.gpus.as_str(), c.plan.as_ref())),
+        ),
+        None => inference_table(input, report),
+    };
+    match &report.chosen {
+        Some(chosen) => {
+            let which = if report.serve.is_some() {
+                " for the first replica; the next ones go to the next class with room"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "\nChosen ({}): {chosen}{which} (before capacity: the operator also needs free GPUs)",
+                report.preference
+            );
+        }
+        None => out.push_str("\nNo class can run this job.\n"),
+    }
+    for c in &report.classes {
+        let _ = writeln!(out, "\n{} ({}):", c.node_class, c.gpus);
+        match (&c.plan, &c.cannot_run) {
+            (Some(p), _) => {
+                for r in &p.reasons {
+                    let _ = writeln!(out, "  - {r}");
+                }
+                for w in &p.warnings {
+                    let _ = writeln!(out, "  ! {w}");
+                }
+            }
+            (None, Some(why)) => {
+                let _ = writeln!(out, "  cannot run: {why}");
+            }
+            (None, None) => {}
+        }
+        if details {
+            if let Some(env) = &c.env {
+                let _ = writeln!(out, "  env:");
+                for EnvVar { name, value } in env {
+                    let _ = writeln!(out, "    {name}={value}");
+                }
+            }
+            if let Some(args) = c.args.as_ref().filter(|a| !a.is_empty()) {
+                let _ = writeln!(out, "  runtime args: {}", args.join(" "));
+            }
+        }
+    }
+    out
+}
+
+/// The header and table of an inference job's plans.
+fn inference_table(input: &JobInput, report: &PlanReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -298,49 +359,6 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
         rows.push(row);
     }
     out.push_str(&columns(&rows));
-    match &report.chosen {
-        Some(chosen) => {
-            let which = if report.serve.is_some() {
-                " for the first replica; the next ones go to the next class with room"
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                out,
-                "\nChosen ({}): {chosen}{which} (before capacity: the operator also needs free GPUs)",
-                report.preference
-            );
-        }
-        None => out.push_str("\nNo class can run this job.\n"),
-    }
-    for c in &report.classes {
-        let _ = writeln!(out, "\n{} ({}):", c.node_class, c.gpus);
-        match (&c.plan, &c.cannot_run) {
-            (Some(p), _) => {
-                for r in &p.reasons {
-                    let _ = writeln!(out, "  - {r}");
-                }
-                for w in &p.warnings {
-                    let _ = writeln!(out, "  ! {w}");
-                }
-            }
-            (None, Some(why)) => {
-                let _ = writeln!(out, "  cannot run: {why}");
-            }
-            (None, None) => {}
-        }
-        if details {
-            if let Some(env) = &c.env {
-                let _ = writeln!(out, "  env:");
-                for EnvVar { name, value } in env {
-                    let _ = writeln!(out, "    {name}={value}");
-                }
-            }
-            if let Some(args) = c.args.as_ref().filter(|a| !a.is_empty()) {
-                let _ = writeln!(out, "  runtime args: {}", args.join(" "));
-            }
-        }
-    }
     out
 }
 

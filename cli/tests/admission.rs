@@ -482,6 +482,38 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             spec(json!({"pod": {"securityContext": {"runAsUser": 0, "runAsNonRoot": true}}})),
             "runAsNonRoot true contradicts runAsUser 0",
         ),
+        (
+            "spec",
+            spec(json!({"tuning": {}})),
+            "a tuning job runs a training program: runtime transformers or custom",
+        ),
+        (
+            "spec",
+            spec(json!({"runtime": "transformers", "tuning": {}, "allowedQuantizations": ["nf4"]})),
+            "a tuning job chooses its method with tuning.method",
+        ),
+        (
+            "spec",
+            spec(json!({"runtime": "transformers", "tuning": {}, "contextLength": 512})),
+            "a tuning job sets tuning.sequenceLength, not contextLength",
+        ),
+        (
+            "spec",
+            spec(
+                json!({"runtime": "transformers", "tuning": {}, "serve": {"healthPath": "/health"}}),
+            ),
+            "a job is either served (spec.serve) or fine-tuned (spec.tuning), not both",
+        ),
+        (
+            "spec.tuning",
+            spec(json!({"runtime": "custom", "tuning": {"method": "full", "lora": {"rank": 8}}})),
+            "tuning.lora is for methods lora, qlora and auto, not full",
+        ),
+        (
+            "spec.tuning",
+            spec(json!({"runtime": "custom", "tuning": {"dataVolume": "v", "outputVolume": "v"}})),
+            "tuning.dataVolume and tuning.outputVolume must differ",
+        ),
     ];
     let class_examples: Vec<(&str, Value, &str)> = vec![(
         "spec.gpu",

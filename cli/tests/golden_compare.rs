@@ -31,6 +31,7 @@ fn context() -> ReportContext {
         baseline: BaselineSettings {
             dtype: "float16".into(),
             quantization: Some(Quantization::Int8),
+            tuning_method: None,
             flash_attention: false,
             pytorch_cuda_alloc_conf: "expandable_segments:False".into(),
             max_tiles: Some(14),
@@ -50,6 +51,7 @@ fn context() -> ReportContext {
         repeat: 2,
         // V100 at docs/compare.md's example price, per GPU-hour; the others at their plans' prices.
         prices: BTreeMap::from([("v100-16gb-x4".to_string(), 1.20)]),
+        unit: Default::default(),
     }
 }
 

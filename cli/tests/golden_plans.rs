@@ -59,22 +59,24 @@ fn plans_for_every_example_match_the_reviewed_output() {
     );
 }
 
-#[test]
-fn json_output_of_one_class_carries_env_and_args() {
+/// `vramfit plan EXAMPLE --class CLASS -o json`, parsed.
+fn plan_json(example: &str, class: &str) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
         .current_dir(root())
-        .args([
-            "plan",
-            "examples/mistral-vllm.yaml",
-            "--class",
-            "a100-80gb-x8",
-            "-o",
-            "json",
-        ])
+        .args(["plan", example, "--class", class, "-o", "json"])
         .output()
-        .unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        .expect("vramfit runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+#[test]
+fn json_output_of_one_class_carries_env_and_args() {
+    let report = plan_json("examples/mistral-vllm.yaml", "a100-80gb-x8");
     assert_eq!(report["chosen"], "a100-80gb-x8");
     let class = &report["classes"][0];
     assert_eq!(class["plan"]["dtype"], "bfloat16");
@@ -130,6 +132,57 @@ fn node_class_manifests_override_and_add_classes() {
     // A class defined from scratch is planned like the others, and economy picks the cheapest.
     assert_eq!(class("onprem-a6000-x2")["plan"]["dtype"], "bfloat16");
     assert_eq!(report["chosen"], "onprem-a6000-x2");
+}
+
+#[test]
+fn a_tuning_plan_carries_the_training_env_and_its_memory_part_by_part() {
+    let report = plan_json("examples/mistral-qlora.yaml", "a10g-x1");
+    let class = &report["classes"][0];
+    let tuning = &class["plan"]["tuning"];
+    assert_eq!(tuning["method"], "qlora");
+    assert_eq!(tuning["batch"], "7×5");
+    let memory = &tuning["memory"];
+    let parts: u64 = [
+        "weightsMib",
+        "trainableMib",
+        "optimizerMib",
+        "activationsMib",
+        "logitsMib",
+        "runtimeMib",
+    ]
+    .iter()
+    .map(|k| memory[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(memory["neededMib"].as_u64(), Some(parts));
+    assert!(memory["bufferMib"].as_u64().unwrap() > 0);
+    let env = class["env"].as_array().unwrap();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str())
+    };
+    assert_eq!(value("VRAMFIT_MICRO_BATCH"), Some("7"));
+    assert_eq!(value("VRAMFIT_GRADIENT_ACCUMULATION"), Some("5"));
+    assert_eq!(value("VRAMFIT_LORA_TARGET_MODULES"), Some("all-linear"));
+    assert_eq!(value("VRAMFIT_TF32"), Some("true"));
+    let table = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args(["plan", "examples/mistral-qlora.yaml"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    for column in [
+        "WEIGHTS",
+        "ADAPT/GRAD",
+        "OPTIM",
+        "ACTIV",
+        "LOGITS",
+        "BUFFER",
+        "MB×ACC",
+        "CKPT",
+    ] {
+        assert!(text.contains(column), "{column} in\n{text}");
+    }
 }
 
 /// A served GGUF chatbot on an 8 GB Pascal card: every layer on the GPU with a q4_0 KV cache

@@ -12,6 +12,7 @@ use crate::plan::{KvCacheType, Plan, Quantization};
 use crate::pod_security::PodSecurity;
 use crate::schema;
 use crate::serve::{ReplicaRestart, ReplicaStatus, ServeSpec};
+use crate::tuning::{TuningFallback, TuningSpec};
 
 /// A GPU inference job. vramfit plans its configuration (dtype, quantization, GPU count,
 /// flash attention, allocator settings, image tiles, llama.cpp offload) for each node class,
@@ -62,6 +63,24 @@ use crate::serve::{ReplicaRestart, ReplicaStatus, ServeSpec};
         priority = 1
     ),
     printcolumn(
+        name = "Method",
+        type_ = "string",
+        json_path = ".status.plan.tuning.method",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Batch",
+        type_ = "string",
+        json_path = ".status.plan.tuning.batch",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Ckpt",
+        type_ = "boolean",
+        json_path = ".status.plan.tuning.gradientCheckpointing",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -74,6 +93,10 @@ use crate::serve::{ReplicaRestart, ReplicaStatus, ServeSpec};
 )]
 #[x_kube(validation = Rule::new("self.gpus.min <= self.gpus.max").message("gpus.min must not exceed gpus.max"))]
 #[x_kube(validation = Rule::new("self.runtime != 'llamacpp' || has(self.model.ggufFileBytes) || has(self.model.preset)").message("a llamacpp job needs a GGUF model: a GGUF preset or model.ggufFileBytes"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || self.runtime == 'transformers' || self.runtime == 'custom'").message("a tuning job runs a training program: runtime transformers or custom"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.allowedQuantizations)").message("a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.contextLength)").message("a tuning job sets tuning.sequenceLength, not contextLength"))]
+#[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.serve)").message("a job is either served (spec.serve) or fine-tuned (spec.tuning), not both: a tuning job trains and ends; serve its adapter or weights from a separate InferenceJob"))]
 #[x_kube(validation = Rule::new("has(self.serve) == has(oldSelf.serve)").message("a batch job cannot become a served job, nor a served job a batch job (kubectl scale sets spec.serve.replicas): create a new InferenceJob"))]
 #[x_kube(validation = Rule::new("!has(self.serve) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.healthPath)").message("serve.healthPath is required for runtime transformers and custom (vLLM and llama.cpp answer GET /health)"))]
 #[serde(rename_all = "camelCase")]
@@ -157,6 +180,11 @@ pub struct InferenceJobSpec {
     /// Pod settings passed through to the workload pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodTemplate>,
+    /// Fine-tune the model instead of running it (docs/tuning.md): vramfit plans the method
+    /// (QLoRA, LoRA or full), micro-batch, gradient checkpointing, accumulation, optimizer and
+    /// GPU count for each class. Unset: an inference job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSpec>,
     /// Serve the model: replicas behind one Service named after the job, each replica
     /// planned for the class it lands on, with probes on the health route and rolling updates
     /// (docs/serving.md). Unset: a batch job, one pod run to its end. Set when the job is
@@ -246,6 +274,11 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4194304))]
     pub vocab_size: Option<u32>,
+    /// MLP intermediate size (config.json `intermediate_size`), 1 to 4,194,304: LoRA adapter
+    /// sizes and training activations. Unset: derived from the parameter count (docs/planning.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4194304))]
+    pub intermediate_size: Option<u32>,
     /// Exact bytes of the checkpoint's weights (safetensors headers): how a pre-quantized
     /// model is sized. At most 40 TB, as ggufFileBytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -707,6 +740,9 @@ pub struct Fallback {
     /// llama.cpp: tenths of the offload budget given up.
     #[serde(default)]
     pub offload_steps: u32,
+    /// Fine-tuning: micro-batch, checkpointing, method and dtype steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningFallback>,
 }
 
 impl Fallback {

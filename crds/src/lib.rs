@@ -10,6 +10,9 @@
 //!   [`AttemptOutcome`]: how an attempt ended; [`event_reasons`]: the reasons of its Events.
 //! * [`pod_keys`]: the names, labels and annotations of the pods vramfit creates;
 //!   [`reserved_pod_keys`]: the pod labels and annotations a job may not set.
+//! * [`workload_report`]: what a workload reports in its termination message;
+//!   [`training_report`]: what a fine-tuning workload reports.
+//! * [`tuning`]: a fine-tuning job's section, its plan and its step-down state.
 //! * [`serve`]: the `serve` section of a served job and its replicas' status lines.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
@@ -33,6 +36,8 @@ pub mod reserved_pod_keys;
 mod schema;
 pub mod schema_check;
 pub mod serve;
+pub mod training_report;
+pub mod tuning;
 mod words;
 pub mod workload_report;
 

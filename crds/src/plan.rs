@@ -134,6 +134,10 @@ pub struct Plan {
     /// Things the user should know (a pinned layer count that cannot fit, say).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Fine-tuning jobs: method, micro-batch, accumulation, checkpointing, optimizer and the
+    /// training memory part by part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<crate::tuning::TuningPlan>,
 }
 
 /// llama.cpp offload decisions.

@@ -17,6 +17,10 @@ pub enum WorkloadReport {
     OutputCheckFailed(OutputCheck),
     /// The work finished.
     Result(WorkSummary),
+    /// A fine-tuning run's loss became NaN or infinite.
+    LossCheckFailed(crate::training_report::LossCheck),
+    /// A fine-tuning run finished.
+    TrainingResult(crate::training_report::TrainingSummary),
 }
 
 /// The numbers of a failed output check.
@@ -105,6 +109,18 @@ pub struct JobResult {
     /// without items).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_item_cents: Option<f64>,
+    /// Fine-tuning: optimizer steps done (the items are the training tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+    /// Fine-tuning: training tokens per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_second: Option<f64>,
+    /// Fine-tuning: the loss at the last step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_loss: Option<f64>,
+    /// Fine-tuning: cost of a million training tokens in US cents at the class's price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_million_tokens_cents: Option<f64>,
 }
 
 impl JobResult {
@@ -129,6 +145,10 @@ impl JobResult {
             items_per_hour: round(finite_or_zero(per_hour), 1),
             peak_gpu_memory_mib: summary.peak_gpu_memory_mib.clone(),
             cost_per_item_cents: cost.map(|c| round(c, 4)),
+            steps: None,
+            tokens_per_second: None,
+            final_loss: None,
+            cost_per_million_tokens_cents: None,
         }
     }
 }
@@ -150,6 +170,8 @@ fn round(value: f64, decimals: i32) -> f64 {
 enum Wire {
     OutputCheckFailed(OutputCheck),
     Result(WorkSummary),
+    LossCheckFailed(crate::training_report::LossCheck),
+    TrainingResult(crate::training_report::TrainingSummary),
 }
 
 /// The report in a container's termination message: the whole message, or its last line
@@ -173,6 +195,12 @@ fn parse_line(line: &str) -> Option<WorkloadReport> {
         }
         Wire::Result(summary) => (summary.seconds.is_finite() && summary.seconds >= 0.0)
             .then_some(WorkloadReport::Result(summary)),
+        Wire::LossCheckFailed(check) => check
+            .is_valid()
+            .then_some(WorkloadReport::LossCheckFailed(check)),
+        Wire::TrainingResult(summary) => summary
+            .is_valid()
+            .then_some(WorkloadReport::TrainingResult(summary)),
     }
 }
 

@@ -116,6 +116,41 @@ fn llamacpp_needs_a_gguf_model() {
 }
 
 #[test]
+fn a_tuning_job_is_a_training_program_sized_by_its_own_fields() {
+    let tuning = |extra: Value| {
+        let mut spec = json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "transformers", "image": "x", "tuning": {"method": "qlora"}});
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        job(spec)
+    };
+    assert!(validate(&schema::<InferenceJob>(), &tuning(json!({})), None).is_ok());
+    assert!(
+        rejection(&tuning(json!({"runtime": "vllm"}))).contains("runtime transformers or custom")
+    );
+    assert!(
+        rejection(&tuning(json!({"allowedQuantizations": ["nf4"]})))
+            .contains("not allowedQuantizations")
+    );
+    assert!(
+        rejection(&tuning(json!({"contextLength": 1024})))
+            .contains("tuning.sequenceLength, not contextLength")
+    );
+    assert!(
+        rejection(&tuning(
+            json!({"tuning": {"method": "full", "lora": {"rank": 8}}})
+        ))
+        .contains("tuning.lora is for methods lora, qlora and auto")
+    );
+    assert!(
+        rejection(&tuning(
+            json!({"tuning": {"dataVolume": "d", "outputVolume": "d"}})
+        ))
+        .contains("must differ")
+    );
+}
+
+#[test]
 fn a_model_needs_a_preset_or_its_numbers() {
     let bad = job(json!({"model": {"parameters": 7000000000u64}, "runtime": "vllm", "image": "x"}));
     assert!(rejection(&bad).contains(
@@ -308,4 +343,33 @@ fn a_batch_job_never_becomes_a_served_job_nor_the_reverse() {
     let mut bigger = batch.clone();
     bigger["spec"]["batchSize"] = json!(8);
     assert!(validate(&schema, &bigger, Some(&batch)).is_ok());
+}
+
+/// A tuning job trains and ends; a served job never ends: a job is one or the other.
+#[test]
+fn a_job_is_never_both_served_and_a_tuning_job() {
+    let schema = schema::<InferenceJob>();
+    let with = |extra: Value| {
+        let mut spec = json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "transformers", "image": "x"});
+        for (key, value) in extra.as_object().unwrap() {
+            spec[key] = value.clone();
+        }
+        job(spec)
+    };
+    let both = with(json!({"tuning": {}, "serve": {"healthPath": "/health"}}));
+    assert!(
+        rejection(&both)
+            .contains("a job is either served (spec.serve) or fine-tuned (spec.tuning), not both"),
+        "{}",
+        rejection(&both)
+    );
+    assert!(validate(&schema, &with(json!({"tuning": {}})), None).is_ok());
+    assert!(
+        validate(
+            &schema,
+            &with(json!({"serve": {"healthPath": "/health"}})),
+            None
+        )
+        .is_ok()
+    );
 }

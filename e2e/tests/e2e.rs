@@ -65,6 +65,8 @@ mod scheduling;
 mod serving;
 #[path = "scenarios/status_and_events.rs"]
 mod status_and_events;
+#[path = "scenarios/tuning.rs"]
+mod tuning;
 #[path = "scenarios/workload_reports.rs"]
 mod workload_reports;
 
@@ -161,6 +163,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("workload-reports-garbage-then-result", |s| {
             Box::pin(workload_reports::garbage_then_result(s))
+        }),
+        ("tuning-plans-per-class-and-steps-down", |s| {
+            Box::pin(tuning::tuning_jobs(s))
         }),
         ("compare-classes", |s| Box::pin(compare::compare_classes(s))),
         ("hub-model-is-resolved", |s| {

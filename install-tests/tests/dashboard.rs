@@ -9,7 +9,7 @@ use serde_json::Value;
 use vramfit_install_tests::{deploy_objects, repo_root, vramfit_words};
 
 /// The metric families the operator and the agent export (their contract).
-const OPERATOR_METRICS: [&str; 11] = [
+const OPERATOR_METRICS: [&str; 15] = [
     "vramfit_jobs",
     "vramfit_unschedulable_jobs",
     "vramfit_reconcile_duration_seconds",
@@ -19,6 +19,10 @@ const OPERATOR_METRICS: [&str; 11] = [
     "vramfit_items_total",
     "vramfit_work_seconds_total",
     "vramfit_work_cost_cents_total",
+    "vramfit_training_tokens_total",
+    "vramfit_training_seconds_total",
+    "vramfit_training_cost_cents_total",
+    "vramfit_tuning_pods_total",
     "vramfit_serving_ready_replicas",
     "vramfit_serving_replica_restarts_total",
 ];

@@ -45,6 +45,8 @@ fn operator_metrics() -> String {
     metrics.observe_inventory([("a10g-x1".into(), "NVIDIA-A10G".into(), 1)]);
     metrics.count_bad_output("a10g-x1", "bfloat16");
     metrics.count_result("a10g-x1", 1, 1.0, 60);
+    metrics.count_training("a10g-x1", 1, 1.0, 60);
+    metrics.count_tuning_pod("a10g-x1", "qlora");
     metrics
         .serving()
         .observe_ready(BTreeMap::from([("a10g-x1".to_string(), 1)]));

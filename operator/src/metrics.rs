@@ -12,6 +12,10 @@
 //!   finished jobs reported (items per hour: the ratio of their rates, times 3600), and
 //!   `vramfit_work_cost_cents_total{node_class}`: their seconds at the plan's hourly price
 //!   (cost per item: its rate over the items' rate).
+//! * `vramfit_training_tokens_total{node_class}`, `vramfit_training_seconds_total{node_class}`
+//!   and `vramfit_training_cost_cents_total{node_class}`: the same for finished fine-tuning
+//!   runs, whose items are training tokens (tokens per second; cost per million tokens).
+//! * `vramfit_tuning_pods_total{node_class,method}`: pods created for fine-tuning attempts.
 //!
 //! The gauges are set when scraped from counts kept up to date as the watches go (jobs per
 //! phase and class: [`crate::job_gauges`]; GPUs per class: counted when the classes are
@@ -71,6 +75,15 @@ pub struct OutputLabels {
     pub dtype: String,
 }
 
+/// Labels of `vramfit_tuning_pods_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TuningLabels {
+    /// Node class.
+    pub node_class: String,
+    /// `full`, `lora` or `qlora`.
+    pub method: String,
+}
+
 /// Labels of the work counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClassLabels {
@@ -89,10 +102,53 @@ pub struct Metrics {
     fallbacks: Family<ReasonLabels, Counter>,
     gpu_inventory: Family<InventoryLabels, Gauge>,
     bad_outputs: Family<OutputLabels, Counter>,
-    items: Family<ClassLabels, Counter>,
-    work_seconds: Family<ClassLabels, Counter<f64, AtomicU64>>,
-    work_cost: Family<ClassLabels, Counter<f64, AtomicU64>>,
+    work: WorkCounters,
+    training: WorkCounters,
+    tuning_pods: Family<TuningLabels, Counter>,
     serving: crate::serving::metrics::ServingMetrics,
+}
+
+/// Items (or tokens), seconds and cost of finished work, by class.
+#[derive(Debug, Default)]
+struct WorkCounters {
+    items: Family<ClassLabels, Counter>,
+    seconds: Family<ClassLabels, Counter<f64, AtomicU64>>,
+    cost: Family<ClassLabels, Counter<f64, AtomicU64>>,
+}
+
+impl WorkCounters {
+    /// Creates the series of `node_class` at zero (the cost only when `priced`).
+    fn expect(&self, node_class: &str, priced: bool) {
+        let labels = ClassLabels {
+            node_class: node_class.to_string(),
+        };
+        let _ = self.items.get_or_create(&labels);
+        let _ = self.seconds.get_or_create(&labels);
+        if priced {
+            let _ = self.cost.get_or_create(&labels);
+        }
+    }
+
+    /// Adds `items` done in `seconds` and their cost at `hourly_price_cents` (0: unknown).
+    fn count(&self, node_class: &str, items: u64, seconds: f64, hourly_price_cents: u32) {
+        let labels = ClassLabels {
+            node_class: node_class.to_string(),
+        };
+        // Saturating: a counter that wrapped would read as a reset, a huge rate after it.
+        let _ = self.items.get_or_create(&labels).inner().fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |total| Some(total.saturating_add(items)),
+        );
+        if !seconds.is_finite() || seconds < 0.0 {
+            return;
+        }
+        self.seconds.get_or_create(&labels).inc_by(seconds);
+        let cost = f64::from(hourly_price_cents) * seconds / 3600.0;
+        if hourly_price_cents > 0 && cost.is_finite() {
+            self.cost.get_or_create(&labels).inc_by(cost);
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -112,9 +168,9 @@ impl Metrics {
         let fallbacks = Family::<ReasonLabels, Counter>::default();
         let gpu_inventory = Family::<InventoryLabels, Gauge>::default();
         let bad_outputs = Family::<OutputLabels, Counter>::default();
-        let items = Family::<ClassLabels, Counter>::default();
-        let work_seconds = Family::<ClassLabels, Counter<f64, AtomicU64>>::default();
-        let work_cost = Family::<ClassLabels, Counter<f64, AtomicU64>>::default();
+        let work = WorkCounters::default();
+        let training = WorkCounters::default();
+        let tuning_pods = Family::<TuningLabels, Counter>::default();
         registry.register(
             "jobs",
             "InferenceJobs by phase and node class",
@@ -153,17 +209,38 @@ impl Metrics {
         registry.register(
             "items",
             "Items finished jobs reported, by class",
-            items.clone(),
+            work.items.clone(),
         );
         registry.register(
             "work_seconds",
             "Seconds of work finished jobs reported, by class",
-            work_seconds.clone(),
+            work.seconds.clone(),
         );
         registry.register(
             "work_cost_cents",
             "Cost in US cents of the work finished jobs reported, at their plans' hourly price",
-            work_cost.clone(),
+            work.cost.clone(),
+        );
+        // Registered one by one: docs/monitoring.md's test counts one call per family.
+        registry.register(
+            "training_tokens",
+            "Training tokens finished fine-tuning runs reported, by class",
+            training.items.clone(),
+        );
+        registry.register(
+            "training_seconds",
+            "Seconds of training finished fine-tuning runs reported, by class",
+            training.seconds.clone(),
+        );
+        registry.register(
+            "training_cost_cents",
+            "Cost in US cents of the training finished fine-tuning runs reported, at their plans' hourly price",
+            training.cost.clone(),
+        );
+        registry.register(
+            "tuning_pods",
+            "Pods created for fine-tuning attempts, by class and method",
+            tuning_pods.clone(),
         );
         let serving = crate::serving::metrics::ServingMetrics::register(&mut registry);
         Self {
@@ -176,9 +253,9 @@ impl Metrics {
             fallbacks,
             gpu_inventory,
             bad_outputs,
-            items,
-            work_seconds,
-            work_cost,
+            work,
+            training,
+            tuning_pods,
         }
     }
 
@@ -208,23 +285,31 @@ impl Metrics {
         seconds: f64,
         hourly_price_cents: u32,
     ) {
-        let labels = ClassLabels {
-            node_class: node_class.to_string(),
-        };
-        // Saturating: a counter that wrapped would read as a reset, a huge rate after it.
-        let _ = self.items.get_or_create(&labels).inner().fetch_update(
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |total| Some(total.saturating_add(items)),
-        );
-        if !seconds.is_finite() || seconds < 0.0 {
-            return;
-        }
-        self.work_seconds.get_or_create(&labels).inc_by(seconds);
-        let cost = f64::from(hourly_price_cents) * seconds / 3600.0;
-        if hourly_price_cents > 0 && cost.is_finite() {
-            self.work_cost.get_or_create(&labels).inc_by(cost);
-        }
+        self.work
+            .count(node_class, items, seconds, hourly_price_cents);
+    }
+
+    /// Adds what a finished fine-tuning run reported: training tokens, seconds, and their cost
+    /// at `hourly_price_cents` (0: unknown, no cost counted).
+    pub fn count_training(
+        &self,
+        node_class: &str,
+        tokens: u64,
+        seconds: f64,
+        hourly_price_cents: u32,
+    ) {
+        self.training
+            .count(node_class, tokens, seconds, hourly_price_cents);
+    }
+
+    /// Counts a pod created for a fine-tuning attempt.
+    pub fn count_tuning_pod(&self, node_class: &str, method: &str) {
+        self.tuning_pods
+            .get_or_create(&TuningLabels {
+                node_class: node_class.to_string(),
+                method: method.to_string(),
+            })
+            .inc();
     }
 
     /// Creates the work counters of `node_class` at zero once a job is placed there, before
@@ -232,15 +317,10 @@ impl Metrics {
     /// so a series that first appeared with a result would lose that result on the
     /// dashboard. The cost counter only for a class with a price: one without has no cost,
     /// not a cost of 0.
-    pub fn expect_results(&self, node_class: &str, priced: bool) {
-        let labels = ClassLabels {
-            node_class: node_class.to_string(),
-        };
-        let _ = self.items.get_or_create(&labels);
-        let _ = self.work_seconds.get_or_create(&labels);
-        if priced {
-            let _ = self.work_cost.get_or_create(&labels);
-        }
+    /// A fine-tuning job (`training`) expects the training counters instead.
+    pub fn expect_results(&self, node_class: &str, priced: bool, training: bool) {
+        let counters = if training { &self.training } else { &self.work };
+        counters.expect(node_class, priced);
     }
 
     /// Records a reconcile's duration.
@@ -342,6 +422,8 @@ mod tests {
         metrics.count_fallback("tiles");
         metrics.count_bad_output("a10g-x4", "bfloat16");
         metrics.count_result("a10g-x4", 120, 300.5, 120);
+        metrics.count_training("a10g-x1", 1_638_400, 3600.0, 60);
+        metrics.count_tuning_pod("a10g-x1", "qlora");
         metrics.observe_job_totals([
             (Phase::Running, Some(Arc::from("a10g-x4")), 1),
             (Phase::Unschedulable, None, 2),
@@ -361,6 +443,10 @@ mod tests {
             "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n",
             "vramfit_work_cost_cents_total{node_class=\"a10g-x4\"} 10.016666666666668\n",
             "vramfit_gpu_inventory{node_class=\"a10g-x4\",product=\"NVIDIA-A10G\"} 8\n",
+            "vramfit_training_tokens_total{node_class=\"a10g-x1\"} 1638400\n",
+            "vramfit_training_seconds_total{node_class=\"a10g-x1\"} 3600.0\n",
+            "vramfit_training_cost_cents_total{node_class=\"a10g-x1\"} 60.0\n",
+            "vramfit_tuning_pods_total{node_class=\"a10g-x1\",method=\"qlora\"} 1\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
@@ -385,17 +471,21 @@ mod tests {
             text.contains("vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.5\n"),
             "an infinite figure is not added: {text}"
         );
-        metrics.expect_results("t4-x1", false);
-        metrics.expect_results("l40s-x1", true);
+        metrics.expect_results("t4-x1", false, false);
+        metrics.expect_results("l40s-x1", true, false);
+        metrics.expect_results("h100-x8", true, true);
         let text = metrics.encode().unwrap();
         for line in [
             "vramfit_items_total{node_class=\"t4-x1\"} 0\n",
             "vramfit_work_seconds_total{node_class=\"t4-x1\"} 0.0\n",
             "vramfit_work_cost_cents_total{node_class=\"l40s-x1\"} 0.0\n",
+            "vramfit_training_tokens_total{node_class=\"h100-x8\"} 0\n",
+            "vramfit_training_cost_cents_total{node_class=\"h100-x8\"} 0.0\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
         assert!(!text.contains("vramfit_work_cost_cents_total{node_class=\"t4-x1\"}"));
+        assert!(!text.contains("vramfit_items_total{node_class=\"h100-x8\"}"));
         metrics.observe_job_totals([]);
         assert!(
             !metrics

@@ -193,6 +193,7 @@ pub fn fill_unset(explicit: &ModelSpec, read: &ModelSpec) -> ModelSpec {
         vocab_size: explicit.vocab_size.or(read.vocab_size),
         weight_bytes: explicit.weight_bytes.or(read.weight_bytes),
         pre_quantized: explicit.pre_quantized.or(read.pre_quantized),
+        intermediate_size: explicit.intermediate_size.or(read.intermediate_size),
         experts: explicit.experts.or(read.experts),
         active_parameters: explicit.active_parameters.or(read.active_parameters),
         gguf_layout: explicit

@@ -107,6 +107,9 @@ pub enum SpecError {
     /// `allowedQuantizations` or `kvCacheTypes` leaves nothing.
     #[error("allowedQuantizations and kvCacheTypes may not be empty")]
     EmptyLadder,
+    /// The `tuning` section cannot be planned.
+    #[error(transparent)]
+    Tuning(#[from] crate::tuning::TuningSpecError),
     /// A served job of a runtime with no health route of its own names none.
     #[error(
         "serve.healthPath is required for runtime {runtime} (vLLM and llama.cpp answer GET /health; vramfit probes the route a server answers once its model is loaded)"
@@ -361,6 +364,36 @@ pub enum PlanError {
     /// The job's numbers are too large to size on any GPU.
     #[error("cannot size the job: {0}")]
     SizeOverflow(#[from] SizeOverflow),
+    /// Not even micro-batch 1 with gradient checkpointing fits, with the cheapest method left.
+    #[error(
+        "does not fit: {} fine-tuning needs {} per GPU at micro-batch 1 with gradient checkpointing on {gpus}×{gpu}, {} usable",
+        .method.as_str(),
+        gib(*.needed_per_gpu_mib),
+        gib(*.usable_per_gpu_mib)
+    )]
+    TuningDoesNotFit {
+        /// The cheapest method tried.
+        method: vramfit_api::tuning::TuningMethod,
+        /// Memory needed per GPU, MiB.
+        needed_per_gpu_mib: u64,
+        /// Memory usable per GPU, MiB.
+        usable_per_gpu_mib: u64,
+        /// The GPUs of the layout that needed least.
+        gpus: u32,
+        /// One GPU of the class.
+        gpu: String,
+    },
+    /// Step-downs left no fine-tuning method.
+    #[error("no fine-tuning method is left after step-downs")]
+    NoTuningMethodLeft,
+    /// The loss diverged in float16; bfloat16 is needed and this class has none.
+    #[error(
+        "bfloat16 is needed (the loss diverged in float16) but compute capability {capability} < 8.0"
+    )]
+    Bfloat16AfterDivergedLoss {
+        /// The class's compute capability.
+        capability: ComputeCapability,
+    },
 }
 
 #[cfg(test)]

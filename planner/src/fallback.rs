@@ -26,6 +26,9 @@ pub fn next_step(
     max_gpus_per_pod: u32,
     capability: Option<ComputeCapability>,
 ) -> Option<(Fallback, String)> {
+    if let Some(tuning) = &plan.tuning {
+        return crate::tuning::fallback::next_step(job, plan, tuning, fallback);
+    }
     let max_gpus = job.max_gpus.min(max_gpus_per_pod);
     // Every step keeps what the failed plan already gave up (never fewer GPUs, never less
     // quantization), so memory per GPU only goes down.

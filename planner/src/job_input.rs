@@ -59,6 +59,8 @@ pub struct JobInput {
     pub toleration_keys: Vec<String>,
     /// The priority class the job asks for.
     pub priority_class: Option<String>,
+    /// A fine-tuning job's section, resolved; `None` for an inference job.
+    pub tuning: Option<crate::tuning::TuningInput>,
     /// A served job's port (docs/serving.md); `None` for a batch job.
     pub serve: Option<crate::serving::ServeInput>,
 }
@@ -134,9 +136,13 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
         });
     }
     let mut notes = Vec::new();
+    let tuning = crate::tuning::input::resolve(spec, &model, &mut notes)?;
     let requested = spec.context_length.unwrap_or(DEFAULT_CONTEXT_LENGTH);
-    let context_length = requested.min(model.context_limit);
-    if context_length < requested {
+    // A tuning job's sequences are its context (capped in `tuning::input`).
+    let context_length = tuning
+        .as_ref()
+        .map_or(requested.min(model.context_limit), |t| t.sequence_length);
+    if tuning.is_none() && context_length < requested {
         notes.push(format!(
             "context {context_length}: capped at the model's limit (asked {requested})"
         ));
@@ -200,6 +206,7 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
             .pod
             .as_ref()
             .and_then(|pod| pod.priority_class_name.clone()),
+        tuning,
         serve,
     })
 }

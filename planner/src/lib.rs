@@ -18,6 +18,8 @@
 //! * [`user_args`]: a job's own command and args against the planned flags.
 //! * [`serving`]: what a served job adds (where it listens) and the checks of its `serve`.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
+//! * [`tuning`]: fine-tuning plans: method, micro-batch, checkpointing, accumulation,
+//!   optimizer, the training-memory estimator and its step-downs (docs/planning.md).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
@@ -34,12 +36,14 @@ pub mod plan;
 mod plan_common;
 pub mod plan_llamacpp;
 mod plan_transformers;
+mod plan_tuning;
 pub mod prequantized;
 pub mod ranking;
 pub mod runtime_contract;
 pub mod runtime_vllm;
 pub mod serving;
 pub mod tiles;
+pub mod tuning;
 pub mod user_args;
 pub mod workload;
 

@@ -243,16 +243,7 @@ pub fn transformer_need(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model_catalog::{ModelShape, resolve};
-    use vramfit_api::ModelSpec;
-
-    fn preset(key: &str) -> ModelShape {
-        resolve(&ModelSpec {
-            preset: Some(key.into()),
-            ..Default::default()
-        })
-        .unwrap()
-    }
+    use crate::model_catalog::{ModelShape, preset_shape as preset};
 
     fn total_gb(model: &ModelShape, q: Quantization, tokens: u64) -> f64 {
         transformer_need(model, q, tokens, tokens, 1)

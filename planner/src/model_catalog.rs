@@ -619,6 +619,16 @@ pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     })
 }
 
+/// A preset's resolved shape, for tests.
+#[cfg(test)]
+pub(crate) fn preset_shape(key: &str) -> ModelShape {
+    resolve(&ModelSpec {
+        preset: Some(key.into()),
+        ..Default::default()
+    })
+    .expect("a built-in preset")
+}
+
 /// An explicit field wins over the preset's; without either, the field is missing.
 fn required<T>(
     explicit: Option<T>,

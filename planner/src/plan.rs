@@ -14,6 +14,9 @@ pub fn plan_for_class(
     fallback: &Fallback,
 ) -> Result<Plan, PlanError> {
     admission(job, class)?;
+    if let Some(tuning) = &job.tuning {
+        return crate::plan_tuning::plan(job, tuning, class, fallback);
+    }
     let mut common = common_settings(job, class, fallback);
     let (partition_reason, partition_warning) = partition_notes(class);
     let mut reasons: Vec<String> = partition_reason.into_iter().collect();
@@ -78,6 +81,7 @@ pub fn plan_for_class(
             .saturating_mul(gpu_count),
         reasons,
         warnings,
+        tuning: None,
     })
 }
 

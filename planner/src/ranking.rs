@@ -126,7 +126,8 @@ pub fn best(preference: Preference, plans: &[Plan]) -> Option<&Plan> {
     plans.iter().min_by(|a, b| compare(preference, a, b))
 }
 
-/// Better quality first: less quantization, all layers on the GPU, bf16, flash attention,
+/// Better quality first: for fine-tuning, the better method (full, lora, qlora); less
+/// quantization, all layers on the GPU, bf16, flash attention,
 /// more image tiles, fewer GPUs; among equals, the cheaper, then the roomier.
 fn quality(a: &Plan, b: &Plan) -> Ordering {
     let layers = |p: &Plan| {
@@ -134,8 +135,10 @@ fn quality(a: &Plan, b: &Plan) -> Ordering {
             f64::from(l.gpu_layers) / f64::from(l.total_layers.max(1))
         })
     };
-    a.quantization
-        .cmp(&b.quantization)
+    let method = |p: &Plan| p.tuning.as_ref().map(|t| t.method);
+    method(a)
+        .cmp(&method(b))
+        .then(a.quantization.cmp(&b.quantization))
         .then(layers(b).total_cmp(&layers(a)))
         .then(
             a.llama_cpp

@@ -98,7 +98,11 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
         env.push(("MAX_TILES", tiles.to_string()));
         env.push(("VRAMFIT_MAX_TILES", tiles.to_string()));
     }
-    owned(env)
+    let mut env = owned(env);
+    if let (Some(input), Some(tuning)) = (&job.tuning, &plan.tuning) {
+        env.extend(crate::tuning::env::tuning_env(input, plan, tuning));
+    }
+    env
 }
 
 /// Words joined for a POSIX shell: each one that is not plain is single-quoted.

@@ -178,6 +178,7 @@ fn any_fallback() -> impl Strategy<Value = Fallback> {
                 float16: fp16,
                 min_kv_cache_type: kv,
                 offload_steps: offload,
+                tuning: None,
             },
         )
 }

@@ -74,6 +74,7 @@ fn spec() -> impl Strategy<Value = InferenceJobSpec> {
                 start_deadline_seconds: None,
                 schedule_deadline_seconds: None,
                 pod: None,
+                tuning: None,
                 serve: None,
             },
         )

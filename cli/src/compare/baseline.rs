@@ -1,6 +1,7 @@
 //! The fair baseline (pure): the same generic settings on every compared class, and each
 //! class's own optimized plan (docs/compare.md: what "fair" means).
 use serde::Serialize;
+use vramfit_api::tuning::{TuningMethod, TuningMethodRequest};
 use vramfit_api::{
     DtypeRequest, Fallback, InferenceJobSpec, JobOverrides, NodeClassSelection, Plan, Quantization,
     Runtime,
@@ -23,6 +24,11 @@ pub struct BaselineSettings {
     /// unset for llama.cpp, whose weights keep the GGUF file's formats.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<Quantization>,
+    /// Fine-tuning: the best method that the most compared classes can run, on every class
+    /// (the micro-batch, checkpointing and accumulation are each class's own: they keep the
+    /// effective batch, so the training is the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuning_method: Option<TuningMethod>,
     /// Always off: not every class has the kernels.
     pub flash_attention: bool,
     /// [`PYTORCH_DEFAULT_ALLOC_CONF`].
@@ -120,12 +126,23 @@ pub fn pinned(spec: &InferenceJobSpec, class: &str) -> InferenceJobSpec {
 fn generic_spec(
     spec: &InferenceJobSpec,
     quantization: Option<Quantization>,
+    tuning_method: Option<TuningMethod>,
     max_tiles: Option<u32>,
 ) -> InferenceJobSpec {
     let mut spec = spec.clone();
     spec.dtype = DtypeRequest::Float16;
     if let Some(q) = quantization {
         spec.allowed_quantizations = Some(vec![q]);
+    }
+    if let (Some(method), Some(tuning)) = (tuning_method, spec.tuning.as_mut()) {
+        tuning.method = match method {
+            TuningMethod::Full => TuningMethodRequest::Full,
+            TuningMethod::Lora => TuningMethodRequest::Lora,
+            TuningMethod::Qlora => TuningMethodRequest::Qlora,
+        };
+        if method == TuningMethod::Full {
+            tuning.lora = None;
+        }
     }
     spec.overrides = Some(JobOverrides {
         max_tiles,
@@ -202,7 +219,13 @@ pub fn derive(
 
     // Quantization: the job's allowed levels, best first; the first that the most classes
     // can run (so `none` unless some class needs more, and then only as much as needed).
-    let quantization = if input.runtime == Runtime::Llamacpp {
+    let tuning_method = input
+        .tuning
+        .as_ref()
+        .map(|t| common_method(spec, t.method, &known_chosen, max_tiles, &mut notes));
+    let quantization = if tuning_method.is_some() {
+        None
+    } else if input.runtime == Runtime::Llamacpp {
         notes.push(
             "quantization: the GGUF file's (llama.cpp; dtype and allocator are not used either)"
                 .into(),
@@ -210,7 +233,7 @@ pub fn derive(
         None
     } else {
         let fits = |q: Quantization| {
-            let generic = generic_spec(spec, Some(q), max_tiles);
+            let generic = generic_spec(spec, Some(q), None, max_tiles);
             known_chosen
                 .iter()
                 .filter(|c| matches!(plan_on(&generic, c), Offline::Planned(_)))
@@ -244,7 +267,7 @@ pub fn derive(
         Some(chosen_q)
     };
 
-    let generic = generic_spec(spec, quantization, max_tiles);
+    let generic = generic_spec(spec, quantization, tuning_method, max_tiles);
     let setups = classes
         .iter()
         .map(|(name, class)| {
@@ -267,6 +290,7 @@ pub fn derive(
         settings: BaselineSettings {
             dtype: "float16".into(),
             quantization,
+            tuning_method,
             flash_attention: false,
             pytorch_cuda_alloc_conf: PYTORCH_DEFAULT_ALLOC_CONF.into(),
             max_tiles,
@@ -276,6 +300,49 @@ pub fn derive(
         classes: setups,
         notes,
     })
+}
+
+/// The fine-tuning method of the baseline: of the methods the job allows (quality order), the
+/// first that the most compared classes can run.
+fn common_method(
+    spec: &InferenceJobSpec,
+    request: TuningMethodRequest,
+    classes: &[&NodeClass],
+    max_tiles: Option<u32>,
+    notes: &mut Vec<String>,
+) -> TuningMethod {
+    let allowed: Vec<TuningMethod> = match request {
+        TuningMethodRequest::Auto => TuningMethod::LADDER.to_vec(),
+        TuningMethodRequest::Full => vec![TuningMethod::Full],
+        TuningMethodRequest::Lora => vec![TuningMethod::Lora],
+        TuningMethodRequest::Qlora => vec![TuningMethod::Qlora],
+    };
+    let counted: Vec<(TuningMethod, usize)> = allowed
+        .iter()
+        .map(|&m| {
+            let generic = generic_spec(spec, None, Some(m), max_tiles);
+            let runs = classes
+                .iter()
+                .filter(|c| matches!(plan_on(&generic, c), Offline::Planned(_)))
+                .count();
+            (m, runs)
+        })
+        .collect();
+    let most = counted.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let chosen = counted
+        .iter()
+        .find(|(_, n)| *n == most)
+        .map_or(TuningMethod::Qlora, |(m, _)| *m);
+    let tally = counted
+        .iter()
+        .map(|(m, n)| format!("{} fits {n} of {}", m.as_str(), classes.len()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    notes.push(format!(
+        "method {}: the best that the most compared classes can run ({tally})",
+        chosen.as_str()
+    ));
+    chosen
 }
 
 #[cfg(test)]
@@ -300,6 +367,36 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_fine_tuning_baseline_runs_one_method_everywhere_in_float16() {
+        let job = spec(
+            "  model: {preset: mistral-7b-instruct-v0.3}\n  runtime: transformers\n  image: img\n  tuning: {sequenceLength: 512, effectiveBatch: 32, lora: {rank: 8}}\n",
+        );
+        let d = derive(
+            &job,
+            &builtin_classes(),
+            &names(&["t4-x1", "a10g-x1", "h100-80gb-x8"]),
+        )
+        .unwrap();
+        // Full fits the H100s only, LoRA the A10G and the H100s, QLoRA all three.
+        assert_eq!(d.settings.tuning_method, Some(TuningMethod::Qlora));
+        assert_eq!(d.settings.quantization, None);
+        assert!(
+            d.notes.iter().any(|n| n.starts_with("method qlora")),
+            "{:?}",
+            d.notes
+        );
+        for setup in &d.classes {
+            let plan = setup.baseline.plan().expect("every class runs QLoRA");
+            assert_eq!(plan.dtype, Dtype::Float16);
+            assert_eq!(plan.tuning.as_ref().unwrap().method, TuningMethod::Qlora);
+            let spec = setup.baseline_spec.as_ref().unwrap();
+            assert_eq!(spec.allowed_quantizations, None, "refused beside tuning");
+        }
+        let h100 = d.classes[2].optimized.plan().unwrap();
+        assert_eq!(h100.tuning.as_ref().unwrap().method, TuningMethod::Full);
     }
 
     #[test]

@@ -385,6 +385,10 @@ mod tests {
                 items_per_hour: 1440.0,
                 peak_gpu_memory_mib: vec![15000],
                 cost_per_item_cents: None,
+                steps: None,
+                tokens_per_second: None,
+                final_loss: None,
+                cost_per_million_tokens_cents: None,
             }),
             ..Default::default()
         };

@@ -13,6 +13,7 @@ pub mod follow;
 pub mod jobs;
 pub mod report;
 pub mod svg;
+pub mod unit;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -115,6 +116,7 @@ pub fn prepare(
             .collect(),
         repeat,
         prices: request.prices.clone(),
+        unit: report::Unit::of(&input),
     };
     Ok(Comparison {
         id,
@@ -441,7 +443,6 @@ fn dry_run_table(comparison: &Comparison) -> String {
         "Comparison {} in {} (dry run: nothing created): InferenceJob {}, {} under {}",
         comparison.id, comparison.namespace, ctx.job, ctx.model, ctx.runtime
     );
-    let b = &comparison.derivation.settings;
     // What a llama.cpp server does not read is not part of its baseline either.
     let pytorch = comparison
         .jobs
@@ -449,22 +450,8 @@ fn dry_run_table(comparison: &Comparison) -> String {
         .is_none_or(|j| vramfit_planner::workload::reads_pytorch_settings(j.job.spec.runtime));
     let _ = writeln!(
         out,
-        "Baseline on every class: {}flash attention off, {}{}{}context {} × batch {}",
-        if pytorch { "float16, " } else { "" },
-        if pytorch {
-            format!("PYTORCH_CUDA_ALLOC_CONF {}, ", b.pytorch_cuda_alloc_conf)
-        } else {
-            String::new()
-        },
-        b.quantization
-            .map_or("the GGUF file's quantization".into(), |q| format!(
-                "quantization {}",
-                q.as_str()
-            )),
-        b.max_tiles
-            .map_or(String::from(", "), |t| format!(", MAX_TILES {t}, ")),
-        b.context_length,
-        b.batch_size
+        "Baseline on every class: {}",
+        report::baseline_words(&comparison.derivation.settings, pytorch)
     );
     for note in &comparison.derivation.notes {
         let _ = writeln!(out, "  - {note}");

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::baseline::BaselineSettings;
 use super::jobs::{RunKey, RunPhase};
+pub use super::unit::Unit;
 
 /// A finished run's figures (from the job's `status.result` and `status.plan`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -71,6 +72,8 @@ pub struct ReportContext {
     pub repeat: u32,
     /// `--price` flags: dollars per GPU-hour by class.
     pub prices: BTreeMap<String, f64>,
+    /// Items, or a fine-tuning job's training tokens.
+    pub unit: Unit,
 }
 
 /// A compared class and the phases it skips.
@@ -158,12 +161,30 @@ pub struct PhaseReport {
     /// Dollars per 1,000 items.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_per_1000_items: Option<Stat>,
+    /// Fine-tuning: training tokens per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_second: Option<Stat>,
+    /// Fine-tuning: dollars per million training tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_million_tokens: Option<Stat>,
     /// One line per run that gave no figures, or whose settings were stepped down.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
     /// Why the phase did not run at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+}
+
+impl PhaseReport {
+    /// The rate the report's unit compares: items per minute, or training tokens per second.
+    pub fn rate(&self) -> Option<Stat> {
+        self.items_per_minute.or(self.tokens_per_second)
+    }
+
+    /// The cost the report's unit compares: per 1,000 items, or per million tokens.
+    pub fn cost(&self) -> Option<Stat> {
+        self.cost_per_1000_items.or(self.cost_per_million_tokens)
+    }
 }
 
 /// One class.
@@ -174,7 +195,7 @@ pub struct ClassReport {
     pub node_class: String,
     /// Baseline, then optimized.
     pub phases: Vec<PhaseReport>,
-    /// Optimized items per minute over baseline items per minute (medians).
+    /// Optimized rate over baseline rate (medians): items per minute, or tokens per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
     /// True when the class is compared on its optimized plan only.
@@ -192,7 +213,7 @@ pub struct Best {
     pub node_class: String,
     /// Its phase.
     pub phase: RunPhase,
-    /// The figure it wins on (dollars per 1,000 items, or items per minute; medians).
+    /// The figure it wins on (the cost, or the rate of the report's unit; medians).
     pub value: f64,
 }
 
@@ -210,16 +231,18 @@ pub struct Report {
     pub model: String,
     /// Runtime.
     pub runtime: String,
+    /// Items, or training tokens (a fine-tuning job).
+    pub unit: Unit,
     /// Runs per class and phase.
     pub repeat: u32,
     /// The generic settings of the baseline phase.
     pub baseline: BaselineSettings,
     /// Every class, in the order given.
     pub classes: Vec<ClassReport>,
-    /// Lowest median cost per 1,000 items.
+    /// Lowest median cost (per 1,000 items, or per million tokens).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cheapest: Option<Best>,
-    /// Highest median items per minute.
+    /// Highest median rate (items per minute, or tokens per second).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fastest: Option<Best>,
     /// True when some run had not ended when the comparison stopped following.
@@ -251,17 +274,14 @@ pub fn build(ctx: &ReportContext, outcomes: &[RunOutcome]) -> Report {
             };
             phases.push(phase_report(ctx, class, phase, &runs, skipped));
         }
-        let items_per_minute = |p: RunPhase| {
+        let rate = |p: RunPhase| {
             phases
                 .iter()
                 .find(|r| r.phase == p)
-                .and_then(|r| r.items_per_minute)
+                .and_then(PhaseReport::rate)
                 .map(|s| s.median)
         };
-        let speedup = match (
-            items_per_minute(RunPhase::Baseline),
-            items_per_minute(RunPhase::Optimized),
-        ) {
+        let speedup = match (rate(RunPhase::Baseline), rate(RunPhase::Optimized)) {
             (Some(b), Some(o)) if b > 0.0 => Some(o / b),
             _ => None,
         };
@@ -302,10 +322,11 @@ pub fn build(ctx: &ReportContext, outcomes: &[RunOutcome]) -> Report {
         job: ctx.job.clone(),
         model: ctx.model.clone(),
         runtime: ctx.runtime.clone(),
+        unit: ctx.unit,
         repeat: ctx.repeat,
         baseline: ctx.baseline.clone(),
-        cheapest: pick(|p| p.cost_per_1000_items.map(|s| s.median), true),
-        fastest: pick(|p| p.items_per_minute.map(|s| s.median), false),
+        cheapest: pick(|p| p.cost().map(|s| s.median), true),
+        fastest: pick(|p| p.rate().map(|s| s.median), false),
         classes,
         incomplete,
     }
@@ -351,10 +372,13 @@ fn phase_report(
         Some(per_gpu) => Some(per_gpu * f64::from(f.gpu_count)),
         None => (f.hourly_price_cents > 0).then(|| f64::from(f.hourly_price_cents) / 100.0),
     };
+    let unit = ctx.unit;
     let costs: Vec<f64> = done
         .iter()
-        .filter_map(|f| hourly(f).map(|h| h * f.seconds / 3600.0 / f.items as f64 * 1000.0))
+        .filter_map(|f| hourly(f).map(|h| unit.cost(h, f.items, f.seconds)))
         .collect();
+    let items = unit == Unit::Items;
+    let rates = map_rate(&done, unit);
     let hourly_rates: Vec<f64> = done.iter().filter_map(|f| hourly(f)).collect();
     let mut gpus: Vec<u32> = done.iter().map(|f| f.gpu_count).collect();
     gpus.sort_unstable();
@@ -363,8 +387,9 @@ fn phase_report(
         finished: done.len() as u32,
         runs: runs.len() as u32,
         gpu_count: gpus.get(gpus.len() / 2).copied(),
-        seconds_per_item: map(|f| f.seconds / f.items as f64),
-        items_per_minute: map(|f| f.items as f64 * 60.0 / f.seconds),
+        seconds_per_item: map(|f| f.seconds / f.items as f64).filter(|_| items),
+        items_per_minute: rates.filter(|_| items),
+        tokens_per_second: rates.filter(|_| !items),
         peak_gpu_memory_mib: map(|f| {
             f.peak_gpu_memory_mib.iter().copied().max().unwrap_or(0) as f64
         })
@@ -375,10 +400,21 @@ fn phase_report(
         } else {
             PriceSource::Plan
         }),
-        cost_per_1000_items: Stat::of(&costs),
+        cost_per_1000_items: Stat::of(&costs).filter(|_| items),
+        cost_per_million_tokens: Stat::of(&costs).filter(|_| !items),
         problems,
         skipped,
     }
+}
+
+/// The rate of each finished run in `unit`.
+fn map_rate(done: &[&Finished], unit: Unit) -> Option<Stat> {
+    Stat::of(
+        &done
+            .iter()
+            .map(|f| unit.rate(f.items, f.seconds))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// `12.34` or, over repeats with a spread, `12.34 (11.90–12.80)`.
@@ -411,42 +447,43 @@ fn gib_cell(stat: Option<Stat>, repeat: u32) -> String {
     }
 }
 
-/// The table's rows: header first.
+/// The table's rows: header first. Items get seconds per item, items per minute and dollars
+/// per 1,000 items; training tokens get tokens per second and dollars per million tokens.
 fn rows(report: &Report) -> Vec<Vec<String>> {
-    let mut rows = vec![
-        [
-            "CLASS",
-            "PHASE",
-            "RUNS",
-            "GPUS",
-            "S/ITEM",
-            "ITEMS/MIN",
-            "PEAK GPU MEM",
-            "$/H",
-            "$/1K ITEMS",
-            "SPEED-UP",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-    ];
+    let unit = report.unit;
+    let items = unit == Unit::Items;
+    let mut header = vec!["CLASS", "PHASE", "RUNS", "GPUS"];
+    if items {
+        header.push("S/ITEM");
+    }
+    header.extend([
+        unit.rate_header(),
+        "PEAK GPU MEM",
+        "$/H",
+        unit.cost_header(),
+        "SPEED-UP",
+    ]);
+    let width = header.len();
+    let mut rows = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
     for c in &report.classes {
         for p in &c.phases {
             let mut row = vec![c.node_class.clone(), p.phase.to_string()];
             if p.skipped.is_some() {
                 row.push("skipped".into());
-                row.resize(10, String::new());
+                row.resize(width, String::new());
                 rows.push(row);
                 continue;
             }
+            row.push(format!("{}/{}", p.finished, p.runs));
+            row.push(p.gpu_count.map_or("-".into(), |g| g.to_string()));
+            if items {
+                row.push(stat_cell(p.seconds_per_item, 2, report.repeat));
+            }
             row.extend([
-                format!("{}/{}", p.finished, p.runs),
-                p.gpu_count.map_or("-".into(), |g| g.to_string()),
-                stat_cell(p.seconds_per_item, 2, report.repeat),
-                stat_cell(p.items_per_minute, 1, report.repeat),
+                stat_cell(p.rate(), 1, report.repeat),
                 gib_cell(p.peak_gpu_memory_mib, report.repeat),
                 p.dollars_per_hour.map_or("-".into(), |d| format!("{d:.2}")),
-                stat_cell(p.cost_per_1000_items, 3, report.repeat),
+                stat_cell(p.cost(), 3, report.repeat),
                 match (p.phase, c.speedup) {
                     (RunPhase::Optimized, Some(s)) => format!("{s:.2}×"),
                     _ => String::new(),
@@ -461,20 +498,30 @@ fn rows(report: &Report) -> Vec<Vec<String>> {
 /// The lines under the table: winners, then every problem.
 fn summary_lines(report: &Report) -> Vec<String> {
     let mut lines = Vec::new();
+    let unit = report.unit;
+    let per = match unit {
+        Unit::Items => "per item",
+        Unit::TrainingTokens => "per training token",
+    };
     match &report.cheapest {
         Some(b) => lines.push(format!(
-            "Cheapest per item: {} ({}), ${:.3} per 1,000 items",
-            b.node_class, b.phase, b.value
+            "Cheapest {per}: {} ({}), ${:.3} {}",
+            b.node_class,
+            b.phase,
+            b.value,
+            unit.cost_words()
         )),
-        None => lines.push(
-            "Cheapest per item: unknown (no finished run with a price; pass --price CLASS=DOLLARS)"
-                .into(),
-        ),
+        None => lines.push(format!(
+            "Cheapest {per}: unknown (no finished run with a price; pass --price CLASS=DOLLARS)"
+        )),
     }
     match &report.fastest {
         Some(b) => lines.push(format!(
-            "Fastest: {} ({}), {:.1} items per minute",
-            b.node_class, b.phase, b.value
+            "Fastest: {} ({}), {:.1} {}",
+            b.node_class,
+            b.phase,
+            b.value,
+            unit.rate_words()
         )),
         None => lines.push("Fastest: unknown (no run finished with a result)".into()),
     }
@@ -506,24 +553,36 @@ fn summary_lines(report: &Report) -> Vec<String> {
     lines
 }
 
-fn baseline_line(report: &Report) -> String {
-    let b = &report.baseline;
-    let mut parts = vec![b.dtype.clone()];
-    if let Some(q) = b.quantization {
-        parts.push(format!("quantization {}", q.as_str()));
+/// The baseline's settings in words, one line; without the dtype and allocator settings for a
+/// runtime that does not read them (`pytorch` false: llama.cpp).
+pub fn baseline_words(b: &BaselineSettings, pytorch: bool) -> String {
+    let mut parts = Vec::new();
+    if pytorch {
+        parts.push(b.dtype.clone());
+    }
+    match (b.quantization, b.tuning_method) {
+        (Some(q), _) => parts.push(format!("quantization {}", q.as_str())),
+        (None, None) => parts.push("the GGUF file's quantization".into()),
+        (None, Some(_)) => {}
+    }
+    if let Some(m) = b.tuning_method {
+        parts.push(format!("method {}", m.as_str()));
     }
     parts.push("flash attention off".into());
-    parts.push(format!(
-        "PYTORCH_CUDA_ALLOC_CONF {}",
-        b.pytorch_cuda_alloc_conf
-    ));
+    if pytorch {
+        parts.push(format!(
+            "PYTORCH_CUDA_ALLOC_CONF {}",
+            b.pytorch_cuda_alloc_conf
+        ));
+    }
     if let Some(t) = b.max_tiles {
         parts.push(format!("MAX_TILES {t}"));
     }
-    parts.push(format!(
-        "context {} × batch {}",
-        b.context_length, b.batch_size
-    ));
+    parts.push(if b.tuning_method.is_some() {
+        format!("sequence {}", b.context_length)
+    } else {
+        format!("context {} × batch {}", b.context_length, b.batch_size)
+    });
     parts.join(", ")
 }
 
@@ -535,7 +594,11 @@ pub fn table(report: &Report) -> String {
         "Comparison {} of InferenceJob {}: {} under {}, {} run(s) per class and phase",
         report.comparison, report.job, report.model, report.runtime, report.repeat
     );
-    let _ = writeln!(out, "Baseline: {}\n", baseline_line(report));
+    let _ = writeln!(
+        out,
+        "Baseline: {}\n",
+        baseline_words(&report.baseline, true)
+    );
     out.push_str(&crate::render::columns(&rows(report)));
     out.push('\n');
     for line in summary_lines(report) {
@@ -564,7 +627,7 @@ pub fn markdown(report: &Report, chart: Option<&str>) -> String {
     let _ = writeln!(
         out,
         "Baseline settings (every class): {}.\n",
-        baseline_line(report)
+        baseline_words(&report.baseline, true)
     );
     let rows = rows(report);
     for (i, row) in rows.iter().enumerate() {
@@ -581,15 +644,12 @@ pub fn markdown(report: &Report, chart: Option<&str>) -> String {
     if let Some(chart) = chart {
         let _ = writeln!(
             out,
-            "\n![Cost per 1,000 items and items per minute by class]({chart})"
+            "\n![Cost {} and {} by class]({chart})",
+            report.unit.cost_words(),
+            report.unit.rate_words()
         );
     }
-    let _ = writeln!(
-        out,
-        "\nSeconds per item = seconds / items; items per minute = 60 × items / seconds; \
-         $/1K items = $/h × seconds / 3600 / items × 1000; speed-up = optimized items per \
-         minute / baseline items per minute."
-    );
+    let _ = writeln!(out, "\n{}", report.unit.formulas());
     out
 }
 
@@ -608,6 +668,7 @@ mod tests {
             baseline: BaselineSettings {
                 dtype: "float16".into(),
                 quantization: Some(Quantization::None),
+                tuning_method: None,
                 flash_attention: false,
                 pytorch_cuda_alloc_conf: "expandable_segments:False".into(),
                 max_tiles: None,
@@ -628,6 +689,7 @@ mod tests {
             ],
             repeat,
             prices: BTreeMap::new(),
+            unit: Unit::Items,
         }
     }
 
@@ -692,6 +754,48 @@ mod tests {
         );
         assert!(r.classes[1].optimized_only);
         assert_eq!(r.classes[1].phases[0].skipped.as_deref(), Some("too small"));
+    }
+
+    #[test]
+    fn a_fine_tuning_comparison_counts_tokens_per_second_and_dollars_per_million() {
+        let mut c = ctx(1);
+        c.unit = Unit::TrainingTokens;
+        // 1,800,000 tokens in an hour at $0.60/h: 500 tokens/s, $0.333 per million tokens.
+        let r = build(
+            &c,
+            &[
+                run("a", RunPhase::Baseline, 1, 1_800_000, 3600.0, 60),
+                run("a", RunPhase::Optimized, 1, 1_800_000, 2400.0, 60),
+            ],
+        );
+        let base = &r.classes[0].phases[0];
+        assert_eq!(base.tokens_per_second.unwrap().median, 500.0);
+        assert!((base.cost_per_million_tokens.unwrap().median - 0.6 / 1.8).abs() < 1e-12);
+        assert_eq!(base.items_per_minute, None);
+        assert_eq!(base.cost_per_1000_items, None);
+        assert_eq!(r.classes[0].speedup, Some(1.5));
+        let text = table(&r);
+        assert!(
+            text.contains("TOKENS/S") && text.contains("$/1M TOKENS"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("ITEMS/MIN") && !text.contains("S/ITEM"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Fastest: a (optimized), 750.0 training tokens per second"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Cheapest per training token: a (optimized), $0.222 per million training tokens"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["unit"], "trainingTokens");
+        assert!(super::super::svg::chart(&r).contains("Cost per million training tokens"));
     }
 
     #[test]

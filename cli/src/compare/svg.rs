@@ -1,5 +1,6 @@
 //! The report's bar chart (pure, hand-written SVG): cost per 1,000 items and items per
-//! minute by class, a baseline and an optimized bar each.
+//! minute (a fine-tuning job: per million tokens and tokens per second) by class, a baseline
+//! and an optimized bar each.
 use std::fmt::Write;
 
 use super::jobs::RunPhase;
@@ -23,20 +24,25 @@ pub fn chart(report: &Report) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let cost = format!("Cost {} ($, lower is better)", report.unit.cost_words());
+    let rate = format!(
+        "{} (higher is better)",
+        capitalized(report.unit.rate_words())
+    );
     panel(
         &mut svg,
         report,
         0.0,
-        "Cost per 1,000 items ($, lower is better)",
-        |p| p.cost_per_1000_items.map(|s| s.median),
+        &cost,
+        |p| p.cost().map(|s| s.median),
         3,
     );
     panel(
         &mut svg,
         report,
         PANEL_HEIGHT,
-        "Items per minute (higher is better)",
-        |p| p.items_per_minute.map(|s| s.median),
+        &rate,
+        |p| p.rate().map(|s| s.median),
         1,
     );
     // Legend.
@@ -131,6 +137,14 @@ fn panel(
             escape(&class.node_class)
         );
     }
+}
+
+fn capitalized(words: &str) -> String {
+    let mut chars = words.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn escape(text: &str) -> String {

@@ -1,9 +1,11 @@
-//! The Grafana dashboards against a real Prometheus: it scrapes the operator and long-running
-//! agents while jobs run, fail out of memory, report results, serve (a replica Ready, out of
-//! memory, replaced), wait unschedulable and meet a pod that holds their name; then every panel's query of `charts/vramfit/dashboards/*.json`
-//! is evaluated through Prometheus's HTTP API as Grafana would (range queries over the run,
-//! instant ones at its end) and must give a series with the labels its legend shows and a
-//! number to draw. Needs a `prometheus` binary (`PROMETHEUS`, or on `PATH`); skipped without.
+//! The Grafana dashboards against a real Prometheus: it scrapes the operator and
+//! long-running agents while jobs run, fail out of memory, report results, fine-tune (a step
+//! down, a training result), serve (a replica Ready, out of memory, replaced), wait
+//! unschedulable and meet a pod that holds their name; then every panel's query of
+//! `charts/vramfit/dashboards/*.json` is evaluated through Prometheus's HTTP API as Grafana
+//! would (range queries over the run, instant ones at its end) and must give a series with
+//! the labels its legend shows and a number to draw. Needs a `prometheus` binary
+//! (`PROMETHEUS`, or on `PATH`); skipped without.
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -154,6 +156,9 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     s.set_pod_ended(&second, 0, "Completed", RESULT).await?;
     s.wait_phase(worked, &[Phase::Succeeded]).await?;
 
+    let tuned = "dash-tuned";
+    tune_then_step_down(s, prometheus, tuned).await?;
+
     let served = "dash-served";
     serve_then_restart(s, prometheus, served).await?;
 
@@ -186,8 +191,14 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     let end = unix_now();
 
     let verdict = check_every_panel(s, prometheus, start, end).await;
-    s.delete_jobs(&[worked.into(), served.into(), waiting.into(), blocked.into()])
-        .await?;
+    s.delete_jobs(&[
+        worked.into(),
+        tuned.into(),
+        served.into(),
+        waiting.into(),
+        blocked.into(),
+    ])
+    .await?;
     classes
         .delete(PRICED_CLASS, &DeleteParams::default())
         .await?;
@@ -198,6 +209,32 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
         )
         .await;
     verdict
+}
+
+/// A fine-tuning job (the fine-tuning row) on the priced class: out of memory, a smaller
+/// micro-batch, then a training result once its class's training counters were scraped at 0.
+async fn tune_then_step_down(s: &Suite, prometheus: &Prometheus, name: &str) -> Result<()> {
+    s.apply_job(crate::tuning::tuning_job(s, name, PRICED_CLASS))
+        .await?;
+    let (_, first) = s.wait_pod(name, 1).await?;
+    s.set_pod_running(&first).await?;
+    s.set_pod_ended(&first, 1, "Error", CUDA_OOM_MESSAGE)
+        .await?;
+    let (_, second) = s.wait_pod(name, 2).await?;
+    s.set_pod_running(&second).await?;
+    let zeros = format!(
+        "vramfit_training_tokens_total{{node_class=\"{PRICED_CLASS}\"}} == 0 and on (node_class) vramfit_training_cost_cents_total == 0"
+    );
+    prometheus_sees(
+        prometheus,
+        "the tuning job's class training counters scraped at zero before its result",
+        &zeros,
+    )
+    .await?;
+    s.set_pod_ended(&second, 0, "Completed", crate::tuning::TRAINED)
+        .await?;
+    s.wait_phase(name, &[Phase::Succeeded]).await?;
+    Ok(())
 }
 
 /// A served job (the serving row): its replica Ready, then out of memory once Prometheus has

@@ -124,6 +124,12 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
         hub.config_reads(PUBLIC),
         1,
     )?;
+    tuned_from_the_hub(s, &resolved).await?;
+    expect_eq(
+        "config.json reads of the public repository after a fine-tuning job",
+        hub.config_reads(PUBLIC),
+        1,
+    )?;
 
     // A private repository: read with the token from the operator's own Secret.
     s.apply_job(hub_job(s, "hub-private", PRIVATE)).await?;
@@ -154,6 +160,7 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
             "hub-private",
             "hub-missing",
             "hub-served",
+            "hub-tuned",
         ]
         .map(String::from),
     )
@@ -209,6 +216,74 @@ async fn served_from_the_hub(s: &Suite, read_before: &ResolvedModel) -> Result<(
         )?;
     }
     check_served_job(&filled(&job, &resolved), &pods, &s.sim_nodes().await?)
+}
+
+/// A fine-tuning job (`spec.tuning`) of the public repository: planned from the numbers the
+/// operator read (its vocabulary sizes the logits), with the training env on its pod.
+async fn tuned_from_the_hub(s: &Suite, read_before: &ResolvedModel) -> Result<()> {
+    let name = "hub-tuned";
+    s.apply_job(json!({
+        "apiVersion": "vramfit.io/v1alpha1",
+        "kind": "InferenceJob",
+        "metadata": {"name": name, "namespace": s.ns},
+        "spec": {
+            "model": {"huggingFace": {"repo": PUBLIC, "revision": REVISION}},
+            "runtime": "transformers",
+            "image": "ghcr.io/example/vramfit-trainer:0.1",
+            "command": ["python", "-m", "trainer"],
+            "gpus": {"min": 1, "max": 1},
+            "nodeClasses": {"allowed": CLASSES},
+            "tuning": {"method": "auto", "sequenceLength": 1024, "effectiveBatch": 16},
+        }
+    }))
+    .await?;
+    let (job, pod) = s.wait_pod(name, 1).await?;
+    expect_eq(
+        &format!("job {name} ModelResolved reason"),
+        condition_reason(&job, ConditionType::ModelResolved).as_deref(),
+        Some("ModelRead"),
+    )?;
+    let status = job.status.clone().unwrap_or_default();
+    let resolved = status
+        .resolved_model
+        .clone()
+        .with_context(|| format!("job {name} has no status.resolvedModel"))?;
+    expect_eq(&format!("job {name} resolvedModel"), &resolved, read_before)?;
+    let tuning = status
+        .plan
+        .and_then(|p| p.tuning)
+        .with_context(|| format!("job {name}'s plan has no tuning part"))?;
+    let env = |key: &str| {
+        pod.spec
+            .as_ref()
+            .and_then(|spec| spec.containers.first())
+            .and_then(|c| c.env.as_ref())
+            .and_then(|env| env.iter().find(|e| e.name == key))
+            .and_then(|e| e.value.clone())
+    };
+    expect_eq(
+        &format!("pod of {name} VRAMFIT_TUNING_METHOD"),
+        env("VRAMFIT_TUNING_METHOD"),
+        Some(tuning.method.as_str().to_string()),
+    )?;
+    expect_eq(
+        &format!("pod of {name} VRAMFIT_MICRO_BATCH"),
+        env("VRAMFIT_MICRO_BATCH"),
+        Some(tuning.micro_batch.to_string()),
+    )?;
+    ensure!(
+        tuning.memory.logits_mib > 0,
+        "job {name}: the logits of the config's vocabulary are counted: {:?}",
+        tuning.memory
+    );
+    println!(
+        "     {name}: {} micro-batch {} on {:?}, from {}",
+        tuning.method.as_str(),
+        tuning.batch,
+        status.node_class,
+        resolved.source
+    );
+    check_placed_job(&filled(&job, &resolved), &pod, &s.sim_nodes().await?)
 }
 
 /// A restarted operator (an empty cache) whose Hub cannot be reached still follows a job it

@@ -96,6 +96,23 @@ pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
             }),
             vec!["spec.pod.labels may not set vramfit.io/node-class: vramfit sets it on every pod"],
         ),
+        // A tuning job trains and ends: it is never a served job, and never a serving runtime's.
+        (
+            case("served-tuning", &|v| {
+                strip_inference_fields(v);
+                v["spec"]["tuning"] = json!({"method": "lora"});
+                v["spec"]["serve"] = json!({"replicas": 2, "healthPath": "/health"});
+            }),
+            vec!["a job is either served (spec.serve) or fine-tuned (spec.tuning), not both"],
+        ),
+        (
+            case("vllm-tuning", &|v| {
+                strip_inference_fields(v);
+                v["spec"]["runtime"] = json!("vllm");
+                v["spec"]["tuning"] = json!({});
+            }),
+            vec!["a tuning job runs a training program: runtime transformers or custom"],
+        ),
         // The spec's bounds (no job makes the operator's cache grow without limit).
         (
             case("too-many-env", &|v| {
@@ -156,4 +173,12 @@ pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
     }
     ensure!(problems.is_empty(), "{}", problems.join("\n"));
     Ok(())
+}
+
+/// Drops the inference-only fields of the base job, so that a tuning case shows one rule.
+fn strip_inference_fields(job: &mut Value) {
+    if let Some(spec) = job["spec"].as_object_mut() {
+        spec.remove("contextLength");
+        spec.remove("allowedQuantizations");
+    }
 }

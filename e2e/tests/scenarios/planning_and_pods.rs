@@ -8,31 +8,69 @@ use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::{Suite, check_placed_job, check_served_job, conditions_of, read_yaml_documents};
 
 /// Every `examples/*.yaml` is planned: placed jobs get a complete pod, unplaceable ones say
-/// why. At least one must be placed.
+/// why. At least one must be placed. The fine-tuning examples come after the others have
+/// settled and are deleted once checked: a training run ends, and the GPUs they held would
+/// otherwise change where the served examples land and what later scenarios find free.
 pub async fn examples_are_planned(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
-    let mut names = vec![];
     let mut paths: Vec<_> = std::fs::read_dir(s.root.join("examples"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("yaml"))
         .collect();
     paths.sort();
+    let (mut inference, mut tuning) = (vec![], vec![]);
     for path in &paths {
         for doc in read_yaml_documents(path)? {
-            s.provide_claims(&doc).await?;
-            let job = s
-                .apply_job(doc)
-                .await
-                .with_context(|| format!("applying {}", path.display()))?;
-            names.push(job.name_any());
+            let group = if doc["spec"]["tuning"].is_null() {
+                &mut inference
+            } else {
+                &mut tuning
+            };
+            group.push((path.clone(), doc));
         }
     }
+    ensure!(!inference.is_empty(), "examples/ has no manifests");
+    let names = apply_examples(s, inference).await?;
     s.example_jobs = names.clone();
-    ensure!(!names.is_empty(), "examples/ has no manifests");
+    let (mut placed, mut problems) = check_examples(s, &names).await?;
+    let tuning_names = apply_examples(s, tuning).await?;
+    let (tuning_placed, tuning_problems) = check_examples(s, &tuning_names).await?;
+    s.delete_jobs(&tuning_names).await?;
+    placed += tuning_placed;
+    problems.extend(tuning_problems);
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    ensure!(
+        placed > 0,
+        "none of the {} examples was placed on the simulated GPU nodes",
+        names.len() + tuning_names.len()
+    );
+    Ok(())
+}
+
+/// Applies the examples' manifests (with the claims their volumes name); returns the names.
+async fn apply_examples(
+    s: &Suite,
+    docs: Vec<(std::path::PathBuf, serde_json::Value)>,
+) -> Result<Vec<String>> {
+    let mut names = vec![];
+    for (path, doc) in docs {
+        s.provide_claims(&doc).await?;
+        let job = s
+            .apply_job(doc)
+            .await
+            .with_context(|| format!("applying {}", path.display()))?;
+        names.push(job.name_any());
+    }
+    Ok(names)
+}
+
+/// Waits for each job to be placed or refused and checks it: (how many were placed, what is
+/// wrong with the others).
+async fn check_examples(s: &Suite, names: &[String]) -> Result<(u32, Vec<String>)> {
     let nodes = s.sim_nodes().await?;
     let mut placed = 0;
     let mut problems = vec![];
-    for name in &names {
+    for name in names {
         let job = s
             .wait_phase(
                 name,
@@ -116,11 +154,5 @@ pub async fn examples_are_planned(s: &mut Suite) -> Result<()> {
             )),
         }
     }
-    ensure!(problems.is_empty(), "{}", problems.join("\n"));
-    ensure!(
-        placed > 0,
-        "none of the {} examples was placed on the simulated GPU nodes",
-        names.len()
-    );
-    Ok(())
+    Ok((placed, problems))
 }

@@ -24,6 +24,7 @@ use vramfit_api::pod_keys::{
 
 use crate::tolerations::{gpu_toleration, pod_tolerations};
 use pod_security::{container_security_context, pod_security_context};
+use tuning_volumes::tuning_mounts;
 
 /// Why the pod of an attempt could not be built.
 #[derive(Debug, Error)]
@@ -172,7 +173,14 @@ fn pod_spec(
         args: non_empty(args),
         env: non_empty(env),
         resources: Some(resources),
-        volume_mounts: non_empty(template.volume_mounts.clone()),
+        volume_mounts: non_empty(
+            template
+                .volume_mounts
+                .iter()
+                .cloned()
+                .chain(tuning_mounts(input))
+                .collect(),
+        ),
         termination_message_policy: Some(termination_message_policy(template).to_string()),
         security_context: Some(container_security_context()),
         ..Container::default()
@@ -329,6 +337,7 @@ pub fn metadata_matches(observed: &Pod, desired: &Pod) -> bool {
 }
 
 pub mod pod_security;
+pub mod tuning_volumes;
 
 #[cfg(test)]
 mod tests {

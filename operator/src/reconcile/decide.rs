@@ -660,17 +660,25 @@ impl Draft<'_> {
                     format!("pod {name} runs{on}"),
                 );
             }
-            PodState::Succeeded { summary, .. } => {
+            PodState::Succeeded {
+                summary, training, ..
+            } => {
                 if let Some(last) = self.status.attempts.last_mut() {
                     last.outcome = Some(AttemptOutcome::Succeeded);
                 }
-                if let Some(summary) = summary {
-                    let price = self
-                        .status
-                        .plan
-                        .as_ref()
-                        .map_or(0, |p| p.hourly_price_cents);
-                    let result = JobResult::of(&summary, price);
+                let price = self
+                    .status
+                    .plan
+                    .as_ref()
+                    .map_or(0, |p| p.hourly_price_cents);
+                let result = match (training, summary) {
+                    (Some(training), _) => {
+                        Some(JobResult::of_training(&training, &training.work(), price))
+                    }
+                    (None, Some(summary)) => Some(JobResult::of(&summary, price)),
+                    (None, None) => None,
+                };
+                if let Some(result) = result {
                     let class = self.status.node_class.clone().unwrap_or_default();
                     self.results.push((class, result.clone(), price));
                     self.status.result = Some(result);
@@ -692,6 +700,23 @@ impl Draft<'_> {
                     JobEvent::warning(
                         EventReason::BadOutput,
                         format!("attempt {attempt} (pod {name}) answered garbage: {message}"),
+                    )
+                    .about(name),
+                );
+                let class = self.status.node_class.clone().unwrap_or_default();
+                self.bad_outputs.push((class, check.dtype));
+                return self.start(Start::AfterBadOutput);
+            }
+            PodState::LossDiverged { check, .. } => {
+                let message = format!(
+                    "loss check {} failed: the loss became {} at step {} in {}",
+                    check.check, check.loss, check.step, check.dtype
+                );
+                self.end_attempt(AttemptOutcome::BadOutput, message.clone());
+                self.events.push(
+                    JobEvent::warning(
+                        EventReason::BadOutput,
+                        format!("attempt {attempt} (pod {name}) diverged: {message}"),
                     )
                     .about(name),
                 );
@@ -913,8 +938,11 @@ fn not_started(pod: &str) -> String {
 
 /// The kind of step taken down from `plan` (run with `before`) to `after`, for
 /// `vramfit_fallbacks_total{reason}`: `tiles`, `quantization`, `gpus`, `flash_attention`,
-/// `kv_cache`, `offload`.
+/// `kv_cache`, `offload`; for fine-tuning `micro_batch`, `checkpointing`, `method`.
 pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static str {
+    if let Some(tuning) = &plan.tuning {
+        return vramfit_planner::tuning::fallback::step_kind(tuning, after);
+    }
     let kv = plan.llama_cpp.map(|l| l.kv_cache_type);
     if after.tile_steps > before.tile_steps {
         "tiles"

@@ -2,6 +2,7 @@
 //! workload's figures), garbage output, out of memory, or another failure. Out of memory and
 //! garbage output are what vramfit retries one step down (docs/planning.md).
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
+use vramfit_api::training_report::{LossCheck, TrainingSummary};
 use vramfit_api::workload_report::{self, OutputCheck, WorkSummary, WorkloadReport};
 
 /// Substrings (compared case-insensitively) that mark a GPU or host out-of-memory failure in
@@ -56,6 +57,8 @@ pub enum PodState {
         node: Option<String>,
         /// The workload's own figures, when its termination message reports them.
         summary: Option<WorkSummary>,
+        /// A fine-tuning workload's figures, when it reports them.
+        training: Option<TrainingSummary>,
     },
     /// Ended because the workload's output check found garbage (its termination message says
     /// so, docs/workload-contract.md).
@@ -64,6 +67,14 @@ pub enum PodState {
         node: Option<String>,
         /// The check's numbers.
         check: OutputCheck,
+    },
+    /// Ended because a fine-tuning workload's loss became NaN or infinite (its termination
+    /// message says so): the training counterpart of garbage output.
+    LossDiverged {
+        /// The node it ran on.
+        node: Option<String>,
+        /// The check's report.
+        check: LossCheck,
     },
     /// Ended out of GPU memory (a CUDA, llama.cpp or vLLM out-of-memory error in its message).
     OutOfMemory {
@@ -106,6 +117,7 @@ impl PodState {
             | PodState::Running { node }
             | PodState::Succeeded { node, .. }
             | PodState::BadOutput { node, .. }
+            | PodState::LossDiverged { node, .. }
             | PodState::OutOfMemory { node, .. }
             | PodState::HostOutOfMemory { node, .. }
             | PodState::Disrupted { node, .. }
@@ -119,6 +131,7 @@ impl PodState {
             self,
             PodState::Succeeded { .. }
                 | PodState::BadOutput { .. }
+                | PodState::LossDiverged { .. }
                 | PodState::OutOfMemory { .. }
                 | PodState::Disrupted { .. }
                 | PodState::Failed { .. }
@@ -140,18 +153,26 @@ pub fn classify(pod: &Pod) -> PodState {
             node,
             summary: reports(&status.container_statuses).find_map(|r| match r {
                 WorkloadReport::Result(summary) => Some(summary),
-                WorkloadReport::OutputCheckFailed(_) => None,
+                _ => None,
+            }),
+            training: reports(&status.container_statuses).find_map(|r| match r {
+                WorkloadReport::TrainingResult(summary) => Some(summary),
+                _ => None,
             }),
         },
         Some("Failed") if !disrupted(pod) => {
-            let garbage = reports(&status.container_statuses).find_map(|r| match r {
-                WorkloadReport::OutputCheckFailed(check) => Some(check),
-                WorkloadReport::Result(_) => None,
+            let bad = reports(&status.container_statuses).find_map(|r| match r {
+                WorkloadReport::OutputCheckFailed(check) => Some(PodState::BadOutput {
+                    node: node.clone(),
+                    check,
+                }),
+                WorkloadReport::LossCheckFailed(check) => Some(PodState::LossDiverged {
+                    node: node.clone(),
+                    check,
+                }),
+                _ => None,
             });
-            match garbage {
-                Some(check) => PodState::BadOutput { node, check },
-                None => failed(node, &status),
-            }
+            bad.unwrap_or_else(|| failed(node, &status))
         }
         Some("Failed") if disrupted(pod) => PodState::Disrupted {
             node,
@@ -185,6 +206,15 @@ fn reports(statuses: &Option<Vec<ContainerStatus>>) -> impl Iterator<Item = Work
             Some(match report {
                 WorkloadReport::Result(summary) => {
                     WorkloadReport::Result(summary.bounded(run_seconds(ended)))
+                }
+                WorkloadReport::TrainingResult(summary) => {
+                    let work = summary.work().bounded(run_seconds(ended));
+                    WorkloadReport::TrainingResult(TrainingSummary {
+                        tokens: work.items,
+                        seconds: work.seconds,
+                        peak_gpu_memory_mib: work.peak_gpu_memory_mib,
+                        ..summary
+                    })
                 }
                 other => other,
             })

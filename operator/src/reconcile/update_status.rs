@@ -62,18 +62,36 @@ pub async fn write(
     }
 
     if let Some(plan) = &decision.status.plan {
-        ctx.metrics
-            .expect_results(&plan.node_class, plan.hourly_price_cents > 0);
+        ctx.metrics.expect_results(
+            &plan.node_class,
+            plan.hourly_price_cents > 0,
+            plan.tuning.is_some(),
+        );
     }
     for step in &decision.steps {
         ctx.metrics.count_fallback(step);
+    }
+    if let Some(tuning) = decision
+        .applied_plan
+        .as_ref()
+        .filter(|_| decision.create_pod)
+        .and_then(|plan| Some((plan, plan.tuning.as_ref()?)))
+    {
+        ctx.metrics
+            .count_tuning_pod(&tuning.0.node_class, tuning.1.method.as_str());
     }
     for (class, dtype) in &decision.bad_outputs {
         ctx.metrics.count_bad_output(class, dtype);
     }
     for (class, result, price) in &decision.results {
-        ctx.metrics
-            .count_result(class, result.items, result.seconds, *price);
+        // A fine-tuning run's items are tokens: counted apart from inference items.
+        if result.steps.is_some() {
+            ctx.metrics
+                .count_training(class, result.items, result.seconds, *price);
+        } else {
+            ctx.metrics
+                .count_result(class, result.items, result.seconds, *price);
+        }
     }
     if !decision.events.is_empty() {
         ctx.recorder

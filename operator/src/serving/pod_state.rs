@@ -143,6 +143,15 @@ pub fn replica_pod(pod: &Pod) -> ReplicaPod {
                 check.check, check.pattern, check.dtype
             ),
         ),
+        // A served job is never a tuning job (the CRD refuses both), so a training report
+        // here is a server that failed.
+        PodState::LossDiverged { check, .. } => ended(
+            EndKind::Failed,
+            format!(
+                "the workload reported a {} loss at step {} in {}",
+                check.loss, check.step, check.dtype
+            ),
+        ),
         PodState::OutOfMemory { message, .. } => ended(EndKind::OutOfMemory, message),
         PodState::HostOutOfMemory { message, .. } => ended(EndKind::HostOutOfMemory, message),
         PodState::Disrupted { message, .. } => ended(EndKind::Disrupted, message),

@@ -1,5 +1,6 @@
 """The workload side of vramfit: read the plan from the env, load a model with it, check
-what the model answers, and report the outcome in the pod's termination message."""
+what the model answers, and report the outcome in the pod's termination message; for
+fine-tuning, the training arguments of the plan, a watch on the loss and the run's report."""
 
 from .loading import (
     PlanMismatch,
@@ -11,10 +12,27 @@ from .loading import (
 )
 from .output_check import CheckResult, OutputSampler, check_outputs, run_canary
 from .plan import Plan, PlanError
-from .termination import fail_on_garbage, write_result
+from .termination import fail_on_garbage, write_result, write_training_result
+from .training import (
+    LossDiverged,
+    TrainingPlan,
+    bits_and_bytes_config,
+    check_loss,
+    lora_config,
+    loss_watch,
+    training_arguments,
+)
 
 __all__ = [
     "CheckResult",
+    "LossDiverged",
+    "TrainingPlan",
+    "bits_and_bytes_config",
+    "check_loss",
+    "lora_config",
+    "loss_watch",
+    "training_arguments",
+    "write_training_result",
     "OutputSampler",
     "Plan",
     "PlanError",

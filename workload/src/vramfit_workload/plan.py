@@ -99,13 +99,20 @@ class _Env:
     def boolean(self, name: str) -> bool:
         return self.choice(name, ("true", "false")) == "true"
 
+    def fraction_or_zero(self, name: str) -> float:
+        return self._number(name, "a number from 0 to 1, e.g. 0.05", lambda n: 0 <= n <= 1)
+
     def fraction(self, name: str) -> float:
-        expected = "a number greater than 0 and at most 1, e.g. 0.90"
+        return self._number(
+            name, "a number greater than 0 and at most 1, e.g. 0.90", lambda n: 0 < n <= 1
+        )
+
+    def _number(self, name: str, expected: str, in_range) -> float:
         value = self._get(name, expected)
         try:
             number = float(value)
         except ValueError:
             raise self._bad(name, value, expected) from None
-        if not (math.isfinite(number) and 0 < number <= 1):
+        if not (math.isfinite(number) and in_range(number)):
             raise self._bad(name, value, expected)
         return number

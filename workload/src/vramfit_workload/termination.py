@@ -135,3 +135,60 @@ def _finite(number: float, name: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{name} must be a finite number, not {number}")
     return float(number)
+
+
+def loss_check_failed(loss: float, step: int, dtype: str) -> str:
+    """The LossCheckFailed line: the loss became NaN or infinite at a step, in a dtype (JSON
+    holds no NaN: the loss is written as the word `nan`, `inf` or `-inf`)."""
+    if math.isfinite(loss):
+        raise ValueError(f"loss {loss} is finite: nothing diverged")
+    word = "nan" if math.isnan(loss) else "inf" if loss > 0 else "-inf"
+    return encode(
+        {
+            "kind": "LossCheckFailed",
+            "check": "non-finite-loss",
+            "loss": word,
+            "step": int(step),
+            "dtype": dtype,
+        }
+    )
+
+
+def training_result_message(
+    steps: int,
+    tokens: int,
+    seconds: float,
+    final_loss: float | None = None,
+    peak_gpu_memory_mib: Sequence[int] = (),
+) -> str:
+    """The TrainingResult line: optimizer steps, training tokens, seconds, tokens per second,
+    the last loss and the peak memory per GPU."""
+    if steps < 0 or tokens < 0:
+        raise ValueError(f"steps and tokens must be >= 0, not {steps} and {tokens}")
+    seconds = _finite(seconds, "seconds")
+    if seconds < 0:
+        raise ValueError(f"seconds must be >= 0, not {seconds}")
+    message: dict[str, Any] = {
+        "kind": "TrainingResult",
+        "steps": int(steps),
+        "tokens": int(tokens),
+        "seconds": round(seconds, 3),
+        "tokensPerSecond": round(tokens / seconds, 1) if seconds > 0 else 0.0,
+    }
+    if final_loss is not None:
+        message["finalLoss"] = round(_finite(final_loss, "final_loss"), 6)
+    message["peakGpuMemoryMib"] = [int(mib) for mib in peak_gpu_memory_mib]
+    return encode(message, optional=("peakGpuMemoryMib",))
+
+
+def write_training_result(
+    steps: int,
+    tokens: int,
+    seconds: float,
+    final_loss: float | None = None,
+    peak_gpu_memory: Sequence[int] | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> str:
+    """Write the TrainingResult message (peak memory measured when not given); the path."""
+    peaks = peak_gpu_memory_mib() if peak_gpu_memory is None else peak_gpu_memory
+    return write(training_result_message(steps, tokens, seconds, final_loss, peaks), environ)

@@ -11,6 +11,7 @@ use vramfit_api::conditions::{ConditionType, Reason};
 use vramfit_api::pod_keys::pod_name;
 use vramfit_api::{Attempt, ClassRejection, Fallback, Phase, Plan};
 use vramfit_planner::fallback::{next_after_bad_output, next_step};
+use vramfit_planner::tuning::fallback::{bfloat16_available, next_after_diverged_loss};
 use vramfit_planner::{JobInput, NodeClass};
 
 use super::placement::{Choice, choose, plan_summary};
@@ -135,13 +136,30 @@ impl Draft<'_> {
                 let Some(plan) = self.status.plan.clone() else {
                     return Some((Start::First, current.clone(), None));
                 };
-                match next_after_bad_output(input, &plan, current) {
+                // A fine-tuning run's bad output is a diverged loss: the other 16-bit dtype.
+                let step = match plan.tuning {
+                    Some(_) => next_after_diverged_loss(
+                        input,
+                        &plan,
+                        current,
+                        bfloat16_available(input, &self.obs.inventory.classes),
+                    ),
+                    None => next_after_bad_output(input, &plan, current),
+                };
+                match step {
                     Some((next, step)) => Some((how, next, Some(step))),
                     None => {
-                        let message = format!(
-                            "attempt {previous} answered garbage in {} without flash attention, and nothing is left to change: {failure}",
-                            plan.dtype.as_str()
-                        );
+                        let message = if plan.tuning.is_some() {
+                            format!(
+                                "attempt {previous} diverged in {} and no other dtype is left to try: {failure}",
+                                plan.dtype.as_str()
+                            )
+                        } else {
+                            format!(
+                                "attempt {previous} answered garbage in {} without flash attention, and nothing is left to change: {failure}",
+                                plan.dtype.as_str()
+                            )
+                        };
                         self.fail(Reason::BadOutput, message, false);
                         None
                     }
@@ -274,8 +292,11 @@ impl Draft<'_> {
         }
         if how == Start::AfterBadOutput {
             let step_text = step.clone().unwrap_or_default();
+            let bfloat16 = |f: &Fallback| f.tuning.as_ref().is_some_and(|t| t.bfloat16);
             self.steps.push(if fallback.float16 != current.float16 {
                 "float16"
+            } else if bfloat16(&fallback) != bfloat16(current) {
+                "bfloat16"
             } else {
                 "flash_attention"
             });

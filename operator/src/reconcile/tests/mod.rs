@@ -23,6 +23,7 @@ use crate::verifier::{ApiServerVerifier, test_context};
 mod partitions;
 mod schedule_deadline;
 mod start_deadline;
+mod tuning;
 mod workload_report;
 
 /// Observes and decides on `job` at `now`, writing nothing.
@@ -105,12 +106,32 @@ fn env_value(pod: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn condition(status: &Value, type_: &str) -> Value {
+pub(crate) fn condition(status: &Value, type_: &str) -> Value {
     status["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == type_))
         .cloned()
         .unwrap_or(Value::Null)
+}
+
+/// Asserts that the operator's metrics hold each of `lines` (a series, or a series and value).
+pub(crate) fn assert_metrics(ctx: &Context, lines: &[&str]) {
+    let metrics = ctx.metrics.encode().unwrap();
+    for line in lines {
+        assert!(metrics.contains(line), "missing {line} in {metrics}");
+    }
+}
+
+/// Asserts the metrics of a bfloat16 attempt on `a10g-x4` whose output (or loss) check failed
+/// and whose job stepped down to float16.
+pub(crate) fn assert_bfloat16_bad_output_stepped_down(ctx: &Context) {
+    assert_metrics(
+        ctx,
+        &[
+            "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
+            "vramfit_fallbacks_total{reason=\"float16\"} 1",
+        ],
+    );
 }
 
 /// The first reconcile of `chat` on an A10G cluster: returns (pod body, status body).

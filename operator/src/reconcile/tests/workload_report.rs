@@ -4,7 +4,10 @@
 use vramfit_api::Phase;
 
 use crate::fixtures;
-use crate::reconcile::tests::{a10g_cluster, created_pod, first_reconcile, run, with_status};
+use crate::reconcile::tests::{
+    a10g_cluster, assert_bfloat16_bad_output_stepped_down, assert_metrics, created_pod,
+    first_reconcile, run, with_status,
+};
 use crate::verifier::test_context;
 
 const GARBAGE_BF16: &str = r#"vramfit.io/v1 {"kind":"OutputCheckFailed","check":"degenerate-output","pattern":"exclamation","ratio":0.97,"threshold":0.3,"dtype":"bfloat16","samples":8}"#;
@@ -52,13 +55,7 @@ async fn garbage_in_bfloat16_starts_the_next_attempt_in_float16() {
             .await;
     })
     .await;
-    let metrics = ctx.metrics.encode().unwrap();
-    for line in [
-        "vramfit_bad_outputs_total{node_class=\"a10g-x4\",dtype=\"bfloat16\"} 1",
-        "vramfit_fallbacks_total{reason=\"float16\"} 1",
-    ] {
-        assert!(metrics.contains(line), "missing {line} in {metrics}");
-    }
+    assert_bfloat16_bad_output_stepped_down(&ctx);
 }
 
 #[tokio::test]
@@ -129,14 +126,14 @@ async fn a_result_summary_lands_in_status_with_the_cost_per_item() {
         api.event("chat", "Succeeded").await;
     })
     .await;
-    let metrics = ctx.metrics.encode().unwrap();
-    for line in [
-        "vramfit_items_total{node_class=\"a10g-x4\"} 120",
-        "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.0",
-        "vramfit_work_cost_cents_total{node_class=\"a10g-x4\"}",
-    ] {
-        assert!(metrics.contains(line), "missing {line} in {metrics}");
-    }
+    assert_metrics(
+        &ctx,
+        &[
+            "vramfit_items_total{node_class=\"a10g-x4\"} 120",
+            "vramfit_work_seconds_total{node_class=\"a10g-x4\"} 300.0",
+            "vramfit_work_cost_cents_total{node_class=\"a10g-x4\"}",
+        ],
+    );
 }
 
 /// Regression: `seconds: 1e306`, or `items` at u64's maximum over a tiny `seconds`, became
