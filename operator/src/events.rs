@@ -58,6 +58,16 @@ impl JobEvent {
         }
     }
 
+    /// The `InvalidSpec` warning for a refusal `message`, unless the job's `InvalidSpec`
+    /// condition (in `old`) already says it: one event per distinct refusal, not one per
+    /// reconcile.
+    pub fn invalid_spec(old: &[vramfit_api::Condition], message: &str) -> Option<Self> {
+        let already =
+            vramfit_api::conditions::get(old, vramfit_api::conditions::ConditionType::InvalidSpec)
+                .is_some_and(|c| c.status == "True" && c.message == message);
+        (!already).then(|| Self::warning(EventReason::InvalidSpec, message))
+    }
+
     /// The same event, about `pod`.
     pub fn about(mut self, pod: impl Into<String>) -> Self {
         self.pod = Some(pod.into());

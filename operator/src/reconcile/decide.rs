@@ -284,12 +284,8 @@ impl Draft<'_> {
             ),
             Err(why) => {
                 let message = why.to_string();
-                let already = conditions::get(&old.conditions, ConditionType::InvalidSpec)
-                    .is_some_and(|c| c.status == "True" && c.message == message);
-                if !already {
-                    self.events
-                        .push(JobEvent::warning(EventReason::InvalidSpec, message.clone()));
-                }
+                self.events
+                    .extend(JobEvent::invalid_spec(&old.conditions, &message));
                 self.set(
                     ConditionType::InvalidSpec,
                     true,

@@ -30,7 +30,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use vramfit_api::conditions::{self, ConditionType, ConditionsUpdate, Reason};
+use vramfit_api::conditions::{ConditionType, ConditionsUpdate, Reason};
 use vramfit_api::event_reasons::EventReason;
 use vramfit_api::pod_keys::replica_pod_name;
 use vramfit_api::{
@@ -212,12 +212,8 @@ impl<'a> Draft<'a> {
             ),
             Err(why) => {
                 let message = why.to_string();
-                let already = conditions::get(&self.old.conditions, ConditionType::InvalidSpec)
-                    .is_some_and(|c| c.status == "True" && c.message == message);
-                if !already {
-                    self.events
-                        .push(JobEvent::warning(EventReason::InvalidSpec, message.clone()));
-                }
+                self.events
+                    .extend(JobEvent::invalid_spec(&self.old.conditions, &message));
                 self.set(
                     ConditionType::InvalidSpec,
                     true,
