@@ -316,11 +316,25 @@ async fn rolling_update(s: &Suite, name: &str, manifest: Value, address: &str) -
         "{} of {requests} requests to the ClusterIP failed during the rolling update: {failures:?}",
         failures.len()
     );
-    let models = get_ok(address, "/v1/models").await?;
-    ensure!(
-        models.contains("tiny-v2"),
-        "/v1/models after the update: {models}"
-    );
+    // The last old pod leaves the Service's endpoints a moment after the job says the roll is
+    // done (kube-proxy follows the EndpointSlice, and the old server answers through its preStop
+    // sleep): ask until five answers in a row come from the new replicas. Every answer must
+    // still be a success.
+    let (mut in_a_row, mut models) = (0, String::new());
+    let settle = Instant::now() + Duration::from_secs(30);
+    while in_a_row < 5 {
+        ensure!(
+            Instant::now() < settle,
+            "/v1/models 30 s after the update: {models}"
+        );
+        models = get_ok(address, "/v1/models").await?;
+        in_a_row = if models.contains("tiny-v2") {
+            in_a_row + 1
+        } else {
+            0
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     println!(
         "     rolling update: {requests} GETs of /health through the ClusterIP in {:.0} s, \
          none failed; /v1/models names tiny-v2",
