@@ -742,8 +742,9 @@ pub async fn unschedulable_replica_frees_its_class(s: &mut Suite) -> Result<()> 
         },
     )
     .await?;
-    let job = eventually(
-        "the unplaced replica to be deleted at its schedule deadline",
+    // The pod is deleted before the status that records why is patched: wait for both.
+    let restart = eventually(
+        "the unplaced replica to be deleted at its schedule deadline, and recorded",
         Duration::from_secs(90),
         || async {
             let job = s.job(name).await?;
@@ -754,15 +755,15 @@ pub async fn unschedulable_replica_frees_its_class(s: &mut Suite) -> Result<()> 
                 .map(|p| p.name_any())
                 .collect();
             ensure!(!names.contains(&stuck), "{stuck} is still there");
-            Ok(job)
+            let status = job.status.unwrap_or_default();
+            status
+                .recent_restarts
+                .first()
+                .cloned()
+                .ok_or_else(|| anyhow!("no restart recorded"))
         },
     )
     .await?;
-    let status = job.status.clone().unwrap_or_default();
-    let restart = status
-        .recent_restarts
-        .first()
-        .ok_or_else(|| anyhow!("no restart recorded"))?;
     expect_eq("why it ended", restart.reason.as_str(), "ScheduleTimeout")?;
     ensure!(
         restart.message.starts_with(&format!(
