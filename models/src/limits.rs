@@ -52,8 +52,8 @@ const fn count(value: u64, unit: &'static str) -> Limit {
 /// Layers of a model (the largest published models have under 200).
 pub const LAYERS: Limit = count(65_536, "layers");
 /// `config.json` (published ones are a few KiB; vision configs written out in full ~10 KiB).
-/// Parsed whole: its parsed form takes up to ~16 times its size.
-pub const CONFIG_JSON: Limit = bytes(4 * 1024 * 1024);
+/// Parsed whole: its parsed form takes up to 16 times its size.
+pub const CONFIG_JSON: Limit = bytes(1024 * 1024);
 /// `model.safetensors.index.json` (DeepSeek-V3's, ~90 000 tensors, is ~9 MiB). Read whole,
 /// parsed as a stream: only the shard names and a 16-byte entry per tensor are kept.
 pub const SAFETENSORS_INDEX: Limit = bytes(32 * 1024 * 1024);

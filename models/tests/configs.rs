@@ -254,14 +254,18 @@ fn per_layer_lists_are_bounded_by_the_layer_count() {
         30_532_122_624 - 2 * moe_mlp + 2 * dense_mlp
     );
 
-    // A list longer than the model's layers (4 MiB of zeros) is refused before it is read
-    // item by item, let alone once per layer.
-    let zeros = serde_json::Value::Array(vec![serde_json::json!(0); 2 * 1024 * 1024 - 1024]);
+    // A list longer than the model's layers (a config of zeros to the size bound) is refused
+    // before its items are read, let alone once per layer.
+    let zeros = serde_json::Value::Array(vec![serde_json::json!(0); 512 * 1024 - 1024]);
     let text = edited("Qwen/Qwen3-30B-A3B", None, "mlp_only_layers", zeros);
-    assert!(text.len() <= 4 * 1024 * 1024, "{}", text.len());
+    assert!(
+        text.len() as u64 <= vramfit_models::limits::CONFIG_JSON.value,
+        "{}",
+        text.len()
+    );
     assert_eq!(
         read_config(&text, "config.json").unwrap_err().to_string(),
-        "config.json: mlp_only_layers is a list of 2096128 items, expected at most one per layer (48)"
+        "config.json: mlp_only_layers is a list of 523264 items, expected at most one per layer (48)"
     );
 
     let text = edited(

@@ -51,25 +51,54 @@ impl Index {
     }
 }
 
-/// Where the weight map puts each tensor: (hash of the name, shard), sorted.
+/// Where the weight map puts each tensor: (hash of the name, shard), sorted, with where each
+/// run of equal top 16 bits starts (a lookup then searches a few entries, not a million).
 #[derive(Clone, Debug)]
 struct Placement {
     hasher: RandomState,
     entries: Vec<(u64, u16)>,
+    starts: Vec<u32>,
     claimed_flags: Vec<bool>,
     claimed: u64,
 }
 
+/// Bits of the hash that pick a run.
+const BUCKET_BITS: u32 = 16;
+
 impl Placement {
-    fn hash(&self, name: &str) -> u64 {
-        self.hasher.hash_one(name)
+    /// `entries` sorted.
+    fn new(hasher: RandomState, entries: Vec<(u64, u16)>) -> Placement {
+        let mut starts = vec![0u32; (1 << BUCKET_BITS) + 1];
+        for (hash, _) in &entries {
+            starts[(hash >> (64 - BUCKET_BITS)) as usize + 1] += 1;
+        }
+        for bucket in 1..starts.len() {
+            starts[bucket] += starts[bucket - 1];
+        }
+        Placement {
+            hasher,
+            claimed_flags: vec![false; entries.len()],
+            entries,
+            starts,
+            claimed: 0,
+        }
     }
 
     fn claim(&mut self, shard: usize, name: &str) -> Claim {
-        let hash = self.hash(name);
-        let Ok(at) = self.entries.binary_search_by_key(&hash, |e| e.0) else {
+        let hash = self.hasher.hash_one(name);
+        let bucket = (hash >> (64 - BUCKET_BITS)) as usize;
+        let (Some(&from), Some(&to)) = (self.starts.get(bucket), self.starts.get(bucket + 1))
+        else {
             return Claim::Elsewhere;
         };
+        let (from, to) = (from as usize, to as usize);
+        let Some(run) = self.entries.get(from..to) else {
+            return Claim::Elsewhere;
+        };
+        let Ok(at) = run.binary_search_by_key(&hash, |e| e.0) else {
+            return Claim::Elsewhere;
+        };
+        let at = from + at;
         if usize::from(self.entries[at].1) != shard {
             return Claim::Elsewhere;
         }
@@ -131,12 +160,7 @@ pub fn parse_index(bytes: &[u8], file: &str) -> Result<Index, ModelFileError> {
         total_size,
         shards: shard_ids.into_keys().collect(),
         tensors,
-        placement: Placement {
-            hasher,
-            claimed_flags: vec![false; entries.len()],
-            entries,
-            claimed: 0,
-        },
+        placement: Placement::new(hasher, entries),
     })
 }
 
