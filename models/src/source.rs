@@ -127,12 +127,12 @@ pub async fn read_checkpoint<S: FileSource + Sync>(
 /// or `model.safetensors`), else the index's `metadata.total_size`.
 pub async fn read_checkpoint_with<S: FileSource + Sync>(
     source: &S,
-    limits: ReadLimits,
+    bounds: ReadLimits,
 ) -> Result<Checkpoint, CheckpointError> {
     let mut read = Read {
         source,
         location: source.describe(),
-        limits,
+        bounds,
         bytes: 0,
         requests: 0,
     };
@@ -170,7 +170,7 @@ pub async fn read_checkpoint_with<S: FileSource + Sync>(
 struct Read<'s, S> {
     source: &'s S,
     location: String,
-    limits: ReadLimits,
+    bounds: ReadLimits,
     bytes: u64,
     requests: u64,
 }
@@ -186,7 +186,7 @@ impl<S: FileSource + Sync> Read<'_, S> {
     /// `n` more bytes, read for `file`, within the read's byte bound.
     fn spend(&mut self, file: &str, n: u64) -> Result<(), CheckpointError> {
         let total = self.bytes.saturating_add(n);
-        self.limits
+        self.bounds
             .bytes
             .check(
                 file,
@@ -213,7 +213,7 @@ impl<S: FileSource + Sync> Read<'_, S> {
         let needed = self
             .requests
             .saturating_add(2u64.saturating_mul(files as u64));
-        (needed > self.limits.requests.value).then_some(needed)
+        (needed > self.bounds.requests.value).then_some(needed)
     }
 
     /// An unsharded model: `model.safetensors`'s header, where there is one.
@@ -222,7 +222,7 @@ impl<S: FileSource + Sync> Read<'_, S> {
         if let Some(needed) = self.too_many_requests(1) {
             checkpoint.notes.push(format!(
                 "no weight bytes: the header of {file} was not read ({needed} requests, more than the {} vramfit makes per read)",
-                self.limits.requests
+                self.bounds.requests
             ));
             return Ok(());
         }
@@ -258,7 +258,7 @@ impl<S: FileSource + Sync> Read<'_, S> {
             let why = format!(
                 "the headers of its {} shards were not read: {needed} requests, more than the {} vramfit makes per read",
                 shards.len(),
-                self.limits.requests
+                self.bounds.requests
             );
             safetensors::apply_index(checkpoint, &index, file, Some(&why));
             return Ok(());

@@ -32,14 +32,17 @@ pub fn index_notes(index: &Index, sums: &Sums, skipped: u64, file: &str) -> Vec<
     let mut notes = Vec::new();
     if skipped > 0 {
         notes.push(format!(
-            "{skipped} tensors of the safetensors headers are not counted: {file}'s weight_map puts them in another file or does not name them"
+            "safetensors headers: {} not counted, since {file}'s weight_map puts each in another file or does not name it",
+            tensors(skipped)
         ));
     }
     let unclaimed = index.unclaimed();
     if unclaimed > 0 {
         notes.push(format!(
-            "{unclaimed} of the {} tensors {file} names are not in the header of the file its weight_map puts them in: the weights summed may be short",
-            index.tensors
+            "{file}: {unclaimed} of the {} it names {} not in the header of the file its weight_map puts {} in: the weights summed may be short",
+            tensors(index.tensors),
+            if unclaimed == 1 { "is" } else { "are" },
+            if unclaimed == 1 { "it" } else { "them" },
         ));
     }
     if let Some(total) = index.total_size.filter(|&t| t != sums.bytes) {
@@ -49,6 +52,13 @@ pub fn index_notes(index: &Index, sums: &Sums, skipped: u64, file: &str) -> Vec<
         ));
     }
     notes
+}
+
+fn tensors(n: u64) -> String {
+    match n {
+        1 => "1 tensor".to_string(),
+        n => format!("{n} tensors"),
+    }
 }
 
 /// The checkpoint with the index's `metadata.total_size` as its weight bytes, where the headers
