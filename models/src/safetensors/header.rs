@@ -145,20 +145,19 @@ pub fn parse_header(
     Ok(sums)
 }
 
-/// The names of the entries with byte ranges `first` and `second` (two entries).
+/// The names of two entries with byte ranges `first` and `second`.
 fn names_of(bytes: &[u8], file: &str, first: (u64, u64), second: (u64, u64)) -> (String, String) {
-    let mut found: (Option<(u64, String)>, Option<String>) = (None, None);
-    let mut ordinal = 0u64;
+    let (mut first_name, mut second_name) = (None, None);
     let _ = run(bytes, file, |de, failure| {
         de.deserialize_map(Entries {
             file,
             failure,
             each: |name: &str, _: Tensor, start: u64, end: u64| {
-                ordinal += 1;
-                if found.0.is_none() && (start, end) == first {
-                    found.0 = Some((ordinal, name.to_string()));
-                } else if found.1.is_none() && (start, end) == second {
-                    found.1 = Some(name.to_string());
+                // `else`: two entries, also where both ranges are the same.
+                if first_name.is_none() && (start, end) == first {
+                    first_name = Some(shorten(name).into_owned());
+                } else if second_name.is_none() && (start, end) == second {
+                    second_name = Some(shorten(name).into_owned());
                 }
                 Ok(())
             },
@@ -166,12 +165,8 @@ fn names_of(bytes: &[u8], file: &str, first: (u64, u64), second: (u64, u64)) -> 
     });
     let unknown = || "a tensor".to_string();
     (
-        found
-            .0
-            .map_or_else(unknown, |(_, name)| shorten(&name).into_owned()),
-        found
-            .1
-            .map_or_else(unknown, |name| shorten(&name).into_owned()),
+        first_name.unwrap_or_else(unknown),
+        second_name.unwrap_or_else(unknown),
     )
 }
 
