@@ -151,6 +151,47 @@ fn a_folder_with_safetensors_gives_exact_weight_bytes() {
 }
 
 #[test]
+fn a_folder_whose_index_names_no_tensors_reads_like_one_without_shards() {
+    // An empty weight_map: the weights are the index's total_size, the parameters are counted
+    // from config.json (not summed to 0), and the block plans.
+    let dir = scratch("empty-index");
+    std::fs::copy(
+        format!("{}/config.json", configs("Qwen/Qwen3-8B")),
+        dir.join("config.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        r#"{"metadata":{"total_size":16381470720},"weight_map":{}}"#,
+    )
+    .unwrap();
+    let out = ok(&vramfit(
+        &[
+            "model",
+            "inspect",
+            dir.to_str().unwrap(),
+            "--name",
+            "Qwen/Qwen3-8B",
+        ],
+        None,
+    ));
+    let model = model_block(&out);
+    assert_eq!(model.parameters, Some(8_190_735_360), "{out}");
+    assert!(
+        out.contains(
+            "#   weights: 16.38 GB in 0 tensors (model.safetensors.index.json metadata.total_size)"
+        ),
+        "{out}"
+    );
+    let plan = vramfit(
+        &["plan", "-", "--model-from", dir.to_str().unwrap()],
+        Some(&format!("{JOB}  model: {{name: Qwen/Qwen3-8B}}\n")),
+    );
+    ok(&plan);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_pre_quantized_config_gives_a_block_a_manifest_reads() {
     // Nested fields stay on their line (flow style), so the output is still a manifest's YAML.
     let out = ok(&vramfit(

@@ -52,15 +52,28 @@ const fn count(value: u64, unit: &'static str) -> Limit {
 /// Layers of a model (the largest published models have under 200).
 pub const LAYERS: Limit = count(65_536, "layers");
 /// `config.json` (published ones are a few KiB; vision configs written out in full ~10 KiB).
-pub const CONFIG_JSON: Limit = bytes(4 * 1024 * 1024);
-/// `model.safetensors.index.json` (DeepSeek-V3's, ~90 000 tensors, is ~9 MiB).
-pub const SAFETENSORS_INDEX: Limit = bytes(64 * 1024 * 1024);
+/// Parsed whole: its parsed form takes up to 16 times its size.
+pub const CONFIG_JSON: Limit = bytes(1024 * 1024);
+/// `model.safetensors.index.json` (DeepSeek-V3's, ~90 000 tensors, is ~9 MiB). Read whole,
+/// parsed as a stream: only the shard names and a 16-byte entry per tensor are kept.
+pub const SAFETENSORS_INDEX: Limit = bytes(32 * 1024 * 1024);
+/// Tensors an index's weight map may name (DeepSeek-V3's names ~90 000).
+pub const SAFETENSORS_INDEX_TENSORS: Limit = count(1_000_000, "tensors");
 /// Shards an index may name (DeepSeek-V3 has 163).
 pub const SAFETENSORS_SHARDS: Limit = count(4096, "shards");
-/// A safetensors header: the format's own reader refuses more than 100 MB.
-pub const SAFETENSORS_HEADER: Limit = bytes(100_000_000);
+/// A safetensors header (the format's own reader takes up to 100 MB; a shard of a published
+/// model has a header of tens of KiB, DeepSeek-V3's 90 000 tensors in one file would be
+/// ~10 MiB). Read whole, parsed as a stream.
+pub const SAFETENSORS_HEADER: Limit = bytes(32 * 1024 * 1024);
 /// Tensors in one safetensors header.
-pub const SAFETENSORS_TENSORS: Limit = count(1_000_000, "tensors");
+pub const SAFETENSORS_TENSORS: Limit = count(500_000, "tensors");
+/// Bytes of one model's read: `config.json`, the index and every header together
+/// (DeepSeek-V3's are ~20 MiB).
+pub const READ_BYTES: Limit = bytes(128 * 1024 * 1024);
+/// Requests of one model's read: `config.json`, the index, and two per safetensors file (its
+/// length, its header). Past it the headers are not read: the weights are the index's
+/// `metadata.total_size` (DeepSeek-V3's 163 shards take 328).
+pub const READ_REQUESTS: Limit = count(1024, "requests");
 /// Tensor dimensions (safetensors and GGUF).
 pub const TENSOR_DIMS: Limit = count(8, "dimensions");
 /// All of a GGUF file's header read (metadata with the tokenizer's vocabulary, tensor infos:

@@ -219,3 +219,63 @@ fn deepseek_v3_is_moe_with_latent_attention_and_fp8_weights() {
     let q = c.quantization.as_ref().unwrap();
     assert_eq!((&q.method, q.weight_bits), (&QuantMethod::Fp8, Some(8)));
 }
+
+/// A published config with `key` set to `value`.
+fn edited(repo: &str, section: Option<&str>, key: &str, value: serde_json::Value) -> String {
+    let path = format!(
+        "{}/testdata/configs/{repo}/config.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let object = match section {
+        Some(section) => &mut json[section],
+        None => &mut json,
+    };
+    object[key] = value;
+    json.to_string()
+}
+
+#[test]
+fn per_layer_lists_are_bounded_by_the_layer_count() {
+    // Two dense layers (one given twice) of Qwen3-30B-A3B's 48: each trades its 128 experts
+    // and router for a dense MLP of intermediate_size.
+    let text = edited(
+        "Qwen/Qwen3-30B-A3B",
+        None,
+        "mlp_only_layers",
+        serde_json::json!([0, 2, 0]),
+    );
+    let qwen = read_config(&text, "config.json").unwrap();
+    let moe_mlp = 128 * 3 * 2048 * 768 + 128 * 2048;
+    let dense_mlp = 3 * 2048 * 6144;
+    assert_eq!(
+        parameters(&qwen),
+        30_532_122_624 - 2 * moe_mlp + 2 * dense_mlp
+    );
+
+    // A list longer than the model's layers (a config of zeros to the size bound) is refused
+    // before its items are read, let alone once per layer.
+    let zeros = serde_json::Value::Array(vec![serde_json::json!(0); 512 * 1024 - 1024]);
+    let text = edited("Qwen/Qwen3-30B-A3B", None, "mlp_only_layers", zeros);
+    assert!(
+        text.len() as u64 <= vramfit_models::limits::CONFIG_JSON.value,
+        "{}",
+        text.len()
+    );
+    assert_eq!(
+        read_config(&text, "config.json").unwrap_err().to_string(),
+        "config.json: mlp_only_layers is a list of 523264 items, expected at most one per layer (48)"
+    );
+
+    let text = edited(
+        "meta-llama/Llama-3.2-90B-Vision-Instruct",
+        Some("text_config"),
+        "cross_attention_layers",
+        serde_json::Value::Array(vec![serde_json::json!(3); 101]),
+    );
+    assert_eq!(
+        read_config(&text, "config.json").unwrap_err().to_string(),
+        "config.json: text_config.cross_attention_layers is a list of 101 items, expected at most one per layer (100)"
+    );
+}

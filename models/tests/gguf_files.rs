@@ -226,3 +226,40 @@ fn hostile_arrays_and_tensors_are_refused_without_allocating() {
         Err(ModelFileError::Inconsistent { .. })
     ));
 }
+
+#[test]
+fn a_key_or_a_tensor_name_given_twice_is_refused_as_ggml_does() {
+    // `block_count` 32, then 1: neither may be read as the model's.
+    let keys = write(
+        &[
+            ("general.architecture", V::Str("llama")),
+            ("llama.embedding_length", V::U32(256)),
+            ("llama.attention.head_count", V::U32(4)),
+            ("llama.block_count", V::U32(32)),
+            ("llama.block_count", V::U32(1)),
+        ],
+        &[],
+    );
+    assert_eq!(
+        err(&keys),
+        "bad.gguf: inconsistent: the metadata key \"llama.block_count\" is given twice"
+    );
+    let tensor = |name| T {
+        name,
+        dims: vec![256],
+        ggml_type: F32,
+        bytes: 1024,
+    };
+    let tensors = write(
+        &[("general.architecture", V::Str("llama"))],
+        &[
+            tensor("output_norm.weight"),
+            tensor("token_embd.weight"),
+            tensor("output_norm.weight"),
+        ],
+    );
+    assert_eq!(
+        err(&tensors),
+        "bad.gguf: inconsistent: the tensor name \"output_norm.weight\" is given twice"
+    );
+}

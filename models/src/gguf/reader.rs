@@ -2,7 +2,7 @@
 //! key/values, tensor infos. Reads sequentially from any `Read`, counting every byte against
 //! [`limits::GGUF_HEADER`]; arrays vramfit has no use for (the tokenizer's vocabulary) are
 //! skipped without being kept.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Read};
 
 use crate::error::ModelFileError;
@@ -96,11 +96,20 @@ pub fn read_header<R: Read>(
         let key = r.string("a metadata key")?;
         let value_type = r.u32("a metadata value type")?;
         let value = r.value(value_type, &key, 0)?;
+        // ggml refuses a file that gives a key twice: neither value is the file's.
+        if metadata.contains_key(&key) {
+            return Err(twice(file, "metadata key", &key));
+        }
         metadata.insert(key, value);
     }
     let mut tensors = Vec::with_capacity(tensor_count as usize);
     for _ in 0..tensor_count {
         tensors.push(r.tensor_info()?);
+    }
+    // ggml refuses a file that names a tensor twice.
+    let mut names = HashSet::with_capacity(tensors.len());
+    if let Some(again) = tensors.iter().find(|t| !names.insert(t.name.as_str())) {
+        return Err(twice(file, "tensor name", &again.name));
     }
     let alignment = match metadata.get("general.alignment") {
         None => 32,
@@ -122,6 +131,18 @@ pub fn read_header<R: Read>(
         tensors,
         data_offset,
     })
+}
+
+fn twice(file: &str, what: &str, name: &str) -> ModelFileError {
+    let mut name = name.to_string();
+    if let Some((cut, _)) = name.char_indices().nth(80) {
+        name.truncate(cut);
+        name.push('…');
+    }
+    ModelFileError::Inconsistent {
+        file: file.to_string(),
+        why: format!("the {what} {name:?} is given twice"),
+    }
 }
 
 /// Tensor data aligned, not overlapping, and inside the file.

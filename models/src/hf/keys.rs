@@ -105,19 +105,55 @@ impl<'a> Section<'a> {
         }
     }
 
-    /// An array of non-negative integers, if present.
-    pub fn integers(&self, key: &str) -> Result<Vec<u64>, ModelFileError> {
+    /// The length of a list of one item per layer at most (`layers`), if present.
+    pub fn layer_list_len(&self, key: &str, layers: u32) -> Result<Option<usize>, ModelFileError> {
         match self.get(key) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| {
-                    item.as_u64()
-                        .ok_or_else(|| self.bad(key, item, "a list of integers"))
-                })
-                .collect(),
-            Some(other) => Err(self.bad(key, other, "a list of integers")),
+            None => Ok(None),
+            Some(Value::Array(items)) => {
+                self.at_most_one_per_layer(key, items, layers)?;
+                Ok(Some(items.len()))
+            }
+            Some(other) => Err(self.bad(key, other, "a list")),
         }
+    }
+
+    /// A list of layer indices (at most one per layer), sorted, without repeats; empty when
+    /// absent. Indices past the last layer are kept (they match no layer, as in transformers).
+    pub fn layer_indices(&self, key: &str, layers: u32) -> Result<Vec<u64>, ModelFileError> {
+        let items = match self.get(key) {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(items)) => items,
+            Some(other) => return Err(self.bad(key, other, "a list of layer indices")),
+        };
+        self.at_most_one_per_layer(key, items, layers)?;
+        let mut indices = items
+            .iter()
+            .map(|item| {
+                item.as_u64()
+                    .ok_or_else(|| self.bad(key, item, "a list of layer indices"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        indices.sort_unstable();
+        indices.dedup();
+        Ok(indices)
+    }
+
+    /// A per-layer list longer than the model's layers is refused before its items are read.
+    fn at_most_one_per_layer(
+        &self,
+        key: &str,
+        items: &[Value],
+        layers: u32,
+    ) -> Result<(), ModelFileError> {
+        if items.len() as u64 > u64::from(layers) {
+            return Err(ModelFileError::BadValue {
+                file: self.file.to_string(),
+                key: self.dotted(key),
+                found: format!("a list of {} items", items.len()),
+                expected: format!("at most one per layer ({layers})"),
+            });
+        }
+        Ok(())
     }
 
     pub fn bad(&self, key: &str, found: &Value, expected: &str) -> ModelFileError {

@@ -162,11 +162,13 @@ impl<'a> Config<'a> {
             ),
         };
         let vocab = self.count(VOCAB)?;
-        let (moe, experts) = match self.moe()? {
+        let (moe, experts) = match self.moe(layers.value)? {
             Some((moe, experts)) => (Some(moe), Some(experts)),
             None => (None, None),
         };
-        let cross = self.text.array_len("cross_attention_layers")?;
+        let cross = self
+            .text
+            .layer_list_len("cross_attention_layers", layers.value)?;
         let mut notes = Vec::new();
         self.sliding_window_note(&mut notes)?;
         let vision = self.vision_kind()?;
@@ -363,8 +365,8 @@ impl<'a> Config<'a> {
         )))
     }
 
-    /// Experts of a MoE model, with the layout of its MoE layers.
-    fn moe(&self) -> Result<Option<(Moe, Experts)>, ModelFileError> {
+    /// Experts of a MoE model, with the layout of its `layers` MoE layers.
+    fn moe(&self, layers: u32) -> Result<Option<(Moe, Experts)>, ModelFileError> {
         let Some(routed) = self
             .text
             .count(&["num_local_experts", "num_experts", "n_routed_experts"])?
@@ -415,7 +417,7 @@ impl<'a> Config<'a> {
         {
             MoeLayout::Qwen {
                 every: integer("decoder_sparse_step", 1)?,
-                dense: self.text.integers("mlp_only_layers")?,
+                dense: self.text.layer_indices("mlp_only_layers", layers)?,
             }
         } else {
             MoeLayout::All

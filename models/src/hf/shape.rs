@@ -154,6 +154,7 @@ pub(crate) enum MoeLayout {
     /// Every layer (Mixtral).
     All,
     /// Qwen2-MoE / Qwen3-MoE: `mlp_only_layers` are dense, else every `decoder_sparse_step`-th.
+    /// `dense` is sorted (looked up once per layer).
     Qwen { every: u64, dense: Vec<u64> },
     /// DeepSeek: the first `first_k_dense_replace` layers are dense, then every
     /// `moe_layer_freq`-th.
@@ -165,7 +166,7 @@ impl MoeLayout {
         match self {
             MoeLayout::All => true,
             MoeLayout::Qwen { every, dense } => {
-                !dense.contains(&layer) && (layer + 1).is_multiple_of((*every).max(1))
+                dense.binary_search(&layer).is_err() && (layer + 1).is_multiple_of((*every).max(1))
             }
             MoeLayout::DeepSeek { first_dense, every } => {
                 layer >= *first_dense && layer.is_multiple_of((*every).max(1))
