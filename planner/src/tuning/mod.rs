@@ -3,6 +3,8 @@
 //! checkpointing, accumulation, with the training memory part by part and a reason for each.
 //!
 //! * [`input`]: the section checked, with its defaults.
+//! * [`reserved_mount`]: the folder the tuning volumes are mounted under, the job's mounts kept
+//!   out of it.
 //! * [`shape`]: the model's training numbers (intermediate size, vocabulary, LoRA layers).
 //! * [`memory`]: the training-memory estimator.
 //! * [`size`]: the choices on one class.
@@ -12,6 +14,7 @@ pub mod env;
 pub mod fallback;
 pub mod input;
 pub mod memory;
+pub mod reserved_mount;
 pub mod shape;
 pub mod size;
 
