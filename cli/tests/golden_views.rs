@@ -104,7 +104,7 @@ fn json_gives_the_env_as_a_pod_does() {
             .find(|v| v["name"] == name)
             .map(|v| v["value"].as_str().unwrap().to_string())
     };
-    assert_eq!(value("VRAMFIT_LLAMACPP_GPU_LAYERS").as_deref(), Some("20"));
+    assert_eq!(value("VRAMFIT_LLAMACPP_GPU_LAYERS").as_deref(), Some("21"));
     assert_eq!(value("VRAMFIT_MEMORY_FRACTION"), None);
     // The plan in status agrees with its budget: 80 % of VRAM, not the class's 0.90.
     let plan = &class["plan"];

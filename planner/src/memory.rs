@@ -28,12 +28,17 @@ pub fn weight_millibytes_per_parameter(q: Quantization) -> u64 {
     }
 }
 
-/// Bytes per KV element, in thousandths.
-pub fn kv_millibytes_per_element(t: KvCacheType) -> u64 {
+/// Elements in one block of ggml's quantized KV types.
+pub const KV_BLOCK_ELEMENTS: u64 = 32;
+
+/// Bytes per block of [`KV_BLOCK_ELEMENTS`] KV elements, as ggml stores them: f16 2 bytes
+/// each; q8_0 an f16 scale and 32 int8 (34 bytes, 1.0625 per element); q4_0 an f16 scale and
+/// 32 nibbles (18 bytes, 0.5625 per element).
+pub fn kv_bytes_per_block(t: KvCacheType) -> u64 {
     match t {
-        KvCacheType::F16 => 2000,
-        KvCacheType::Q8_0 => 1060,
-        KvCacheType::Q4_0 => 560,
+        KvCacheType::F16 => 64,
+        KvCacheType::Q8_0 => 34,
+        KvCacheType::Q4_0 => 18,
     }
 }
 
@@ -167,17 +172,17 @@ pub fn kv_cache_bytes_per_layer(
     tokens: u64,
     t: KvCacheType,
 ) -> Result<u64, SizeOverflow> {
-    let millibytes = product(
+    let block_bytes = product(
         KV_CACHE,
         &[
             2,
             tokens,
             u64::from(model.kv_heads),
             u64::from(model.head_dim),
-            kv_millibytes_per_element(t),
+            kv_bytes_per_block(t),
         ],
     )?;
-    Ok(div_ceil(millibytes, 1000))
+    Ok(div_ceil(block_bytes, KV_BLOCK_ELEMENTS))
 }
 
 /// Activations and runtime overhead per GPU, in bytes: a 1 GiB floor, a share

@@ -68,26 +68,25 @@ impl Budget<'_> {
     }
 
     /// Weights on the GPUs for `--n-gpu-layers n`. All `blocks + 1` layers: at most the whole
-    /// file. Fewer: `n` shares plus one for the output layer, which builds from llama.cpp
-    /// PR 18148 on offload first (earlier builds offload `n` blocks and keep it on the CPU).
-    /// With the file's layout known, each tensor by its real bytes instead.
+    /// file. Fewer: `n` shares. llama.cpp's `load_tensors` puts `n` of its layers on the GPUs,
+    /// never more: the last `n` blocks, or from PR 18148 on the output layer and the last
+    /// `n - 1` blocks (the output layer then takes a block's place, and that place's KV cache
+    /// stays on the CPU). With the file's layout known, each tensor by its real bytes instead.
     fn weights_bytes(&self, n: u32) -> Result<u64, SizeOverflow> {
         if let Some(layout) = &self.job.gguf_layout {
             return Ok(offloaded_bytes(layout, n));
         }
         if n > self.blocks() {
             Ok(self.job.model.gguf_file_bytes.unwrap_or(0))
-        } else if n == 0 {
-            Ok(0)
         } else {
-            let shares = u64::from(n).saturating_add(1);
             self.unit_bytes()
-                .checked_mul(shares)
+                .checked_mul(u64::from(n))
                 .ok_or(SizeOverflow { what: OFFLOAD })
         }
     }
 
-    /// KV cache on the GPUs: one per offloaded block (the output layer has none).
+    /// KV cache on the GPUs: one per offloaded block (the output layer has none), `n` blocks'
+    /// worth for a partial count (the builds before PR 18148 offload `n` blocks).
     fn kv_bytes(&self, n: u32, kv: KvCacheType) -> Result<u64, SizeOverflow> {
         memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)?
             .checked_mul(u64::from(n.min(self.blocks())))
@@ -176,13 +175,16 @@ pub const LLAMACPP_HOST_OVERHEAD_MIB: u64 = 1024;
 /// Host memory a partial offload needs, MiB: the whole GGUF file (memory-mapped; the CPU
 /// layers run from it and loading reads every layer through the page cache), the KV cache
 /// of the blocks left on the CPU, and llama.cpp's host buffers. `None` when every layer is
-/// on the GPUs.
+/// on the GPUs. A partial `--n-gpu-layers n` leaves `blocks - n` blocks on the CPU before
+/// llama.cpp PR 18148 and `blocks + 1 - n` from it on (the output layer goes first): the
+/// larger is counted.
 pub fn host_memory_mib(job: &JobInput, plan: &LlamaCppPlan) -> Result<Option<u64>, SizeOverflow> {
     const WHAT: &str = "the host memory (ggufFileBytes and the KV cache of the layers on the CPU)";
     let blocks = job.model.layers;
-    let Some(on_cpu) = blocks.checked_sub(plan.gpu_layers) else {
+    if plan.gpu_layers > blocks {
         return Ok(None);
-    };
+    }
+    let on_cpu = blocks_on_cpu(blocks, plan.gpu_layers);
     let kv = memory::kv_cache_bytes_per_layer(&job.model, job.tokens(), plan.kv_cache_type)?;
     let kv_on_cpu = kv
         .checked_mul(u64::from(on_cpu))
@@ -191,6 +193,17 @@ pub fn host_memory_mib(job: &JobInput, plan: &LlamaCppPlan) -> Result<Option<u64
     Ok(Some(
         memory::mib(bytes).saturating_add(LLAMACPP_HOST_OVERHEAD_MIB),
     ))
+}
+
+/// The blocks a partial `--n-gpu-layers n` (`n <= blocks`) may leave on the CPU: all of them
+/// for 0, else `blocks + 1 - n` (from llama.cpp PR 18148 on, the output layer takes one of the
+/// `n` places).
+pub fn blocks_on_cpu(blocks: u32, n: u32) -> u32 {
+    if n == 0 {
+        blocks
+    } else {
+        blocks.saturating_add(1).saturating_sub(n).min(blocks)
+    }
 }
 
 /// Layers as llama.cpp counts them for `--n-gpu-layers`: the blocks and the output layer.
@@ -314,7 +327,7 @@ pub fn size(
         if job.gguf_layout.is_some() {
             ", each by the GGUF file's tensor bytes"
         } else {
-            ", each an even share of the GGUF file"
+            ", each an even share of the GGUF file (file ÷ blocks) with its KV cache"
         },
         gib(budget.usable_mib()),
         gib(class.memory_mib),
@@ -329,7 +342,7 @@ pub fn size(
         reasons.push(format!(
             "host memory {} requested and limited: the GGUF file, the KV cache of {} layer(s) on the CPU and {LLAMACPP_HOST_OVERHEAD_MIB} MiB of host buffers",
             gib(host),
-            job.model.layers.saturating_sub(layers)
+            blocks_on_cpu(job.model.layers, layers)
         ));
     }
     let (weights_mib, kv_cache_mib) = budget.weights_and_kv_per_gpu_mib(layers, kv, gpus)?;

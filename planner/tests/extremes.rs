@@ -245,21 +245,35 @@ fn jobs_whose_sizes_overflow_cannot_run_anywhere_and_say_why() {
                   "attentionHeads": 4096, "kvHeads": 4096, "headDim": 4096, "contextLimit": 10485760},
     }))
     .unwrap();
-    for spec in [huge_kv, huge_transformer] {
-        let job = resolve_job(&spec).unwrap();
-        for class in builtin_classes() {
-            let why = plan_for_class(&job, &class, &Fallback::default()).unwrap_err();
-            assert!(
-                matches!(why, PlanError::SizeOverflow(_)),
-                "{}: {why}",
-                class.name
-            );
-            assert!(
-                why.to_string()
-                    .starts_with("cannot size the job: the KV cache"),
-                "{why}"
-            );
-        }
+    // At the schema's largest numbers one layer's q4_0 KV cache (2 × 2^30 tokens × 2^24 ×
+    // 0.5625 bytes) still has a size: llama.cpp classes say it does not fit.
+    let job = resolve_job(&huge_kv).unwrap();
+    for class in builtin_classes() {
+        let why = plan_for_class(&job, &class, &Fallback::default()).unwrap_err();
+        assert!(
+            matches!(why, PlanError::NoLayerFits { .. }),
+            "{}: {why}",
+            class.name
+        );
+        assert!(
+            why.to_string()
+                .starts_with("not one layer fits: 18874368.5 GiB for one layer"),
+            "{why}"
+        );
+    }
+    let job = resolve_job(&huge_transformer).unwrap();
+    for class in builtin_classes() {
+        let why = plan_for_class(&job, &class, &Fallback::default()).unwrap_err();
+        assert!(
+            matches!(why, PlanError::SizeOverflow(_)),
+            "{}: {why}",
+            class.name
+        );
+        assert!(
+            why.to_string()
+                .starts_with("cannot size the job: the KV cache"),
+            "{why}"
+        );
     }
     let job = resolve_job(&huge_file).unwrap();
     for class in builtin_classes() {

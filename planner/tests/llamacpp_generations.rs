@@ -226,3 +226,57 @@ fn a_llamacpp_plan_states_one_budget() {
     }
     assert!(checked > 20, "{checked} plans checked");
 }
+
+/// A 4166.1 MiB Q4_K_M GGUF given by its numbers alone (32 blocks, hidden 4096, KV heads
+/// unknown so counted as the hidden size, no layout) at a 32k context on an 8 GB card at 80 %:
+/// 6553 MiB usable, 6053 of it for layers after llama.cpp's 500 MiB. A layer is an even share
+/// of the file (4166.1 ÷ 32 = 130.2 MiB) and its KV cache (2 × 32768 × 4096 elements: 272 MiB
+/// in q8_0, 144 MiB in q4_0). `--n-gpu-layers n` puts n of llama.cpp's layers on the GPU (the
+/// last n blocks, or from llama.cpp PR 18148 the output layer and the last n − 1 blocks),
+/// never n blocks and the output layer: 15 layers take 1953 + 4080 = 6033 MiB in q8_0, 22
+/// take 2865 + 3168 = 6033 in q4_0; one more overflows either.
+#[test]
+fn a_gguf_by_its_numbers_offloads_every_layer_that_fits_an_8_gb_card() {
+    let card = NodeClass::new(
+        "8gb-x1",
+        "Quadro P4000",
+        1,
+        8_192,
+        Some(ComputeCapability::new(6, 1)),
+    );
+    let numbers = |kv: &str| {
+        job(&format!(
+            "{{model: {{parameters: 7241732096, layers: 32, hiddenSize: 4096, attentionHeads: 32, \
+             ggufFileBytes: 4368476570}}, runtime: llamacpp, image: x, contextLength: 32768, \
+             llamaCpp: {{kvCacheTypes: [{kv}]}}}}"
+        ))
+    };
+    for (kv, expected, weights_mib, kv_mib) in
+        [("q8_0", 15, 1953, 15 * 272), ("q4_0", 22, 2865, 22 * 144)]
+    {
+        let p = on(&card, &numbers(kv));
+        let m = p.memory;
+        assert_eq!(
+            (layers(&p), m.weights_mib, m.kv_cache_mib),
+            (expected, weights_mib, kv_mib),
+            "{kv}: {:?}",
+            p.reasons
+        );
+        assert_eq!(m.usable_per_gpu_mib, 6553);
+        assert_eq!(m.needed_per_gpu_mib, weights_mib + kv_mib + 500);
+        assert!(m.needed_per_gpu_mib <= m.usable_per_gpu_mib);
+        // One layer more would not fit: an even share (131 MiB) and its KV cache.
+        let one_more = m.needed_per_gpu_mib + 131 + if kv == "q8_0" { 272 } else { 144 };
+        assert!(one_more > m.usable_per_gpu_mib, "{kv}: {one_more}");
+        // Host memory: the file and the KV cache of 33 - n blocks, the most a build leaves on
+        // the CPU (from PR 18148 on, the output layer is one of the n).
+        let kv_bytes: u64 = if kv == "q8_0" { 272 } else { 144 } << 20;
+        let on_cpu = u64::from(33 - layers(&p));
+        let host = workload::host_memory_mib(&numbers(kv), &p).expect("a partial offload");
+        assert_eq!(
+            host,
+            (4_368_476_570 + on_cpu * kv_bytes).div_ceil(1 << 20) + 1024,
+            "{kv}"
+        );
+    }
+}

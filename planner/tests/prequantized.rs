@@ -228,7 +228,7 @@ fn gguf_job(with_layout: bool) -> vramfit_planner::JobInput {
 }
 
 #[test]
-fn a_partial_offload_fits_the_layer_that_even_shares_left_on_the_cpu() {
+fn even_shares_of_the_file_offload_as_many_layers_as_its_tensors_here() {
     // 2,000 MiB at the default 80 % less llama.cpp's 500 MiB: a budget of 1,100 MiB.
     let card = NodeClass::new(
         "small-x1",
@@ -247,9 +247,10 @@ fn a_partial_offload_fits_the_layer_that_even_shares_left_on_the_cpu() {
     // By the file's tensors: n blocks of 100 MiB (or the output layer and n - 1 blocks) and
     // 1 MiB of KV each: 10 × 101 = 1,010 MiB fits, 11 × 101 = 1,111 does not.
     assert_eq!(layers(gguf_job(true)), 10);
-    // By even shares of the file (3,400 / 32 = 106.25 MiB), n + 1 of them: 9 × 1 + 10 × 106.25
-    // = 1,071.5 fits, 10 + 11 × 106.25 = 1,178.75 does not: one layer fewer.
-    assert_eq!(layers(gguf_job(false)), 9);
+    // By even shares of the file (3,400 / 32 = 106.25 MiB), n of them (llama.cpp puts n of its
+    // layers on the GPU, never n blocks and the output layer): 10 × 107.25 = 1,072.5 fits,
+    // 11 × 107.25 = 1,179.75 does not: the same 10.
+    assert_eq!(layers(gguf_job(false)), 10);
 }
 
 #[test]

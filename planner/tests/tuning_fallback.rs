@@ -29,6 +29,42 @@ fn step(job: &JobInput, plan: &Plan, fallback: &Fallback) -> Option<(Fallback, S
     )
 }
 
+/// Every micro-batch step-down keeps the effective batch exact (on one GPU a micro-batch of 1
+/// always splits it), and the step's description names the micro-batch the next plan takes.
+#[test]
+fn a_smaller_micro_batch_still_splits_the_effective_batch_exactly() {
+    let a10 = class("a10g-x1");
+    for asked in [8, 10, 12, 15, 16, 32] {
+        let job = job(&format!(
+            "{{model: {{preset: mistral-7b-instruct-v0.3}}, runtime: transformers, image: x, maxAttempts: 10, \
+             tuning: {{method: qlora, sequenceLength: 512, effectiveBatch: {asked}}}}}"
+        ));
+        let mut fallback = Fallback::default();
+        let mut plan = plan_for_class(&job, &a10, &fallback).unwrap();
+        assert_eq!(plan.tuning.as_ref().unwrap().effective_batch, asked);
+        while let Some((next, what)) = step(&job, &plan, &fallback) {
+            let before = plan.tuning.clone().unwrap();
+            fallback = next;
+            plan = plan_for_class(&job, &a10, &fallback).unwrap();
+            let after = plan.tuning.clone().unwrap();
+            assert_eq!(after.effective_batch, asked, "{asked}: {what}");
+            if what.starts_with("micro-batch") {
+                assert!(after.micro_batch <= before.micro_batch / 2, "{what}");
+                assert_eq!(
+                    what,
+                    format!(
+                        "micro-batch {} → {}, gradient accumulation {} → {} (the effective batch is kept)",
+                        before.micro_batch,
+                        after.micro_batch,
+                        before.gradient_accumulation,
+                        after.gradient_accumulation
+                    )
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn out_of_memory_halves_the_micro_batch_then_checkpoints_then_takes_a_cheaper_method() {
     let job = job(&AUTO.replace("tuning: {", "tuning: {lora: {dropoutPercent: 0}, "));

@@ -1,11 +1,12 @@
 //! The step-downs of a fine-tuning job (docs/planning.md, "Fine-tuning"). After an
-//! out-of-memory failure: halve the micro-batch (the accumulation doubles, the effective batch
-//! stays), then gradient checkpointing on, then the next cheaper method. After the workload
+//! out-of-memory failure: halve the micro-batch (the accumulation grows, the effective batch
+//! stays where a smaller micro-batch splits it exactly), then gradient checkpointing on, then the next cheaper method. After the workload
 //! reports a NaN or infinite loss: the other 16-bit dtype, where a card allows it.
 use vramfit_api::tuning::{TuningFallback, TuningMethod, TuningMethodRequest, TuningPlan};
 use vramfit_api::{Dtype, DtypeRequest, Fallback, Plan};
 
 use crate::job_input::JobInput;
+use crate::tuning::batch_split::split;
 
 /// One step down from `plan` (a tuning plan, `tuning`) after an out-of-memory failure: the new
 /// fallback state and a one-line description, or `None` when nothing is left to give up.
@@ -32,20 +33,29 @@ pub fn next_step(
     let mb = tuning.micro_batch;
     if mb > 1 {
         let half = mb / 2;
-        let per_step = half.saturating_mul(plan.gpu_count).max(1);
         let asked = job
             .tuning
             .as_ref()
             .map_or(tuning.effective_batch, |t| t.effective_batch);
-        let accumulation = asked.div_ceil(per_step);
+        // The next plan splits the effective batch with a micro-batch of at most `half`, as
+        // every plan does: exactly where a micro-batch up to `half` divides it.
+        let next = split(asked, plan.gpu_count, half);
+        let kept = if next.effective == tuning.effective_batch {
+            "the effective batch is kept".to_string()
+        } else {
+            format!(
+                "effective batch {} → {}",
+                tuning.effective_batch, next.effective
+            )
+        };
         return Some((
             with(TuningFallback {
                 max_micro_batch: Some(half),
                 ..held
             }),
             format!(
-                "micro-batch {mb} → {half}, gradient accumulation {} → {accumulation} (the effective batch is kept)",
-                tuning.gradient_accumulation
+                "micro-batch {mb} → {}, gradient accumulation {} → {} ({kept})",
+                next.micro_batch, tuning.gradient_accumulation, next.accumulation
             ),
         ));
     }

@@ -3,12 +3,13 @@
 use thiserror::Error;
 use vramfit_api::checkpoint::PreQuantizationMethod;
 use vramfit_api::tuning::{
-    ALL_LINEAR, DATA_MOUNT_PATH, DEFAULT_EFFECTIVE_BATCH, DEFAULT_LORA_DROPOUT_PERCENT,
-    DEFAULT_LORA_RANK, DEFAULT_SEQUENCE_LENGTH, OUTPUT_MOUNT_PATH, TuningMethodRequest,
+    ALL_LINEAR, DEFAULT_EFFECTIVE_BATCH, DEFAULT_LORA_DROPOUT_PERCENT, DEFAULT_LORA_RANK,
+    DEFAULT_SEQUENCE_LENGTH, TuningMethodRequest,
 };
 use vramfit_api::{InferenceJobSpec, Runtime};
 
 use crate::model_catalog::ModelShape;
+use crate::tuning::reserved_mount::is_reserved;
 use crate::tuning::shape::TrainingShape;
 
 /// A tuning section ready to plan.
@@ -96,7 +97,7 @@ pub enum TuningSpecError {
     },
     /// A pod mount where vramfit mounts the tuning volumes.
     #[error(
-        "pod.volumeMounts may not mount at {path}: vramfit mounts the tuning volumes under /vramfit/"
+        "pod.volumeMounts may not mount at {path}: /vramfit and everything under it are vramfit's, which mounts the tuning volumes there"
     )]
     ReservedMountPath {
         /// The mount path.
@@ -234,15 +235,10 @@ fn check_volumes(
     if data.is_some() && data == output {
         return Err(TuningSpecError::SameVolume);
     }
-    let reserved = |path: &str| {
-        path.trim_end_matches('/') == DATA_MOUNT_PATH.trim_end_matches("/data")
-            || path.starts_with(DATA_MOUNT_PATH)
-            || path.starts_with(OUTPUT_MOUNT_PATH)
-    };
     if let Some(mount) = pod
         .into_iter()
         .flat_map(|p| &p.volume_mounts)
-        .find(|m| reserved(&m.mount_path))
+        .find(|m| is_reserved(&m.mount_path))
     {
         return Err(TuningSpecError::ReservedMountPath {
             path: mount.mount_path.clone(),
@@ -304,6 +300,22 @@ image: x
             err.to_string().contains("may not mount at /vramfit/data"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_mount_under_vramfit_is_refused_however_it_is_spelled() {
+        for path in ["/vramfit/./data", "//vramfit/output", "/vramfit/models"] {
+            let pod = format!(
+                "pod: {{volumes: [{{name: train, emptyDir: {{}}}}], volumeMounts: [{{name: train, mountPath: '{path}'}}]}}"
+            );
+            let err =
+                resolve(&format!("{BASE}{pod}\ntuning: {{dataVolume: train}}")).expect_err(path);
+            assert!(
+                err.to_string()
+                    .contains(&format!("may not mount at {path}: /vramfit and everything")),
+                "{path}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::job_input::JobInput;
 use crate::node_class::NodeClass;
 use crate::plan_common::gib;
 use crate::plan_transformers::gpu_range;
+use crate::tuning::batch_split::{BatchSplit, split};
 use crate::tuning::input::TuningInput;
 use crate::tuning::memory::{Adapters, StepShape, trained_parameters, training_need};
 use crate::tuning::shape::{adapted_linears, adapter_parameters};
@@ -26,6 +27,9 @@ pub struct TuningSizing {
     pub quantization: Quantization,
     /// The training plan.
     pub plan: TuningPlan,
+    /// The largest micro-batch that fits (at most the effective batch per GPU, and no more than
+    /// a step-down allows); the plan's may be smaller, to split the effective batch exactly.
+    pub largest_micro_batch: u32,
     /// Why, one line each.
     pub reasons: Vec<String>,
     /// What the user should know.
@@ -94,7 +98,7 @@ pub fn size(
             }
         }
     }
-    let Some((method, fit)) = chosen else {
+    let Some((method, largest_fit)) = chosen else {
         let (_, needed_mib, gpus) = skipped.last().copied().unwrap_or((cheapest, 0, hi));
         return Err(PlanError::TuningDoesNotFit {
             method: cheapest,
@@ -104,15 +108,15 @@ pub fn size(
             gpu: class.describe_gpu(),
         });
     };
+    let gpus = largest_fit.layout.gpus;
+    let batch = split(tuning.effective_batch, gpus, largest_fit.micro_batch);
+    let fit = sizer.at_micro_batch(method, &largest_fit, batch.micro_batch)?;
     let memory = TrainingMemory {
         buffer_mib: class.memory_buffer_mib,
         usable_mib: usable,
         ..fit.memory
     };
-    let gpus = fit.layout.gpus;
-    let per_step = fit.micro_batch.saturating_mul(gpus).max(1);
-    let accumulation = tuning.effective_batch.div_ceil(per_step).max(1);
-    let effective = per_step.saturating_mul(accumulation);
+    let (accumulation, effective) = (batch.accumulation, batch.effective);
     let adapters = sizer.adapters(method);
     let mut reasons = vec![
         method_reason(
@@ -125,14 +129,13 @@ pub fn size(
         ),
         gpus_reason(&fit.layout, lo),
         optimizer_reason(method, &fit.layout),
-        sizer.micro_batch_reason(method, &fit),
+        sizer.micro_batch_reason(method, &largest_fit, &batch),
         sizer.checkpointing_reason(method, &fit),
         accumulation_reason(
             tuning.effective_batch,
-            fit.micro_batch,
+            &batch,
             gpus,
-            accumulation,
-            effective,
+            largest_fit.micro_batch,
         ),
         precision_reason(dtype, tf32, class),
         memory_reason(method, &memory, class),
@@ -183,6 +186,7 @@ pub fn size(
             trainable_parameters: trained_parameters(&job.model, method, adapters.as_ref()),
             memory,
         },
+        largest_micro_batch: largest_fit.micro_batch,
         reasons,
         warnings,
     })
@@ -311,6 +315,27 @@ impl Sizer<'_> {
             .max(1)
     }
 
+    /// `fit` at a smaller micro-batch (the one the effective batch splits into): its memory,
+    /// and checkpointing only where that micro-batch needs it.
+    fn at_micro_batch(
+        &self,
+        method: TuningMethod,
+        fit: &Fit,
+        micro_batch: u32,
+    ) -> Result<Fit, PlanError> {
+        if micro_batch == fit.micro_batch {
+            return Ok(*fit);
+        }
+        let gradient_checkpointing = self.steps.gradient_checkpointing
+            || !self.fits(method, &fit.layout, micro_batch, false);
+        Ok(Fit {
+            micro_batch,
+            gradient_checkpointing,
+            memory: self.need(method, &fit.layout, micro_batch, gradient_checkpointing)?,
+            ..*fit
+        })
+    }
+
     /// The first layout of `method` that fits, with its micro-batch and checkpointing.
     fn method(
         &self,
@@ -344,11 +369,36 @@ impl Sizer<'_> {
         Ok(MethodOutcome::DoesNotFit { needed_mib, gpus })
     }
 
-    fn micro_batch_reason(&self, method: TuningMethod, fit: &Fit) -> String {
-        let mb = fit.micro_batch;
-        let gpus = fit.layout.gpus;
-        let wanted = self.tuning.effective_batch.div_ceil(gpus.max(1)).max(1);
+    /// Why the micro-batch: `largest` is the largest that fits, `batch` what the effective
+    /// batch splits into.
+    fn micro_batch_reason(
+        &self,
+        method: TuningMethod,
+        largest: &Fit,
+        batch: &BatchSplit,
+    ) -> String {
+        let mb = largest.micro_batch;
+        let gpus = largest.layout.gpus;
+        let asked = self.tuning.effective_batch;
+        let wanted = asked.div_ceil(gpus.max(1)).max(1);
         let seq = self.tuning.sequence_length;
+        if batch.micro_batch < mb {
+            // What the largest micro-batch would make: the asked batch rounded up to its steps.
+            let per_step = u64::from(mb).saturating_mul(u64::from(gpus.max(1)));
+            let with_largest = u64::from(asked)
+                .div_ceil(per_step.max(1))
+                .saturating_mul(per_step);
+            let chosen = batch.micro_batch;
+            return if batch.is_exact(asked) {
+                format!(
+                    "micro-batch {chosen}: the largest up to {mb} (the largest that fits at sequence {seq}) that splits the effective batch {asked} exactly; {mb} would make it {with_largest}"
+                )
+            } else {
+                format!(
+                    "micro-batch {chosen}: of those up to {mb} (the largest that fits at sequence {seq}) none splits the effective batch {asked} over {gpus} GPUs exactly; {chosen} overshoots least ({mb} would make it {with_largest})"
+                )
+            };
+        }
         if self
             .steps
             .max_micro_batch
@@ -365,7 +415,7 @@ impl Sizer<'_> {
         }
         let next = mb.saturating_add(1);
         let needed = self
-            .need(method, &fit.layout, next, true)
+            .need(method, &largest.layout, next, true)
             .map_or_else(|_| "more than 16 EiB".to_string(), |m| gib(m.needed_mib));
         format!(
             "micro-batch {mb}: the largest that fits at sequence {seq} ({next} would need {needed} per GPU with checkpointing, {} usable)",
@@ -481,25 +531,26 @@ fn optimizer_reason(method: TuningMethod, layout: &Layout) -> String {
     }
 }
 
-fn accumulation_reason(
-    asked: u32,
-    micro_batch: u32,
-    gpus: u32,
-    accumulation: u32,
-    effective: u32,
-) -> String {
+/// Why the accumulation: the effective batch asked, how it splits, and when it cannot split
+/// exactly, that the plan takes the smallest overshoot.
+fn accumulation_reason(asked: u32, batch: &BatchSplit, gpus: u32, largest: u32) -> String {
+    let BatchSplit {
+        micro_batch,
+        accumulation,
+        effective,
+    } = *batch;
     let over = if gpus > 1 {
         format!("micro-batch {micro_batch} × {gpus} GPUs")
     } else {
         format!("micro-batch {micro_batch}")
     };
-    if effective == asked {
+    if batch.is_exact(asked) {
         format!(
             "gradient accumulation {accumulation}: effective batch {asked} = {over} × {accumulation}"
         )
     } else {
         format!(
-            "gradient accumulation {accumulation}: effective batch {asked} ÷ ({over}) rounded up, {effective} sequences per optimizer step"
+            "gradient accumulation {accumulation}: effective batch {effective}, not the {asked} asked: no micro-batch up to {largest} splits {asked} over {gpus} GPUs exactly, and {over} × {accumulation} overshoots least"
         )
     }
 }

@@ -83,9 +83,9 @@ async fn a_tuning_pod_gets_the_training_env_and_its_volumes_and_status_the_plan(
     let (pod, status) = first_reconcile(&ctx, &mut api, &job).await;
     for (name, value) in [
         ("VRAMFIT_TUNING_METHOD", "qlora"),
-        ("VRAMFIT_MICRO_BATCH", "7"),
-        ("VRAMFIT_GRADIENT_ACCUMULATION", "5"),
-        ("VRAMFIT_EFFECTIVE_BATCH", "35"),
+        ("VRAMFIT_MICRO_BATCH", "4"),
+        ("VRAMFIT_GRADIENT_ACCUMULATION", "8"),
+        ("VRAMFIT_EFFECTIVE_BATCH", "32"),
         ("VRAMFIT_GRADIENT_CHECKPOINTING", "true"),
         ("VRAMFIT_OPTIMIZER", "paged_adamw_8bit"),
         ("VRAMFIT_SEQUENCE_LENGTH", "512"),
@@ -102,7 +102,7 @@ async fn a_tuning_pod_gets_the_training_env_and_its_volumes_and_status_the_plan(
     assert_eq!(mounts[1]["name"], "adapters");
     let t = &status["status"]["plan"]["tuning"];
     assert_eq!(t["method"], "qlora");
-    assert_eq!(t["batch"], "7×5");
+    assert_eq!(t["batch"], "4×8");
     assert_eq!(t["gradientCheckpointing"], true);
     assert!(t["memory"]["logitsMib"].as_u64().unwrap() > 0);
     assert_metrics(
@@ -116,18 +116,18 @@ async fn out_of_memory_halves_the_micro_batch_and_doubles_the_accumulation() {
     let (ctx, mut api, job, _) = first_attempt_ended(a10g(), |_| {}, 1, OOM).await;
     run(&ctx, &job, &mut api, async |api| {
         let next = api.pod_create("chat-2").await;
-        assert_eq!(env(&next, "VRAMFIT_MICRO_BATCH"), "3");
-        assert_eq!(env(&next, "VRAMFIT_GRADIENT_ACCUMULATION"), "11");
-        assert_eq!(env(&next, "VRAMFIT_EFFECTIVE_BATCH"), "33");
+        assert_eq!(env(&next, "VRAMFIT_MICRO_BATCH"), "2");
+        assert_eq!(env(&next, "VRAMFIT_GRADIENT_ACCUMULATION"), "16");
+        assert_eq!(env(&next, "VRAMFIT_EFFECTIVE_BATCH"), "32");
         let body = api.status_apply(&job).await;
         let s = &body["status"];
         assert_eq!(s["attempts"][0]["outcome"], "OutOfMemory");
         assert_eq!(
             s["attempts"][1]["step"],
-            "micro-batch 7 → 3, gradient accumulation 5 → 11 (the effective batch is kept)"
+            "micro-batch 4 → 2, gradient accumulation 8 → 16 (the effective batch is kept)"
         );
-        assert_eq!(s["fallback"]["tuning"]["maxMicroBatch"], 3);
-        assert_eq!(s["plan"]["tuning"]["batch"], "3×11");
+        assert_eq!(s["fallback"]["tuning"]["maxMicroBatch"], 2);
+        assert_eq!(s["plan"]["tuning"]["batch"], "2×16");
         api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
             .await;
     })
@@ -143,7 +143,7 @@ async fn a_nan_loss_in_bfloat16_retries_in_float16() {
         assert_eq!(env(&next, "TORCH_DTYPE"), "float16");
         assert_eq!(
             env(&next, "VRAMFIT_MICRO_BATCH"),
-            "7",
+            "4",
             "one change at a time"
         );
         let body = api.status_apply(&job).await;
