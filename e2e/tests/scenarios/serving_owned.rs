@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::{SETTLE, Suite, conditions_of, eventually, expect_eq, served_job};
@@ -178,6 +178,36 @@ pub async fn foreign_objects_are_left_alone(s: &mut Suite) -> Result<()> {
     )
     .await?;
     println!("     Service {svc_job} deleted: the job created its own");
+
+    // Its own Service, edited behind its back: applied back onto it (by its uid).
+    let own_uid = services.get(svc_job).await?.uid();
+    services
+        .patch(
+            svc_job,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "selector": { "app": "billing" } } })),
+        )
+        .await
+        .context("editing the job's Service")?;
+    eventually(
+        "the job's Service selector to be put back",
+        Duration::from_secs(60),
+        || async {
+            let service = services.get(svc_job).await?;
+            let selector = service
+                .spec
+                .clone()
+                .and_then(|s| s.selector)
+                .unwrap_or_default();
+            ensure!(
+                !selector.contains_key("app") && selector.contains_key("vramfit.io/job-uid"),
+                "selector {selector:?}"
+            );
+            expect_eq("the Service's uid", service.uid(), own_uid.clone())
+        },
+    )
+    .await?;
+    println!("     its own Service edited: applied back onto it");
     let _ = pdbs.delete(pdb_job, &DeleteParams::default()).await;
     s.delete_jobs(&[svc_job.to_string(), pdb_job.to_string()])
         .await?;
@@ -313,5 +343,32 @@ pub async fn drain_evicts_a_replica_while_another_waits_for_room(s: &mut Suite) 
     expect_eq("first eviction", first, 201)?;
     expect_eq(&format!("second eviction ({message})"), second, 429)?;
     println!("     2 Ready replicas: first eviction -> {first}, second -> {second}");
+
+    // Scaled to three (the evicted pod gone, as a kubelet confirms it): the budget is resized
+    // in place, applied onto the same object.
+    s.confirm_deletions(&s.job(name).await?).await?;
+    let pdb_uid = pdb.uid();
+    s.jobs()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "serve": { "replicas": 3 } } })),
+        )
+        .await?;
+    eventually(
+        "the budget to be resized to minAvailable 2",
+        SETTLE,
+        || async {
+            let pdb = pdbs.get(name).await?;
+            expect_eq(
+                "minAvailable",
+                pdb.spec.as_ref().and_then(|p| p.min_available.clone()),
+                Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2)),
+            )?;
+            expect_eq("the budget's uid", pdb.uid(), pdb_uid.clone())
+        },
+    )
+    .await?;
+    println!("     scaled to 3: minAvailable 2 on the same budget");
     s.delete_jobs(&[name.to_string()]).await
 }
