@@ -233,8 +233,14 @@ impl Suite {
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(serde_json::to_vec(&body)?.into())
         .context("building the Eviction request")?;
-        let response = self
-            .client
+        // A client that does not retry: kube's default one retries a 429 (up to 15 times,
+        // minutes apart), and a refused eviction answers 429.
+        let mut config = kube::Config::infer()
+            .await
+            .context("reading the kubeconfig")?;
+        config.default_retry = false;
+        let client = kube::Client::try_from(config).context("a client for the eviction")?;
+        let response = client
             .send(request)
             .await
             .with_context(|| format!("evicting pod {namespace}/{name}"))?;

@@ -22,28 +22,46 @@ const H100: &str = "h100-80gb-hbm3-x8";
 /// What must not change on an object vramfit does not own.
 #[derive(Clone, Debug, PartialEq)]
 struct Untouched {
-    resource_version: Option<String>,
+    /// A Service's resourceVersion (nothing writes a ClusterIP Service's status); a budget's
+    /// generation (the disruption controller writes its status, which moves its
+    /// resourceVersion).
+    version: Option<String>,
     labels: BTreeMap<String, String>,
     owners: usize,
     spec: serde_json::Value,
+    /// The field managers that wrote it (but its status).
+    managers: Vec<String>,
+}
+
+fn managers<K: kube::Resource>(object: &K) -> Vec<String> {
+    object
+        .meta()
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref() != Some("status"))
+        .filter_map(|m| m.manager.clone())
+        .collect()
 }
 
 fn untouched_service(service: &Service) -> Untouched {
     let spec = service.spec.clone().unwrap_or_default();
     Untouched {
-        resource_version: service.resource_version(),
+        version: service.resource_version(),
         labels: service.labels().clone(),
         owners: service.owner_references().len(),
         spec: json!({ "type": spec.type_, "selector": spec.selector, "ports": spec.ports }),
+        managers: managers(service),
     }
 }
 
 fn untouched_pdb(pdb: &PodDisruptionBudget) -> Untouched {
     Untouched {
-        resource_version: pdb.resource_version(),
+        version: pdb.metadata.generation.map(|g| g.to_string()),
         labels: pdb.labels().clone(),
         owners: pdb.owner_references().len(),
         spec: serde_json::to_value(&pdb.spec).unwrap_or_default(),
+        managers: managers(pdb),
     }
 }
 
