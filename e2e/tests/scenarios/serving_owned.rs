@@ -323,20 +323,20 @@ pub async fn drain_evicts_a_replica_while_another_waits_for_room(s: &mut Suite) 
         Ok(())
     })
     .await?;
-    ensure!(
-        pdbs.get_opt(name).await?.is_none(),
-        "a budget with one replica placed: {:?}",
-        pdbs.get_opt(name).await?.map(|p| p.spec)
-    );
     let (code, message) = s.evict(&s.ns, &pod.name_any()).await?;
+    let budget = pdbs.get_opt(name).await?.map(|p| (p.spec, p.status));
     expect_eq(
         &format!(
-            "eviction of the Ready replica {} ({message})",
+            "eviction of the Ready replica {} ({message}; budget {budget:?})",
             pod.name_any()
         ),
         code,
         201,
     )?;
+    ensure!(
+        budget.is_none(),
+        "a budget with one replica placed: {budget:?}"
+    );
     println!(
         "     2 replicas, room for 1: eviction of {} -> {code}",
         pod.name_any()
