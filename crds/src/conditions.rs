@@ -42,7 +42,7 @@ status_words! {
         Progressing = "Progressing",
         /// Served jobs: a replica is down for a reason waiting does not cure (True:
         /// `CrashLoop`, `NoClassFits`, `NoStepLeft`, `HostOutOfMemory`, `ServiceNameTaken`,
-        /// `ServiceRejected`); False
+        /// `PodDisruptionBudgetNameTaken`, `ServiceRejected`); False
         /// (`AsExpected`) otherwise.
         Degraded = "Degraded",
     }
@@ -143,6 +143,9 @@ status_words! {
         /// Served jobs, Degraded=True: a Service of the job's name exists and is not this
         /// job's (vramfit leaves it alone).
         ServiceNameTaken = "ServiceNameTaken",
+        /// Served jobs, Degraded=True: a PodDisruptionBudget of the job's name exists and is
+        /// not this job's (vramfit leaves it alone).
+        PodDisruptionBudgetNameTaken = "PodDisruptionBudgetNameTaken",
         /// Served jobs, Degraded=True: the API server refused the job's Service or
         /// PodDisruptionBudget (retried with backoff).
         ServiceRejected = "ServiceRejected",

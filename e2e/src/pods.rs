@@ -218,6 +218,43 @@ impl Suite {
         .await
     }
 
+    /// What `kubectl drain` asks for each pod of the node: a policy/v1 Eviction of pod `name`
+    /// in `namespace` (`pods/eviction`). Returns the HTTP status (201: evicted; 429: refused by
+    /// a PodDisruptionBudget) and the answer's message.
+    pub async fn evict(&self, namespace: &str, name: &str) -> Result<(u16, String)> {
+        let body = json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        });
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&body)?.into())
+        .context("building the Eviction request")?;
+        // A client that does not retry: kube's default one retries a 429 (up to 15 times,
+        // minutes apart), and a refused eviction answers 429.
+        let mut config = kube::Config::infer()
+            .await
+            .context("reading the kubeconfig")?;
+        config.default_retry = false;
+        let client = kube::Client::try_from(config).context("a client for the eviction")?;
+        let response = client
+            .send(request)
+            .await
+            .with_context(|| format!("evicting pod {namespace}/{name}"))?;
+        let code = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect_bytes()
+            .await
+            .with_context(|| format!("reading the answer to the eviction of {name}"))?;
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let message = answer["message"].as_str().unwrap_or_default().to_string();
+        Ok((code, message))
+    }
+
     /// What a kubelet confirms: pods of `job` being deleted are removed (force-deleted; no
     /// kubelet runs here). Returns their names.
     pub async fn confirm_deletions(&self, job: &InferenceJob) -> Result<Vec<String>> {

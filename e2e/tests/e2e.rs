@@ -63,6 +63,8 @@ mod real_node_serving;
 mod scheduling;
 #[path = "scenarios/serving.rs"]
 mod serving;
+#[path = "scenarios/serving_owned.rs"]
+mod serving_owned;
 #[path = "scenarios/status_and_events.rs"]
 mod status_and_events;
 #[path = "scenarios/tuning.rs"]
@@ -203,6 +205,12 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("served-unschedulable-replica-frees-its-class", |s| {
             Box::pin(serving::unschedulable_replica_frees_its_class(s))
+        }),
+        ("served-foreign-service-and-budget-left-alone", |s| {
+            Box::pin(serving_owned::foreign_objects_are_left_alone(s))
+        }),
+        ("served-drain-evicts-while-a-replica-waits-for-room", |s| {
+            Box::pin(serving_owned::drain_evicts_a_replica_while_another_waits_for_room(s))
         }),
         // After the simulated scenarios: it checks the dashboards against what their operator did.
         ("dashboards-show-data", |s| {

@@ -88,10 +88,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["update"],
         scope: Scope::JobNamespaces,
     },
-    // Served jobs: the Service named after each job and, from two replicas, its
-    // PodDisruptionBudget, server-side applied (which creates them: `create` as well as
-    // `patch`), watched so that a changed or deleted one is put back; the budget is deleted
-    // below two replicas. In their job's namespace.
+    // Served jobs: the Service named after each job and, from two live replicas, its
+    // PodDisruptionBudget, created (`create`; on a name taken, one `get` says whose it is),
+    // server-side applied only onto the job's own (`patch`), watched so that a changed or
+    // deleted one is put back; the budget is deleted below two live replicas. In their job's
+    // namespace.
     Permission {
         api_group: "",
         resource: "services",

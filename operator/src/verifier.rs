@@ -218,21 +218,61 @@ impl ApiServerVerifier {
         body
     }
 
-    /// Expects the server-side apply of object `name` at `collection`; refuses it with `code`
-    /// and `message`.
-    pub async fn object_apply_rejected(
+    /// The uid the stand-in gives an object it creates (a Service or PDB named `name`).
+    pub fn object_uid(name: &str) -> String {
+        format!("object-uid-{name}")
+    }
+
+    async fn object_create_request(
+        &mut self,
+        collection: &str,
+        name: &str,
+    ) -> (Value, SendResponse<Response<Body>>) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::POST, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("{collection}?&fieldManager=vramfit-operator")
+        );
+        let body = Self::body(request).await;
+        assert_eq!(body["metadata"]["name"], name);
+        (body, send)
+    }
+
+    /// Expects the creation (a plain create, never an apply) of object `name` at `collection`;
+    /// answers with it, created with [`Self::object_uid`]. Returns the posted body.
+    pub async fn object_create(&mut self, collection: &str, name: &str) -> Value {
+        let (body, send) = self.object_create_request(collection, name).await;
+        let mut created = body.clone();
+        created["metadata"]["uid"] = json!(Self::object_uid(name));
+        respond(send, 201, &created);
+        body
+    }
+
+    /// Expects the creation of object `name` at `collection`; answers 409 AlreadyExists, as
+    /// the API server does when any object holds the name. Returns the posted body.
+    pub async fn object_create_exists(&mut self, collection: &str, name: &str) -> Value {
+        let (body, send) = self.object_create_request(collection, name).await;
+        respond(
+            send,
+            409,
+            &json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                     "message": format!("\"{name}\" already exists"),
+                     "reason": "AlreadyExists", "code": 409 }),
+        );
+        body
+    }
+
+    /// Expects the creation of object `name` at `collection`; refuses it with `code` and
+    /// `message`.
+    pub async fn object_create_rejected(
         &mut self,
         collection: &str,
         name: &str,
         code: u16,
         message: &str,
     ) {
-        let (request, send) = self.next().await;
-        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
-        assert_eq!(
-            request.uri().to_string(),
-            format!("{collection}/{name}{APPLY_QUERY}")
-        );
+        let (_, send) = self.object_create_request(collection, name).await;
         respond(
             send,
             code,
@@ -241,16 +281,27 @@ impl ApiServerVerifier {
         );
     }
 
-    /// Expects the deletion of object `name` at `collection`.
-    pub async fn object_delete(&mut self, collection: &str, name: &str) {
+    /// Expects an (uncached) read of object `name` at `collection`; answers with `object`.
+    pub async fn object_get(&mut self, collection: &str, name: &str, object: &Value) {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::GET, "{}", request.uri());
+        assert_eq!(request.uri().path(), format!("{collection}/{name}"));
+        respond(send, 200, object);
+    }
+
+    /// Expects the deletion of object `name` at `collection`; returns the request's body
+    /// (its preconditions).
+    pub async fn object_delete(&mut self, collection: &str, name: &str) -> Value {
         let (request, send) = self.next().await;
         assert_eq!(request.method(), Method::DELETE, "{}", request.uri());
         assert_eq!(request.uri().path(), format!("{collection}/{name}"));
+        let body = Self::body(request).await;
         respond(
             send,
             200,
             &json!({ "kind": "Status", "apiVersion": "v1", "status": "Success" }),
         );
+        body
     }
 
     /// Expects the server-side apply of `job`'s status; answers with the job carrying it.

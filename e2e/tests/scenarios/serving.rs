@@ -127,8 +127,8 @@ pub async fn service_and_endpoints(s: &mut Suite) -> Result<()> {
         .await
         .context("the job's PodDisruptionBudget")?;
     expect_eq(
-        "PDB maxUnavailable",
-        pdb.spec.and_then(|p| p.max_unavailable),
+        "PDB minAvailable (two replicas with a pod: one may go)",
+        pdb.spec.and_then(|p| p.min_available),
         Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
     )?;
 

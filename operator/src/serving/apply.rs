@@ -1,16 +1,18 @@
 //! Apply a served job's decision (API): pod deletions first, then creations (never taking
 //! over a pod someone else owns), metadata-only pod changes, then the Service and the
-//! PodDisruptionBudget — server-side apply, field manager `vramfit-operator`, forced.
+//! PodDisruptionBudget — created, or server-side applied (field manager `vramfit-operator`,
+//! forced) only onto the job's own ([`super::ownership`]).
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use thiserror::Error;
-use tracing::info;
+use tracing::{info, warn};
 use vramfit_api::InferenceJob;
 
 use super::decide::ServedDecision;
-use super::pdb::PdbWrite;
+use super::ownership::{ObjectWrite, Written, write_object};
+use super::summary::TakenObject;
 use crate::context::Context;
 use crate::reconcile::apply::{ApplyError, create_pod};
 
@@ -35,6 +37,15 @@ pub enum ServingApplyError {
         #[source]
         source: kube::Error,
     },
+    /// An object of the name of the job's Service or PodDisruptionBudget exists and is not the
+    /// job's: it is left untouched, and the job says so.
+    #[error("{} {name} exists but this job does not own it", object.kind())]
+    NameTaken {
+        /// Which object.
+        object: TakenObject,
+        /// Its name.
+        name: String,
+    },
     /// The PodDisruptionBudget could not be deleted.
     #[error("deleting PodDisruptionBudget {name}: {source}")]
     PdbDelete {
@@ -53,6 +64,14 @@ impl ServingApplyError {
             ServingApplyError::ServiceApply { .. } => "service_apply",
             ServingApplyError::PdbApply { .. } => "pdb_apply",
             ServingApplyError::PdbDelete { .. } => "pdb_delete",
+            ServingApplyError::NameTaken {
+                object: TakenObject::Service,
+                ..
+            } => "service_name_taken",
+            ServingApplyError::NameTaken {
+                object: TakenObject::PodDisruptionBudget,
+                ..
+            } => "pdb_name_taken",
         }
     }
 
@@ -62,6 +81,7 @@ impl ServingApplyError {
             ServingApplyError::ServiceApply { source, .. }
             | ServingApplyError::PdbApply { source, .. }
             | ServingApplyError::PdbDelete { source, .. } => crate::error::is_transient(source),
+            ServingApplyError::NameTaken { .. } => false,
         }
     }
 }
@@ -124,49 +144,64 @@ pub async fn write_pods(
     Ok(())
 }
 
-/// The Service and PodDisruptionBudget writes of a decision.
+/// The Service and PodDisruptionBudget writes of a decision. A Service name someone else holds
+/// does not keep the budget from being written; it is the error returned then.
 pub async fn write_objects(
     job: &InferenceJob,
     decision: &ServedDecision,
     ctx: &Context,
 ) -> Result<(), ServingApplyError> {
     let namespace = job.namespace().unwrap_or_default();
-    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-    if let Some(service) = &decision.service {
-        let name = service.name_any();
-        let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-        services
-            .patch(&name, &params, &Patch::Apply(service))
-            .await
-            .map_err(|source| ServingApplyError::ServiceApply {
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    let service = match write_object(&services, &decision.service, job).await {
+        Ok(written) => checked(written, &decision.service, TakenObject::Service),
+        Err(source) => {
+            return Err(ServingApplyError::ServiceApply {
+                name: job.name_any(),
+                source,
+            });
+        }
+    };
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pdb = match write_object(&pdbs, &decision.pdb, job).await {
+        Ok(written) => checked(written, &decision.pdb, TakenObject::PodDisruptionBudget),
+        Err(source) => Err(match &decision.pdb {
+            ObjectWrite::Delete { name, .. } => ServingApplyError::PdbDelete {
                 name: name.clone(),
                 source,
-            })?;
-        info!(service = %name, "applied the Service");
-    }
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
-    match &decision.pdb {
-        PdbWrite::Keep => {}
-        PdbWrite::Apply(pdb) => {
-            let name = pdb.name_any();
-            pdbs.patch(&name, &params, &Patch::Apply(pdb.as_ref()))
-                .await
-                .map_err(|source| ServingApplyError::PdbApply {
-                    name: name.clone(),
-                    source,
-                })?;
-            info!(pdb = %name, "applied the PodDisruptionBudget");
+            },
+            _ => ServingApplyError::PdbApply {
+                name: job.name_any(),
+                source,
+            },
+        }),
+    };
+    service.and(pdb)
+}
+
+/// A write's outcome as a result, logged.
+fn checked<K: ResourceExt>(
+    written: Written,
+    write: &ObjectWrite<K>,
+    object: TakenObject,
+) -> Result<(), ServingApplyError> {
+    let name = match write {
+        ObjectWrite::Keep => return Ok(()),
+        ObjectWrite::Create(k) | ObjectWrite::Apply { object: k, .. } => k.name_any(),
+        ObjectWrite::Delete { name, .. } => name.clone(),
+    };
+    match written {
+        Written::Done if matches!(write, ObjectWrite::Delete { .. }) => {
+            info!(kind = object.kind(), %name, "deleted");
+            Ok(())
         }
-        PdbWrite::Delete(name) => match pdbs.delete(name, &DeleteParams::background()).await {
-            Ok(_) => info!(pdb = %name, "deleted the PodDisruptionBudget"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(ServingApplyError::PdbDelete {
-                    name: name.clone(),
-                    source,
-                });
-            }
-        },
+        Written::Done => {
+            info!(kind = object.kind(), %name, "written");
+            Ok(())
+        }
+        Written::NameTaken => {
+            warn!(kind = object.kind(), %name, "the name is someone else's: left untouched");
+            Err(ServingApplyError::NameTaken { object, name })
+        }
     }
-    Ok(())
 }

@@ -39,6 +39,7 @@ use vramfit_api::{
 use vramfit_planner::{JobInput, SpecError};
 
 use super::backoff::Backoff;
+use super::ownership::ObjectWrite;
 use super::pdb::PdbWrite;
 use super::placement::{Where, place};
 use super::pod::replica_pod;
@@ -107,8 +108,8 @@ pub struct ServedDecision {
     pub create_pods: Vec<(Pod, Plan)>,
     /// Pods whose labels or annotations only changed: applied in place.
     pub apply_pods: Vec<Pod>,
-    /// The Service to apply (absent or drifted).
-    pub service: Option<Service>,
+    /// What to do with the Service.
+    pub service: ObjectWrite<Service>,
     /// What to do with the PodDisruptionBudget.
     pub pdb: PdbWrite,
     /// Events to publish once the writes succeeded.

@@ -7,7 +7,7 @@
 //! | observe: the job's pods, Service, PDB, reservations, room | [`observe`] | no (caches) |
 //! | decide: the replicas' pods, the Service and PDB, status, events | [`decide`] with [`pod_state`], [`failure`], [`backoff`], [`rollout`], [`scale`], [`placement`], [`summary`] | no (pure) |
 //! | build: a replica's pod, the Service, the PDB | [`pod`], [`service`], [`pdb`] | no (pure) |
-//! | apply: pod deletions and creations, Service, PDB | [`apply`] | yes |
+//! | apply: pod deletions and creations, Service, PDB (created, applied only onto the job's own) | [`apply`], [`ownership`] | yes |
 //! | update status: the batch step (status patch, events, metrics) | `reconcile::update_status` | yes |
 //!
 //! [`watches`] fill the Service and PDB caches of [`state`] and reconcile the owning job when
@@ -32,6 +32,7 @@ mod failure;
 pub mod gauges;
 pub mod metrics;
 pub mod observe;
+pub mod ownership;
 pub mod pdb;
 pub mod placement;
 pub mod pod;
@@ -86,13 +87,15 @@ pub async fn reconcile_served(
         // The replicas exist: the status still says so, and why the Service is missing.
         let now = Time(Timestamp::now());
         let old = job.status.clone().unwrap_or_default();
-        summary::objects_refused(
-            &mut decision,
-            &old,
-            job.metadata.generation,
-            &now,
-            &error.to_string(),
-        );
+        let generation = job.metadata.generation;
+        match error {
+            apply::ServingApplyError::NameTaken { object, name } => {
+                summary::name_taken(&mut decision, &old, generation, &now, (*object, name));
+            }
+            _ => {
+                summary::objects_refused(&mut decision, &old, generation, &now, &error.to_string())
+            }
+        }
     }
     // API: the status, then events and metrics (the batch step).
     for reason in &decision.restarts {

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `Ready`, `Available` | `Serving`: a replica is Ready, the endpoint answers | `NoReplicaReady`, `ScaledToZero` |
 //! | `Progressing` | `RollingUpdate`, `ScalingUp`, `ScalingDown`, `ReplicasStarting` | `UpToDate` |
-//! | `Degraded` | `CrashLoop`, `NoStepLeft`, `HostOutOfMemory`, `NoClassFits`, `ServiceNameTaken`, `ServiceRejected` | `AsExpected` |
+//! | `Degraded` | `CrashLoop`, `NoStepLeft`, `HostOutOfMemory`, `NoClassFits`, `ServiceNameTaken`, `PodDisruptionBudgetNameTaken`, `ServiceRejected` | `AsExpected` |
 //! | `Scheduled` | `PodCreated`: every replica has a pod | `NoClassFits`, `InvalidSpec` |
 //! | `OutOfMemory` | `SteppedDown`: a replica runs a step down | `NoOutOfMemory` |
 //!
@@ -16,6 +16,8 @@
 //! spec, scaled to zero). Never `Succeeded` nor `Failed`: a server is replaced, not finished.
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use vramfit_api::conditions::{self, ConditionType, Reason};
 use vramfit_api::event_reasons::EventReason;
@@ -23,20 +25,23 @@ use vramfit_api::{InferenceJobStatus, Phase};
 
 use super::backoff::CRASH_LOOP_FAILURES;
 use super::decide::{Draft, ServedDecision};
+use super::ownership::ObjectWrite;
 use super::pdb::{PdbWrite, desired_pdb, pdb_write};
+use super::pod_state::{ReplicaPod, replica_pod as read_pod};
 use super::service::{ServiceSeen, compare, desired_service, endpoint, selector, selector_string};
 use crate::events::JobEvent;
+use crate::reconcile::decide::PodSeen;
 
 impl Draft<'_> {
     /// Rule 6: the status, events, objects and requeue of the decision.
     pub(super) fn finish(mut self) -> ServedDecision {
-        let (service, service_taken) = self.service();
-        let pdb = match desired_pdb(self.obs.job, self.obs.serve) {
+        let service = self.service_write();
+        let pdb = match desired_pdb(self.obs.job, self.live_replicas()) {
             Ok(desired) => pdb_write(self.obs.pdb, desired, self.obs.job),
             Err(_) => PdbWrite::Keep,
         };
         self.counts();
-        self.conditions(service_taken);
+        self.conditions();
         self.phase();
         conditions::sort(&mut self.status.conditions);
         self.transition_events();
@@ -56,16 +61,46 @@ impl Draft<'_> {
         }
     }
 
-    /// The Service to apply (absent or drifted), and whether its name is someone else's.
-    fn service(&self) -> (Option<k8s_openapi::api::core::v1::Service>, bool) {
+    /// The Service write: the job's own (as the store shows it) applied when it drifted;
+    /// anything else created, never applied (the apply step reports a name someone else holds).
+    fn service_write(&self) -> ObjectWrite<Service> {
         let Ok(desired) = desired_service(self.obs.job, self.obs.serve) else {
-            return (None, false);
+            return ObjectWrite::Keep;
         };
-        match compare(self.obs.service, &desired, self.obs.job) {
-            ServiceSeen::AsDesired => (None, false),
-            ServiceSeen::Foreign => (None, true),
-            ServiceSeen::Absent | ServiceSeen::Drifted => (Some(desired), false),
+        match (
+            compare(self.obs.service, &desired, self.obs.job),
+            self.obs.service,
+        ) {
+            (ServiceSeen::AsDesired, _) => ObjectWrite::Keep,
+            (ServiceSeen::Drifted, Some(ours)) => ObjectWrite::Apply {
+                object: Box::new(desired),
+                uid: ours.uid().unwrap_or_default(),
+            },
+            (ServiceSeen::Absent | ServiceSeen::Foreign | ServiceSeen::Drifted, _) => {
+                ObjectWrite::Create(Box::new(desired))
+            }
         }
+    }
+
+    /// The replicas whose pod is live once the decision is carried out: created by it, or
+    /// starting or running and not deleted by it. A replica that waits for room or for its
+    /// backoff, or whose pod name another object holds, has none.
+    fn live_replicas(&self) -> u32 {
+        let live = |name: &str| {
+            if self.delete_pods.iter().any(|d| d == name) {
+                return false;
+            }
+            if self.create_pods.iter().any(|(p, _)| p.name_any() == name) {
+                return true;
+            }
+            match (self.obs.pods)(name) {
+                PodSeen::Observed(pod) => !matches!(read_pod(&pod), ReplicaPod::Ended(_)),
+                PodSeen::Applied(_) => true,
+                PodSeen::Absent | PodSeen::Foreign => false,
+            }
+        };
+        let count = self.lines.iter().filter(|l| live(&l.pod_name)).count();
+        u32::try_from(count).unwrap_or(u32::MAX)
     }
 
     /// Replica counts, `ready`, endpoint, selector, classes, the first replica's plan.
@@ -96,7 +131,7 @@ impl Draft<'_> {
         self.status.rejected_classes.clear();
     }
 
-    fn conditions(&mut self, service_taken: bool) {
+    fn conditions(&mut self) {
         let desired = self.obs.serve.replicas;
         let have = self.lines.len() as u32;
         let ready = self.lines.iter().filter(|l| l.ready).count() as u32;
@@ -170,7 +205,7 @@ impl Draft<'_> {
             ),
         }
 
-        let degraded = self.degraded(service_taken);
+        let degraded = self.degraded();
         match degraded {
             Some((reason, message)) => self.set(ConditionType::Degraded, true, reason, message),
             None => self.set(
@@ -232,17 +267,9 @@ impl Draft<'_> {
         }
     }
 
-    /// Why the job is degraded, if it is: the worst replica's reason first.
-    fn degraded(&self, service_taken: bool) -> Option<(Reason, String)> {
-        if service_taken {
-            return Some((
-                Reason::ServiceNameTaken,
-                format!(
-                    "a Service named {} exists and is not this job's: the endpoint is not vramfit's",
-                    self.job_name()
-                ),
-            ));
-        }
+    /// Why the job is degraded, if it is: the worst replica's reason first. (A Service or
+    /// budget name someone else holds is learnt by the apply step: [`names_taken`].)
+    fn degraded(&self) -> Option<(Reason, String)> {
         let with = |reason: &str| {
             self.lines
                 .iter()
@@ -381,6 +408,78 @@ pub fn objects_refused(
     decision
         .events
         .push(JobEvent::warning(EventReason::ServiceRejected, message));
+}
+
+/// Which of a served job's objects has a name someone else holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakenObject {
+    /// The Service.
+    Service,
+    /// The PodDisruptionBudget.
+    PodDisruptionBudget,
+}
+
+impl TakenObject {
+    /// The kind, as Kubernetes spells it.
+    pub fn kind(self) -> &'static str {
+        match self {
+            TakenObject::Service => "Service",
+            TakenObject::PodDisruptionBudget => "PodDisruptionBudget",
+        }
+    }
+
+    fn reason(self) -> Reason {
+        match self {
+            TakenObject::Service => Reason::ServiceNameTaken,
+            TakenObject::PodDisruptionBudget => Reason::PodDisruptionBudgetNameTaken,
+        }
+    }
+}
+
+/// Records in `decision` that the job's `object`, `name`, exists and is someone else's (left
+/// untouched): `Degraded` with `ServiceNameTaken` or `PodDisruptionBudgetNameTaken` in place of
+/// the replicas' own reason, and a Warning event when it starts. Said again, the condition is
+/// the one already written, so nothing is written again.
+pub fn name_taken(
+    decision: &mut ServedDecision,
+    old: &InferenceJobStatus,
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    (object, name): (TakenObject, &str),
+) {
+    let reason = object.reason();
+    let message = match object {
+        TakenObject::Service => format!(
+            "a Service named {name} exists and is not this job's: it is left as it is, and the endpoint is not vramfit's until it is deleted"
+        ),
+        TakenObject::PodDisruptionBudget => format!(
+            "a PodDisruptionBudget named {name} exists and is not this job's: it is left as it is, and the replicas have no budget of vramfit's until it is deleted"
+        ),
+    };
+    let before = conditions::get(&old.conditions, ConditionType::Degraded)
+        .filter(|c| c.status == "True" && c.reason == reason.as_str() && c.message == message)
+        .cloned();
+    // The decision's own Degraded reason, if any, is not what the job says now.
+    decision
+        .events
+        .retain(|e| e.reason != EventReason::Degraded);
+    let list = &mut decision.status.conditions;
+    if let Some(before) = &before {
+        list.retain(|c| c.type_ != ConditionType::Degraded.as_str());
+        list.push(before.clone());
+        conditions::sort(list);
+    }
+    vramfit_api::conditions::ConditionsUpdate::new(list, generation, now).set(
+        ConditionType::Degraded,
+        true,
+        reason,
+        message.clone(),
+    );
+    if before.is_none() {
+        decision
+            .events
+            .push(JobEvent::warning(EventReason::Degraded, message));
+    }
 }
 
 /// The names once each, first occurrence first.

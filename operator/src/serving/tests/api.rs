@@ -17,18 +17,18 @@ use crate::reconcile::tests::{created_pod, run, with_status};
 use crate::serving::state::ServingWriters;
 use crate::stores::StoreWriters;
 use crate::stores::cached_job::CachedJob;
-use crate::verifier::test_context_with_serving;
+use crate::verifier::{ApiServerVerifier, test_context_with_serving};
 
-fn services() -> String {
+pub(super) fn services() -> String {
     format!("/api/v1/namespaces/{NAMESPACE}/services")
 }
 
-fn pdbs() -> String {
+pub(super) fn pdbs() -> String {
     format!("/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets")
 }
 
 /// Two A10G×1 nodes and one L40S×1 node.
-fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
+pub(super) fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
     writers.apply_node(fixtures::gpu_node("l-1", "l40s", 1, 1));
     writers.apply_node(fixtures::gpu_node("l-2", "l40s", 1, 1));
     writers.apply_node(fixtures::gpu_node("l-3", "l40s", 1, 1));
@@ -36,7 +36,7 @@ fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
     serving.mark_ready();
 }
 
-fn ready(body: &Value, node: &str) -> Pod {
+pub(super) fn ready(body: &Value, node: &str) -> Pod {
     let mut pod = fixtures::as_running(created_pod(body), node);
     pod.status.get_or_insert_default().conditions = Some(vec![PodCondition {
         type_: "Ready".into(),
@@ -46,7 +46,7 @@ fn ready(body: &Value, node: &str) -> Pod {
     pod
 }
 
-fn served_job(n: u32) -> InferenceJob {
+pub(super) fn served_job(n: u32) -> InferenceJob {
     let mut spec = served_spec(replicas(n));
     spec.gpus.max = 1;
     fixtures::job("chat", spec)
@@ -62,8 +62,8 @@ async fn first(
     let action = run(ctx, job, api, async |api| {
         out.0.push(api.pod_create("chat-r0-1").await);
         out.0.push(api.pod_create("chat-r1-2").await);
-        out.1 = api.object_apply(&services(), "chat").await;
-        out.2 = api.object_apply(&pdbs(), "chat").await;
+        out.1 = api.object_create(&services(), "chat").await;
+        out.2 = api.object_create(&pdbs(), "chat").await;
         out.3 = api.status_apply(job).await;
         api.events("chat", &["PodCreated", "PodCreated"]).await;
     })
@@ -109,7 +109,11 @@ async fn a_served_job_gets_its_replica_pods_then_its_service_and_budget_then_its
         service["metadata"]["ownerReferences"][0]["uid"],
         fixtures::uid("chat")
     );
-    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        pdb["spec"]["minAvailable"], 1,
+        "two replicas with a pod: one may go"
+    );
+    assert_eq!(pdb["spec"].get("maxUnavailable"), None);
     assert_eq!(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
 
     let s = &status["status"];
@@ -216,20 +220,21 @@ async fn a_deleted_or_edited_service_is_put_back() {
     let mut service = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         pod = api.pod_create("chat-r0-1").await;
-        service = api.object_apply(&services(), "chat").await;
+        service = api.object_create(&services(), "chat").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;
     })
     .await;
     writers.apply_pod(created_pod(&pod));
     let job = with_status(&job, &status);
-    // Gone from the store (deleted): applied again.
+    // Gone from the store (deleted): created again.
     run(&ctx, &job, &mut api, async |api| {
-        api.object_apply(&services(), "chat").await;
+        api.object_create(&services(), "chat").await;
     })
     .await;
-    // Its selector edited: applied again.
+    // Its selector edited: applied again, onto that object only (its uid).
     let mut edited: Service = serde_json::from_value(service).unwrap();
+    edited.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
     edited.spec.as_mut().unwrap().selector = Some([("app".into(), "other".into())].into());
     serving
         .services
@@ -237,6 +242,10 @@ async fn a_deleted_or_edited_service_is_put_back() {
     let applied = run(&ctx, &job, &mut api, async |api| {
         let body = api.object_apply(&services(), "chat").await;
         assert_eq!(body["spec"]["selector"]["vramfit.io/job"], "chat");
+        assert_eq!(
+            body["metadata"]["uid"],
+            ApiServerVerifier::object_uid("chat")
+        );
     })
     .await;
     assert_eq!(applied, Action::requeue(Duration::from_secs(3600)));
@@ -261,16 +270,23 @@ async fn scaling_down_deletes_a_replica_pod_and_the_budget() {
     serving.services.apply_watcher_event(&watcher::Event::Apply(
         serde_json::from_value::<Service>(service).unwrap(),
     ));
-    serving.pdbs.apply_watcher_event(&watcher::Event::Apply(
-        serde_json::from_value::<PodDisruptionBudget>(pdb).unwrap(),
-    ));
+    let mut pdb = serde_json::from_value::<PodDisruptionBudget>(pdb).unwrap();
+    pdb.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
+    serving
+        .pdbs
+        .apply_watcher_event(&watcher::Event::Apply(pdb));
     let mut job = with_status(&job, &status);
     job.metadata.generation = Some(2);
     job.spec.serve.as_mut().unwrap().replicas = 1;
     run(&ctx, &job, &mut api, async |api| {
         // The replica that serves nothing goes.
         api.pod_delete("chat-r1-2").await;
-        api.object_delete(&pdbs(), "chat").await;
+        let body = api.object_delete(&pdbs(), "chat").await;
+        assert_eq!(
+            body["preconditions"]["uid"],
+            ApiServerVerifier::object_uid("chat"),
+            "only the budget the store showed as the job's"
+        );
         let body = api.status_apply(&job).await;
         assert_eq!(body["status"]["ready"], "1/1");
         api.events("chat", &["ScaledDown", "Available"]).await;
@@ -319,7 +335,7 @@ async fn a_refused_service_still_leaves_the_replicas_in_status() {
     let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(&job)), ctx.clone()));
     api.pod_create("chat-r0-1").await;
     let full = "Internal error occurred: failed to allocate a serviceIP: range is full";
-    api.object_apply_rejected(&services(), "chat", 500, full)
+    api.object_create_rejected(&services(), "chat", 500, full)
         .await;
     let status = api.status_apply(&job).await;
     api.events("chat", &["PodCreated", "ServiceRejected"]).await;

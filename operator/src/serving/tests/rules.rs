@@ -7,7 +7,7 @@ use vramfit_api::{Phase, Preference, ReplicaClasses, ServeSpec};
 
 use super::world::{World, reasons, replicas, served_spec};
 use crate::fixtures;
-use crate::serving::pdb::PdbWrite;
+use crate::serving::ownership::ObjectWrite;
 
 #[test]
 fn three_replicas_fill_the_best_class_then_the_next_each_with_its_plan() {
@@ -50,9 +50,12 @@ fn three_replicas_fill_the_best_class_then_the_next_each_with_its_plan() {
         reasons(&decision),
         ["PodCreated", "PodCreated", "PodCreated"]
     );
-    assert!(decision.service.is_some(), "the Service is applied");
     assert!(
-        matches!(decision.pdb, PdbWrite::Apply(_)),
+        matches!(decision.service, ObjectWrite::Create(_)),
+        "the Service is created"
+    );
+    assert!(
+        matches!(decision.pdb, ObjectWrite::Create(_)),
         "two replicas or more: a PDB"
     );
 
@@ -80,8 +83,8 @@ fn three_replicas_fill_the_best_class_then_the_next_each_with_its_plan() {
     // A decision that learns nothing new changes nothing.
     let again = world.decide();
     assert_eq!(Some(&again.status), world.job.status.as_ref());
-    assert!(again.events.is_empty() && again.service.is_none());
-    assert_eq!(again.pdb, PdbWrite::Keep);
+    assert!(again.events.is_empty() && again.service == ObjectWrite::Keep);
+    assert_eq!(again.pdb, ObjectWrite::Keep);
 }
 
 #[test]
@@ -404,9 +407,8 @@ fn scaling_down_removes_the_replicas_the_preference_ranks_worst() {
         assert_eq!(decision.delete_pods.len(), 1);
         let removed = &decision.delete_pods[0];
         assert!(reasons(&decision).contains(&"ScaledDown"));
-        assert_eq!(
-            decision.pdb,
-            PdbWrite::Delete("chat".into()),
+        assert!(
+            matches!(decision.pdb, ObjectWrite::Delete { ref name, .. } if name == "chat"),
             "below two replicas"
         );
         let kept = world.line(world.lines()[0].slot);
@@ -448,7 +450,7 @@ fn scale_to_zero_removes_every_replica_and_the_budget() {
     world.job.spec.serve.as_mut().unwrap().replicas = 0;
     let decision = world.step();
     assert_eq!(decision.delete_pods.len(), 2);
-    assert_eq!(decision.pdb, PdbWrite::Delete("chat".into()));
+    assert!(matches!(decision.pdb, ObjectWrite::Delete { ref name, .. } if name == "chat"));
     let status = world.job.status.clone().unwrap();
     assert_eq!(status.phase, Some(Phase::Pending));
     assert_eq!(status.ready.as_deref(), Some("0/0"));
@@ -529,8 +531,11 @@ fn an_invalid_spec_touches_no_pod_and_says_why() {
     assert!(world.line(0).ready, "the replica keeps serving");
 }
 
+/// A Service of the job's name that is not the job's — here one an earlier job of the same
+/// name left, labelled — is never applied onto: the decision only creates (which the API
+/// server refuses; the apply step reports it, `api.rs`).
 #[test]
-fn a_foreign_service_of_the_jobs_name_is_left_alone_and_reported() {
+fn a_foreign_service_of_the_jobs_name_is_only_ever_created() {
     let mut world = World::two_classes(served_spec(replicas(1)));
     let mut foreign = crate::serving::service::desired_service(
         &world.job,
@@ -540,8 +545,60 @@ fn a_foreign_service_of_the_jobs_name_is_left_alone_and_reported() {
     foreign.metadata.owner_references = None;
     world.service = Some(foreign);
     let decision = world.step();
-    assert!(decision.service.is_none());
-    assert_eq!(world.condition("Degraded").1, "ServiceNameTaken");
+    assert!(matches!(decision.service, ObjectWrite::Create(_)));
+    assert!(
+        world
+            .service
+            .as_ref()
+            .unwrap()
+            .owner_references()
+            .is_empty()
+    );
+}
+
+/// The budget is sized from the replicas that have a live pod: with room for one of two
+/// replicas there is none (a budget counting the waiting replica could never allow the Ready
+/// one's eviction); once both have a pod, `minAvailable: 1`; while a failed replica waits for
+/// its backoff, none again.
+#[test]
+fn the_budget_counts_only_replicas_with_a_live_pod() {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let min_available = |world: &World| {
+        world
+            .pdb
+            .as_ref()
+            .and_then(|p| p.spec.as_ref())
+            .and_then(|s| s.min_available.clone())
+    };
+    // One L40S×1 node: room for one replica of two.
+    let mut world = World::new(
+        served_spec(replicas(2)),
+        vec![fixtures::gpu_node("l-1", "l40s", 1, 1)],
+    );
+    let decision = world.step();
+    assert_eq!(decision.create_pods.len(), 1);
+    assert_eq!(
+        decision.pdb,
+        ObjectWrite::Keep,
+        "one live replica: no budget"
+    );
+    world.all_ready();
+    world.step();
+    assert_eq!(world.pdb, None);
+    // A second node: the waiting replica is placed, and the budget comes.
+    world
+        .nodes
+        .push(std::sync::Arc::new(fixtures::gpu_node("l-2", "l40s", 1, 1)));
+    let decision = world.step();
+    assert_eq!(decision.create_pods.len(), 1);
+    assert!(matches!(decision.pdb, ObjectWrite::Create(_)));
+    assert_eq!(min_available(&world), Some(IntOrString::Int(1)));
+    // The new replica fails: while it backs off it has no live pod, and the budget goes.
+    world.fail("chat-r1-2", "Error", 1, "Segmentation fault");
+    let decision = world.step();
+    assert!(decision.create_pods.is_empty(), "backing off");
+    assert!(matches!(decision.pdb, ObjectWrite::Delete { .. }));
+    assert_eq!(world.pdb, None);
 }
 
 #[test]

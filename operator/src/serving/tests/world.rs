@@ -20,7 +20,7 @@ use crate::fixtures;
 use crate::reconcile::decide::PodSeen;
 use crate::serving::backoff::Backoff;
 use crate::serving::decide::{ServedDecision, ServedObserved, next_served};
-use crate::serving::pdb::PdbWrite;
+use crate::serving::ownership::ObjectWrite;
 use crate::stores::gpu_usage::gpu_usage;
 
 pub struct World {
@@ -146,13 +146,31 @@ impl World {
                 existing.metadata.annotations = pod.metadata.annotations.clone();
             }
         }
-        if let Some(service) = &decision.service {
-            self.service = Some(service.clone());
+        // A created object is the job's; a foreign one of that name stays (the API server
+        // refuses the create).
+        match &decision.service {
+            ObjectWrite::Keep | ObjectWrite::Delete { .. } => {}
+            ObjectWrite::Create(service)
+            | ObjectWrite::Apply {
+                object: service, ..
+            } => {
+                if self.service.as_ref().is_none_or(|s| {
+                    crate::serving::service::controlled_by(s.owner_references(), &self.job)
+                }) {
+                    self.service = Some((**service).clone());
+                }
+            }
         }
         match &decision.pdb {
-            PdbWrite::Keep => {}
-            PdbWrite::Apply(pdb) => self.pdb = Some((**pdb).clone()),
-            PdbWrite::Delete(_) => self.pdb = None,
+            ObjectWrite::Keep => {}
+            ObjectWrite::Create(pdb) | ObjectWrite::Apply { object: pdb, .. } => {
+                if self.pdb.as_ref().is_none_or(|p| {
+                    crate::serving::service::controlled_by(p.owner_references(), &self.job)
+                }) {
+                    self.pdb = Some((**pdb).clone());
+                }
+            }
+            ObjectWrite::Delete { .. } => self.pdb = None,
         }
         self.job.status = Some(decision.status.clone());
     }

@@ -1,0 +1,137 @@
+//! Writing a served job's Service and PodDisruptionBudget (API) without ever taking over an
+//! object of the same name that is not the job's. The caches hold only objects labelled
+//! `vramfit.io/job`, so one made by Helm or kubectl looks absent there: an object the caches do
+//! not show as the job's is created with a plain create, which fails on any object of that
+//! name; then an uncached read says whose it is. Only an object whose controller is the job
+//! (by uid) is server-side applied, and the apply carries that object's uid, so that it fails
+//! rather than lands on another object that took the name since.
+use std::fmt::Debug;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use vramfit_api::InferenceJob;
+
+use super::service::controlled_by;
+
+/// What to do with one of a served job's objects.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjectWrite<K> {
+    /// Nothing: it is as it should be (or absent and not wanted).
+    Keep,
+    /// The caches do not show it as the job's: create it, or apply it if the object of that
+    /// name turns out to be the job's; someone else's is left alone.
+    Create(Box<K>),
+    /// The job's own (the caches show it with the job as controller), drifted: apply it onto
+    /// the object of this uid only.
+    Apply {
+        /// The desired object.
+        object: Box<K>,
+        /// The uid of the job's object.
+        uid: String,
+    },
+    /// Delete the job's own, of this name and uid.
+    Delete {
+        /// Its name.
+        name: String,
+        /// Its uid (a precondition of the deletion).
+        uid: String,
+    },
+}
+
+/// How a write went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Created, applied, deleted, or nothing to do.
+    Done,
+    /// An object of that name exists and is not the job's: left untouched.
+    NameTaken,
+}
+
+/// Does `write` on `api` for `job`.
+pub async fn write_object<K>(
+    api: &Api<K>,
+    write: &ObjectWrite<K>,
+    job: &InferenceJob,
+) -> Result<Written, kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    match write {
+        ObjectWrite::Keep => Ok(Written::Done),
+        ObjectWrite::Create(object) => create_or_apply(api, object, job).await,
+        ObjectWrite::Apply { object, uid } => {
+            apply(api, object, uid).await?;
+            Ok(Written::Done)
+        }
+        ObjectWrite::Delete { name, uid } => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            match api.delete(name, &params).await {
+                Ok(_) => Ok(Written::Done),
+                // Gone already, or another object took the name since: not ours to delete.
+                Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
+                    Ok(Written::Done)
+                }
+                Err(error) => Err(error),
+            }
+        }
+    }
+}
+
+/// Creates `object`; when its name is taken, applies it only if the object there is the
+/// job's.
+async fn create_or_apply<K>(
+    api: &Api<K>,
+    object: &K,
+    job: &InferenceJob,
+) -> Result<Written, kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let params = PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let name = object.name_any();
+    // Twice at most: an object found taken and then gone is created again at once.
+    for _ in 0..2 {
+        match api.create(&params, object).await {
+            Ok(_) => return Ok(Written::Done),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error),
+        }
+        // Uncached: the caches never show an object that lacks vramfit's label.
+        match api.get_opt(&name).await? {
+            Some(existing) if controlled_by(existing.owner_references(), job) => {
+                let uid = existing.uid().unwrap_or_default();
+                apply(api, object, &uid).await?;
+                return Ok(Written::Done);
+            }
+            Some(_) => return Ok(Written::NameTaken),
+            None => {}
+        }
+    }
+    Ok(Written::Done)
+}
+
+/// Server-side applies `object` (forced, field manager `vramfit-operator`) onto the object of
+/// `uid`: with another uid there, or none, the API server refuses it.
+async fn apply<K>(api: &Api<K>, object: &K, uid: &str) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let mut guarded = object.clone();
+    guarded.meta_mut().uid = Some(uid.to_string());
+    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+    api.patch(&object.name_any(), &params, &Patch::Apply(&guarded))
+        .await
+        .map(drop)
+}
