@@ -73,13 +73,14 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
     .await?;
     create_token_secret(s).await?;
     s.stop_operators();
+    let token_namespace = s.ns.clone();
     let flags = [
         "--hub-endpoint",
         &hub.endpoint,
         "--hub-token-secret",
         TOKEN_SECRET,
         "--hub-token-namespaces",
-        &s.ns,
+        &token_namespace,
         "--hub-token-repos",
         "e2e-hub/*",
         "--hub-timeout-seconds",
