@@ -38,7 +38,8 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
     server's answer is e2e/install_check.py's inferencejob-pod-trust-enforced);
   * operator.hub.tokenSecret: no Secret is granted by default; with it (all-enabled), one
     Role in the release namespace grants `get` on that Secret by name, bound to the
-    operator's ServiceAccount, and the Deployment passes --hub-token-secret;
+    operator's ServiceAccount, and the Deployment passes --hub-token-secret and the token's
+    namespaces and repositories (--hub-token-namespaces, --hub-token-repos);
   * the metrics NetworkPolicies: none by default; on, one per component that selects its
     pods and admits its metrics port from networkPolicy.metricsFrom only (no rule for an
     empty list: a rule without `from` admits everyone);
@@ -908,7 +909,8 @@ def check_hub_token(report: Report, default: list[dict[str, Any]], all_enabled: 
                     hub: dict[str, Any]) -> None:
     """operator.hub: by default no object grants anything on Secrets; with tokenSecret, one
     Role in the release namespace grants `get` on that one Secret, bound to the operator's
-    ServiceAccount only, and the Deployment passes --hub-endpoint and --hub-token-secret."""
+    ServiceAccount only, and the Deployment passes --hub-endpoint, --hub-token-secret and the
+    token's namespaces and repositories."""
     what = "operator.hub.tokenSecret: get on that one Secret in the release namespace only"
     operator = f"{RELEASE}-operator"
     secret = hub["tokenSecret"]
@@ -937,14 +939,16 @@ def check_hub_token(report: Report, default: list[dict[str, Any]], all_enabled: 
     deployment = next((o for o in all_enabled if o.get("kind") == "Deployment" and o["metadata"]["name"] == operator),
                       None)
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"] if deployment else []
-    for flag in (f"--hub-endpoint={hub['endpoint']}", f"--hub-token-secret={secret}"):
+    for flag in (f"--hub-endpoint={hub['endpoint']}", f"--hub-token-secret={secret}",
+                 f"--hub-token-namespaces={','.join(hub['tokenNamespaces'])}",
+                 f"--hub-token-repos={','.join(hub['tokenRepos'])}"):
         if flag not in args:
             problems.append(f"the operator's args {args} lack {flag}")
     if problems:
         report.fail(what, problems)
     else:
         report.ok(f"{what}: none by default; with it, Role {role_name} (resourceNames [{secret}], get) bound to "
-                  f"{operator}, and --hub-endpoint/--hub-token-secret")
+                  f"{operator}, and --hub-endpoint/--hub-token-secret/--hub-token-namespaces/--hub-token-repos")
 
 
 def check_chart_crds(report: Report) -> None:

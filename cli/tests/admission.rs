@@ -442,6 +442,11 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "huggingFace.repo must be owner/name",
         ),
         (
+            "spec.model.huggingFace",
+            spec(json!({"model": {"huggingFace": {"repo": "a/b", "revision": ".."}}})),
+            "huggingFace.revision must not be '.' or '..'",
+        ),
+        (
             "spec.llamaCpp.gpuLayers",
             spec(json!({"llamaCpp": {"gpuLayers": 1026}})),
             "gpuLayers must be `auto` or a number of layers from 0 to 1025",

@@ -363,6 +363,32 @@ fn plan_fills_what_the_manifest_leaves_unset_from_the_checkpoint() {
 }
 
 #[test]
+fn a_checkpoint_number_past_a_crd_bound_is_refused_as_the_operator_refuses_it() {
+    let dir = scratch("deep");
+    let config = std::fs::read_to_string(format!("{}/config.json", configs("Qwen/Qwen3-8B")))
+        .unwrap()
+        .replace("\"num_hidden_layers\": 36", "\"num_hidden_layers\": 5000");
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    // The one check of `spec.model` the operator applies to numbers read from the Hub.
+    let expected = vramfit_api::schema_check::model_violations(&ModelSpec {
+        layers: Some(5000),
+        ..Default::default()
+    })[0]
+        .to_string();
+    assert_eq!(
+        expected,
+        "spec.model.layers: 5000 is above the maximum 1024"
+    );
+    let out = vramfit(
+        &["plan", "-", "--model-from", dir.to_str().unwrap()],
+        Some(&format!("{JOB}  model: {{name: deep}}\n")),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+}
+
+#[test]
 fn a_manifest_naming_a_hub_repository_says_how_to_plan_it() {
     let manifest =
         format!("{JOB}  model: {{huggingFace: {{repo: Qwen/Qwen3-8B, revision: v1}}}}\n");

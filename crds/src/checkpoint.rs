@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// never the weights.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[x_kube(validation = Rule::new("self.repo.matches('^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$')").message("huggingFace.repo must be owner/name of letters, digits, '-', '_' and '.'"))]
+#[x_kube(validation = Rule::new("!has(self.revision) || !self.revision.matches('(^|/)[.]')").message("huggingFace.revision must not be '.' or '..' or have a part starting with '.'"))]
 #[serde(rename_all = "camelCase")]
 pub struct HuggingFaceModel {
     /// The repository, `owner/name` (e.g. `Qwen/Qwen3-8B`).

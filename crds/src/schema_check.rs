@@ -151,6 +151,29 @@ fn number(bound: f64) -> String {
     }
 }
 
+/// `spec.model` of an InferenceJob against the CRD's bounds, as the API server checks it in a
+/// whole job: the one rule for numbers a manifest does not write itself, read from a checkpoint
+/// (`vramfit plan --model-from/--hub` admits the filled manifest through [`check`] with the same
+/// schema) or from the Hub by the operator (which calls this on the filled model). Each
+/// violation names its field (`spec.model.layers`).
+pub fn model_violations(model: &crate::ModelSpec) -> Vec<Violation> {
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(|| {
+        let job = openapi_schema::<crate::InferenceJob>();
+        let model = job
+            .pointer("/properties/spec/properties/model")
+            .cloned()
+            .unwrap_or_else(|| json_type("object"));
+        serde_json::json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"model": model}}}})
+    });
+    let Ok(model) = serde_json::to_value(model) else {
+        return Vec::new();
+    };
+    let mut object = serde_json::json!({"spec": {"model": model}});
+    check(schema, &mut object)
+}
+
 /// Checks `object` against `schema` as the API server would, and rewrites it as the server
 /// stores it: nulls of non-nullable fields dropped, integral floats (`1e6`) made integers. Every
 /// violation, in document order.
@@ -608,6 +631,30 @@ mod tests {
         assert_eq!(
             check(&schema, &mut fraction)[0].to_string(),
             "count: expected an integer, found a fractional number"
+        );
+    }
+
+    #[test]
+    fn a_model_is_checked_against_the_bounds_of_spec_model() {
+        let model = crate::ModelSpec {
+            layers: Some(5000),
+            hidden_size: Some(4096),
+            ..Default::default()
+        };
+        let messages: Vec<String> = model_violations(&model)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            messages,
+            ["spec.model.layers: 5000 is above the maximum 1024"]
+        );
+        assert!(
+            model_violations(&crate::ModelSpec {
+                layers: Some(32),
+                ..Default::default()
+            })
+            .is_empty()
         );
     }
 }

@@ -21,9 +21,10 @@ pub enum RepoError {
         "{0:?} is not a Hugging Face repository id (owner/name of letters, digits, '-', '_', '.'; at most 96 characters)"
     )]
     Repo(String),
-    /// Empty, too long, or with control characters.
+    /// Empty, too long, with control characters, or with a part starting with `.` (`.` and
+    /// `..` would be sent as dot-segments of the URL, which a server or proxy resolves away).
     #[error(
-        "{0:?} is not a revision (a branch, tag or commit of at most 255 printable characters)"
+        "{0:?} is not a revision (a branch, tag or commit of at most 255 printable characters, no part of it starting with '.')"
     )]
     Revision(String),
 }
@@ -45,7 +46,11 @@ impl RepoRef {
         if repo.len() > 96 || parts.len() > 2 || !parts.iter().all(|p| part_ok(p)) {
             return Err(RepoError::Repo(repo.to_string()));
         }
-        if revision.is_empty() || revision.len() > 255 || revision.chars().any(char::is_control) {
+        if revision.is_empty()
+            || revision.len() > 255
+            || revision.chars().any(char::is_control)
+            || !revision_parts_ok(revision)
+        {
             return Err(RepoError::Revision(revision.to_string()));
         }
         Ok(RepoRef {
@@ -91,6 +96,13 @@ impl std::fmt::Display for RepoRef {
     }
 }
 
+/// No `/`-separated part of a revision starts with `.`: git refuses such a ref name, and `.` or
+/// `..` would reach the server as a dot-segment (`resolve/../config.json`). The CRD's rule on
+/// `huggingFace.revision` is the same.
+fn revision_parts_ok(revision: &str) -> bool {
+    revision.split('/').all(|part| !part.starts_with('.'))
+}
+
 /// Percent-encodes everything but unreserved characters (RFC 3986).
 fn encode_segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -131,5 +143,16 @@ mod tests {
         }
         assert!(RepoRef::new("a/b", "").is_err());
         assert!(RepoRef::new("a/b", "main\n").is_err());
+        for dots in [".", "..", ".hidden", "refs/..", "refs/pr/.x", "../main"] {
+            assert_eq!(
+                RepoRef::new("a/b", dots),
+                Err(RepoError::Revision(dots.to_string())),
+                "{dots}"
+            );
+        }
+        assert!(
+            RepoRef::new("a/b", "v1.0").is_ok(),
+            "a dot inside a part is a tag"
+        );
     }
 }

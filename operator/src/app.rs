@@ -101,6 +101,21 @@ async fn unless_the_server_ends(
 /// end (`Err`): the controller runs in a task whose end is always watched, so a controller that
 /// panicked or whose streams ended takes the process down (non-zero) instead of leaving it
 /// ready, and leading, with nothing reconciled.
+/// Which jobs read the Hub with the token (the flags were checked when parsed; anything
+/// unexpected leaves every read anonymous).
+fn hub_token_scope(args: &Args) -> crate::hub_models::token_scope::TokenScope {
+    let namespaces = args
+        .hub_token_namespaces
+        .listed()
+        .unwrap_or_default()
+        .to_vec();
+    crate::hub_models::token_scope::TokenScope::new(namespaces, args.hub_token_repos.clone())
+        .unwrap_or_else(|error| {
+            warn!(%error, "every Hub read is anonymous");
+            crate::hub_models::token_scope::TokenScope::default()
+        })
+}
+
 pub async fn lead<C, Run>(
     client: Client,
     args: &Args,
@@ -125,10 +140,12 @@ where
         ..ControllerConfig::default()
     };
     config.settings.hub = crate::hub_models::resolver::HubSettings {
-        endpoint: args.hub_endpoint.clone(),
         token_secret: args.hub_token_secret.clone(),
+        token_scope: hub_token_scope(args),
         namespace: args.lease_namespace.clone(),
         timeout: std::time::Duration::from_secs(args.hub_timeout_seconds.into()),
+        read_deadline: std::time::Duration::from_secs(args.hub_read_deadline_seconds.into()),
+        ..crate::hub_models::resolver::HubSettings::new(args.hub_endpoint.clone())
     };
     if !args.leader_election {
         let controller = tokio::spawn(run_controller(

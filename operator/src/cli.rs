@@ -34,9 +34,26 @@ pub struct Args {
     /// private and gated models. Never read from a job's namespace.
     #[arg(long, env = "VRAMFIT_HUB_TOKEN_SECRET")]
     pub hub_token_secret: Option<String>,
+    /// The namespaces whose jobs read the Hub with the token (comma-separated, e.g.
+    /// `team-a,team-b`). Unset or empty: none; every read is anonymous.
+    #[arg(
+        long,
+        value_name = "NAMESPACES",
+        default_value = "",
+        hide_default_value = true,
+        value_parser = WatchNamespaces::parse
+    )]
+    pub hub_token_namespaces: WatchNamespaces,
+    /// The repositories those namespaces read with the token (comma-separated `owner/name` or
+    /// `owner/*`). Unset: every repository.
+    #[arg(long, value_name = "REPOS", value_delimiter = ',', value_parser = repo_pattern)]
+    pub hub_token_repos: Vec<String>,
     /// Seconds one file from the Hub may take.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u16).range(1..))]
     pub hub_timeout_seconds: u16,
+    /// Seconds one repository's whole read (config.json, the index and every header) may take.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u16).range(1..))]
+    pub hub_read_deadline_seconds: u16,
     /// Log format on stderr; the level comes from `RUST_LOG` (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -66,6 +83,13 @@ pub struct Args {
         value_parser = WatchNamespaces::parse
     )]
     pub watch_namespaces: WatchNamespaces,
+}
+
+/// A `--hub-token-repos` entry: `owner/name` or `owner/*`.
+fn repo_pattern(text: &str) -> Result<String, String> {
+    crate::hub_models::token_scope::TokenScope::new([], [text.to_string()])
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -106,6 +130,31 @@ mod tests {
             Some(&["team-a".to_string(), "team-b".to_string()][..])
         );
         assert!(Args::try_parse_from(["vramfit-operator", "--concurrency=0"]).is_err());
+    }
+
+    #[test]
+    fn the_hub_token_is_mapped_to_namespaces_and_repositories() {
+        let none = Args::try_parse_from(["vramfit-operator"]).unwrap();
+        assert_eq!(none.hub_token_namespaces.listed(), None, "no namespace");
+        assert!(none.hub_token_repos.is_empty());
+        assert_eq!(none.hub_read_deadline_seconds, 120);
+        let args = Args::try_parse_from([
+            "vramfit-operator",
+            "--hub-token-namespaces=team-a,team-b",
+            "--hub-token-repos=my-org/*,other/model",
+            "--hub-read-deadline-seconds=30",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.hub_token_namespaces.listed(),
+            Some(&["team-a".to_string(), "team-b".to_string()][..])
+        );
+        assert_eq!(args.hub_token_repos, ["my-org/*", "other/model"]);
+        assert_eq!(args.hub_read_deadline_seconds, 30);
+        let error = Args::try_parse_from(["vramfit-operator", "--hub-token-repos=a/b/c"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("neither owner/name nor owner/*"), "{error}");
     }
 
     #[test]

@@ -54,12 +54,7 @@ impl Default for Settings {
             reservation_ttl: Duration::from_secs(120),
             error_backoff_base: Duration::from_secs(1),
             error_backoff_max: Duration::from_secs(300),
-            hub: HubSettings {
-                endpoint: vramfit_hub::DEFAULT_ENDPOINT.to_string(),
-                token_secret: None,
-                namespace: "default".to_string(),
-                timeout: Duration::from_secs(30),
-            },
+            hub: HubSettings::new(vramfit_hub::DEFAULT_ENDPOINT.to_string()),
         }
     }
 }

@@ -158,8 +158,8 @@ pub const PERMISSIONS: &[Permission] = &[
 
 /// With `--hub-token-secret NAME` only: `get` on that one Secret in the operator's own
 /// namespace (a Role with `resourceNames: [NAME]`, chart value `operator.hub.tokenSecret`),
-/// the Hub token for `model.huggingFace`. Not in [`PERMISSIONS`]: the default install reads no
-/// Secret at all.
+/// the Hub token for `model.huggingFace`, used only for the jobs of `--hub-token-namespaces`.
+/// Not in [`PERMISSIONS`]: the default install reads no Secret at all.
 pub const HUB_TOKEN_SECRET: Permission = Permission {
     api_group: "",
     resource: "secrets",

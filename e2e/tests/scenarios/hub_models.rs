@@ -2,7 +2,8 @@
 //! Hub (`--hub-endpoint`) in the background, records what it read in `status.resolvedModel`
 //! and plans with it (the manifest's own numbers win); a second job of the same repository,
 //! and a served one, are answered from the cache; a private repository is read with the token
-//! of a Secret in the operator's namespace; a slow repository holds up no other job; a missing
+//! of a Secret in the operator's namespace, for the namespace the token is mapped to only (a
+//! job in another namespace reads it anonymously and gets `HubNotFound`); a slow repository holds up no other job; a missing
 //! one is a `ModelResolved=False` condition that names it, retried with backoff, and no pod;
 //! a restarted operator whose Hub is away follows a job it read from `status.resolvedModel`.
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ use vramfit_api::conditions::{self, ConditionType};
 use vramfit_api::pod_keys::PLAN_ANNOTATION;
 use vramfit_api::{InferenceJob, Phase, Plan};
 use vramfit_e2e::hub::{HubRepo, LocalHub};
+use vramfit_e2e::namespaces;
 use vramfit_e2e::{
     SETTLE, Suite, check_placed_job, check_served_job, conditions_of, consistently, eventually,
     expect_eq, free_port, pinned_job,
@@ -71,17 +73,23 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
     .await?;
     create_token_secret(s).await?;
     s.stop_operators();
+    let token_namespace = s.ns.clone();
     let flags = [
         "--hub-endpoint",
         &hub.endpoint,
         "--hub-token-secret",
         TOKEN_SECRET,
+        "--hub-token-namespaces",
+        &token_namespace,
+        "--hub-token-repos",
+        "e2e-hub/*",
         "--hub-timeout-seconds",
         "3",
     ];
     s.start_operator("hub", &flags, true).await?;
 
-    // A slow repository first: the jobs after it are planned while it is being read.
+    // A slow repository first: the jobs after it are planned before it ever answers (in
+    // the same namespace, after its read gives up: one read per namespace at a time).
     s.apply_job(hub_job(s, "hub-slow", SLOW)).await?;
     wait_model_condition(s, "hub-slow", "ModelResolving", SLOW).await?;
 
@@ -143,6 +151,7 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
                 .all(|r| r.authorization.as_deref() == Some(bearer.as_str())),
         "every request for {PRIVATE} should carry the Secret's token: {private:?}"
     );
+    private_from_an_unmapped_namespace(s, &hub).await?;
 
     missing_repository(s, &hub).await?;
 
@@ -332,6 +341,52 @@ async fn missing_repository(s: &Suite, hub: &LocalHub) -> Result<()> {
     )
     .await?;
     no_pod(s, "hub-missing").await
+}
+
+/// The token is mapped to the suite's namespace only: a job in another namespace naming the
+/// private repository reads it anonymously, gets `HubNotFound` (a private repository looks
+/// missing), and never the numbers the token read.
+async fn private_from_an_unmapped_namespace(s: &Suite, hub: &LocalHub) -> Result<()> {
+    let other = format!("{}-hub-other", s.ns);
+    s.cleanup
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .namespaces
+        .push(other.clone());
+    namespaces::create(&s.client, &other, &s.run).await?;
+    let with_token = hub.requests_for(PRIVATE).len();
+    let name = "hub-private-elsewhere";
+    s.apply_job_in(&other, hub_job(s, name, PRIVATE)).await?;
+    let jobs: Api<InferenceJob> = Api::namespaced(s.client.clone(), &other);
+    eventually(
+        &format!("job {other}/{name} to have ModelResolved reason HubNotFound"),
+        SETTLE,
+        || async {
+            let job = jobs.get(name).await?;
+            let reason = condition_reason(&job, ConditionType::ModelResolved);
+            let status = job.status.clone().unwrap_or_default();
+            ensure!(
+                reason.as_deref() == Some("HubNotFound")
+                    && status.resolved_model.is_none()
+                    && status.plan.is_none(),
+                "conditions {:?}, resolvedModel {:?}",
+                conditions_of(&job),
+                status.resolved_model
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    let anonymous: Vec<_> = hub
+        .requests_for(PRIVATE)
+        .into_iter()
+        .skip(with_token)
+        .collect();
+    ensure!(
+        !anonymous.is_empty() && anonymous.iter().all(|r| r.authorization.is_none()),
+        "the read for {other} should be anonymous: {anonymous:?}"
+    );
+    namespaces::remove(&s.client, &other, SETTLE).await
 }
 
 /// The Secret the operator reads its Hub token from, in its own namespace.

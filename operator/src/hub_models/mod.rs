@@ -1,7 +1,10 @@
 //! `model.huggingFace`: the numbers a job leaves unset, read from the Hub by the background
 //! [`resolver`]; the one seam in a reconcile ([`prepare`] before observe, [`record`] on the
 //! decided status, [`wait`] while the numbers are not there yet).
+mod blocking_read;
+mod read_queue;
 pub mod resolver;
+pub mod token_scope;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +17,7 @@ use vramfit_hub::{DEFAULT_REVISION, RepoRef};
 use vramfit_models::Checkpoint;
 use vramfit_planner::checkpoint::{fill_unset, model_spec};
 
-use resolver::{HubResolver, Lookup};
+use resolver::{Asker, HubResolver, Lookup};
 
 /// How soon a job whose repository is being read is looked at again.
 pub const READING_RETRY: Duration = Duration::from_secs(2);
@@ -60,14 +63,15 @@ pub fn prepare(job: &InferenceJob, hub: &Arc<HubResolver>) -> HubStep {
     // What an earlier reconcile read for this repo@revision is kept in status: a restarted
     // operator, or one whose cache let the entry go, plans from it while the Hub is away.
     if let Some(recorded) = recorded(job, &repo) {
-        let filled = filled_from(job, &recorded);
-        return HubStep::Ready(Box::new(filled), recorded);
+        return ready(job, recorded);
     }
-    match hub.lookup(&repo) {
-        Lookup::Ready(checkpoint) => {
-            let resolved = resolved(&repo, &checkpoint);
-            HubStep::Ready(Box::new(filled_from(job, &resolved)), resolved)
-        }
+    let asker = Asker {
+        namespace: job.metadata.namespace.as_deref().unwrap_or_default(),
+        name: job.metadata.name.as_deref().unwrap_or_default(),
+        generation: job.metadata.generation,
+    };
+    match hub.lookup(&asker, &repo) {
+        Lookup::Ready(checkpoint) => ready(job, resolved(&repo, &checkpoint)),
         Lookup::Reading => HubStep::Wait {
             reason: Reason::ModelResolving,
             message: format!("reading {repo} from {}", hub.endpoint()),
@@ -76,12 +80,42 @@ pub fn prepare(job: &InferenceJob, hub: &Arc<HubResolver>) -> HubStep {
         Lookup::Failed {
             reason,
             message,
-            retry_in,
+            retry_in: Some(retry_in),
         } => HubStep::Wait {
             reason,
             message: format!("{message}; retried in {}s", retry_in.as_secs().max(1)),
             retry_in: Some(retry_in),
         },
+        Lookup::Failed {
+            reason,
+            message,
+            retry_in: None,
+        } => HubStep::Wait {
+            reason,
+            message: format!("{message}; read again when the job changes"),
+            retry_in: None,
+        },
+    }
+}
+
+/// The job filled from what was read, unless a number read breaks a bound of the CRD: then
+/// the job waits with `HubInvalid` and the field named, as `vramfit plan --model-from` refuses
+/// it (the same check of `spec.model`).
+fn ready(job: &InferenceJob, resolved: ResolvedModel) -> HubStep {
+    let filled = filled_from(job, &resolved);
+    let violations = vramfit_api::schema_check::model_violations(&filled.spec.model);
+    if violations.is_empty() {
+        return HubStep::Ready(Box::new(filled), resolved);
+    }
+    let problems: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    HubStep::Wait {
+        reason: Reason::HubInvalid,
+        message: format!(
+            "{} holds numbers the InferenceJob schema refuses: {}",
+            resolved.source,
+            problems.join("; ")
+        ),
+        retry_in: None,
     }
 }
 
