@@ -28,6 +28,9 @@ use crate::tuning::{TuningFallback, TuningSpec};
     shortname = "ij",
     category = "vramfit",
     doc = "A GPU inference job whose configuration vramfit plans for the GPU it lands on.",
+    // A served job's Service is named after it, and a Service's name is a DNS-1035 label: a
+    // name such as `7b-chat.v2` would run its replicas while the Service is refused forever.
+    validation = Rule::new("!has(self.spec.serve) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))").message("metadata.name of a served job must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit): its Service is named after it"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
