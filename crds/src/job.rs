@@ -707,14 +707,20 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
     /// How it ended: Succeeded, OutOfMemory, HostOutOfMemory, BadOutput (the workload's output
-    /// check found garbage), Failed, Disrupted (ended by Kubernetes: evicted,
-    /// preempted, drained, refused at admission; run again with the same plan), or Replaced
-    /// (deleted for a new pod after a spec change); unset while it runs.
+    /// check found garbage), StartTimeout, ScheduleTimeout, Failed, Disrupted (ended by
+    /// Kubernetes: evicted, preempted, drained, node shutdown; run again with the same plan
+    /// at once), AdmissionRefused (refused by the kubelet at admission; run again with the
+    /// same plan after a backoff), or Replaced (deleted for a new pod after a spec change);
+    /// unset while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<AttemptOutcome>,
     /// The failure message (termination message or reason), trimmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When the operator saw it end (set with `outcome`); the backoff after a refusal at
+    /// admission counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<Time>,
 }
 
 /// Steps taken down after out-of-memory failures and failed output checks (docs/planning.md);
