@@ -245,7 +245,7 @@ impl Suite {
     ) -> Result<()> {
         self.set_pod_status(
             pod,
-            serde_json::json!({"phase": "Failed", "reason": reason, "message": message}),
+            serde_json::json!({"status": {"phase": "Failed", "reason": reason, "message": message}}),
         )
         .await
     }
