@@ -27,7 +27,10 @@ one. Checks, each reported as `PASS <name>`, `FAIL <name>: <expected vs seen>` o
                                       extended resources are denied (server-side dry run);
                                       one that may create pods passes; a hostPath volume and
                                       an AppArmor annotation (refused by the CRD) are denied
-                                      to both.
+                                      to both. A served job's serviceType NodePort or
+                                      LoadBalancer is denied, with the reason, to both and
+                                      allowed to one that may create services; ClusterIP
+                                      (or unset) to all three.
   aggregated-roles-extend-builtin     the chart's -edit/-view ClusterRoles are aggregated into
                                       the built-in edit and view roles (needs the controller
                                       manager).
@@ -652,6 +655,12 @@ POD_TRUST_CASES: list[tuple[str, dict[str, Any] | None, str | None, str | None]]
 ]
 JOB_RULE = {"apiGroups": ["vramfit.io"], "resources": ["inferencejobs"], "verbs": ["create", "get", "list", "delete"]}
 POD_CREATE_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
+SERVICE_CREATE_RULE = {"apiGroups": [""], "resources": ["services"], "verbs": ["create"]}
+# A served job's Service type (None: unset) and whether it needs `create services`: a type
+# other than ClusterIP reaches the replicas from outside the cluster.
+SERVICE_TYPE_CASES: list[tuple[str | None, bool]] = [
+    (None, False), ("ClusterIP", False), ("NodePort", True), ("LoadBalancer", True),
+]
 
 
 def pod_trust_job(namespace: str, name: str, pod: dict[str, Any] | None) -> dict[str, Any]:
@@ -662,6 +671,16 @@ def pod_trust_job(namespace: str, name: str, pod: dict[str, Any] | None) -> dict
         spec["pod"] = pod
     return {"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob",
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def served_job(namespace: str, name: str, service_type: str | None) -> dict[str, Any]:
+    """pod_trust_job served behind a Service of `service_type` (unset when None)."""
+    job = pod_trust_job(namespace, name, None)
+    serve: dict[str, Any] = {"healthPath": "/health"}
+    if service_type is not None:
+        serve["serviceType"] = service_type
+    job["spec"]["serve"] = serve
+    return job
 
 
 def create_job_as(user: str, job: dict[str, Any]) -> Run:
@@ -705,6 +724,24 @@ def check_inferencejob_pod_trust_enforced(_release_namespace: str, objects: list
                     problems.append(f"{who}, spec.pod with {what}: denied, seen allowed")
                 elif denial is not None and denial not in r.err:
                     problems.append(f"{who}, spec.pod with {what}: denied with {denial!r}, seen: {r.err.strip()}")
+        # spec.serve.serviceType: pod rights do not give an exposed Service, `create services` does.
+        exposer = tenant_with_roles(namespace, "tenant-exposer", [JOB_RULE, SERVICE_CREATE_RULE])
+        wait_for("tenant-exposer may create services",
+                 lambda: kubectl("auth", "can-i", "create", "services", "-n", namespace,
+                                 f"--as={exposer}").out.strip() == "yes", timeout=60)
+        for i, (service_type, exposes) in enumerate(SERVICE_TYPE_CASES):
+            denial = (f"spec.serve.serviceType {service_type} needs permission to create services in this "
+                      "namespace" if exposes else None)
+            for user, denied in ((tenant, denial), (admin, denial), (exposer, None)):
+                who = user.rpartition(":")[2]
+                what = f"serviceType {service_type or 'unset'}"
+                r = create_job_as(user, served_job(namespace, f"served-{i}", service_type))
+                if denied is None and r.rc != 0:
+                    problems.append(f"{who}, {what}: allowed, seen denied: {r.err.strip()}")
+                elif denied is not None and r.rc == 0:
+                    problems.append(f"{who}, {what}: denied, seen allowed")
+                elif denied is not None and denied not in r.err:
+                    problems.append(f"{who}, {what}: denied with {denied!r}, seen: {r.err.strip()}")
         if problems:
             raise CheckFailed("; ".join(problems))
 

@@ -33,7 +33,9 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
     env[].valueFrom, tolerations, priorityClassName, labels, annotations and extended
     resources are denied, each with its own message, to a user who may not create pods
     and allowed to one who may; label and annotation keys on the install's allowed*Keys
-    lists pass for both; hostPath is denied to both; a metadata-only update passes
+    lists pass for both; hostPath is denied to both; a served job's serviceType NodePort
+    or LoadBalancer is denied to a user who may not create services (pod rights do not
+    count) and allowed to one who may; a metadata-only update passes
     (cel-python has no `authorizer`: a fake one answers from a table; the real API
     server's answer is e2e/install_check.py's inferencejob-pod-trust-enforced);
   * operator.hub.tokenSecret: no Secret is granted by default; with it (all-enabled), one
@@ -466,10 +468,12 @@ def check_label_guard(report: Report, objects: list[dict[str, Any]]) -> None:
 
 # The fake authorizer of check_pod_trust: `authorizer.group(g).resource(r).namespace(n)
 # .check(verb).allowed()` builds up a map of the question, and allowed() answers it from
-# POD_CREATORS (cel-python calls a member function f(target, args...) as f(target, args...)).
+# GRANTS (cel-python calls a member function f(target, args...) as f(target, args...)).
+# TENANT may create InferenceJobs only, TENANT_EXPOSER also Services, TENANT_ADMIN also pods.
 TENANT = "system:serviceaccount:team-a:tenant"
+TENANT_EXPOSER = "system:serviceaccount:team-a:tenant-exposer"
 TENANT_ADMIN = "system:serviceaccount:team-a:tenant-admin"
-POD_CREATORS = {(TENANT_ADMIN, "", "pods", "team-a", "create")}
+GRANTS = {(TENANT_ADMIN, "", "pods", "team-a", "create"), (TENANT_EXPOSER, "", "services", "team-a", "create")}
 
 
 def _ask(key: str) -> Any:
@@ -481,7 +485,7 @@ def _ask(key: str) -> Any:
 def _allowed(question: Any) -> Any:
     q = {str(k): str(v) for k, v in question.items()}
     return celpy.celtypes.BoolType(
-        (q.get("user"), q.get("group"), q.get("resource"), q.get("namespace"), q.get("verb")) in POD_CREATORS)
+        (q.get("user"), q.get("group"), q.get("resource"), q.get("namespace"), q.get("verb")) in GRANTS)
 
 
 def _null_aware(equal: bool) -> Any:
@@ -518,7 +522,19 @@ def pod_trust_cases(open_keys: bool) -> list[tuple[str, str, dict[str, Any], dic
         new["spec"]["pod"] = pod
         return new
 
-    tenant_only = lambda *fields: {TENANT: list(fields)}  # noqa: E731
+    # The fields denied to the users who may not create pods.
+    tenant_only = lambda *fields: {TENANT: list(fields), TENANT_EXPOSER: list(fields)}  # noqa: E731
+
+    def served(**serve: Any) -> dict[str, Any]:
+        new = copy.deepcopy(job)
+        new["spec"]["serve"] = {"healthPath": "/health", **serve}
+        return new
+
+    # A Service type other than ClusterIP needs `create services`; pod rights do not give it.
+    unexposing = {TENANT: ["spec.serve.serviceType"], TENANT_ADMIN: ["spec.serve.serviceType"]}
+    node_port = served(serviceType="NodePort")
+    node_port_relabelled = copy.deepcopy(node_port)
+    node_port_relabelled["metadata"]["labels"] = {"team": "a"}
     secret = [{"name": "s", "secret": {"secretName": "s"}}]
     host = [{"name": "h", "hostPath": {"path": "/"}}]
     value_from = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
@@ -562,7 +578,14 @@ def pod_trust_cases(open_keys: bool) -> list[tuple[str, str, dict[str, Any], dic
         ("spec.pod.priorityClassName", "CREATE", with_pod(priorityClassName="high"), None,
          tenant_only("priorityClassName")),
         ("a hostPath volume", "CREATE", with_pod(volumes=host), None,
-         {TENANT: ["volumes", "hostPath"], TENANT_ADMIN: ["hostPath"]}),
+         {TENANT: ["volumes", "hostPath"], TENANT_EXPOSER: ["volumes", "hostPath"], TENANT_ADMIN: ["hostPath"]}),
+        ("a served job without serviceType", "CREATE", served(), None, {}),
+        ("a served job, ClusterIP", "CREATE", served(serviceType="ClusterIP"), None, {}),
+        ("a served job, NodePort", "CREATE", node_port, None, unexposing),
+        ("a served job, LoadBalancer", "CREATE", served(serviceType="LoadBalancer"), None, unexposing),
+        ("an update from ClusterIP to NodePort", "UPDATE", node_port, served(serviceType="ClusterIP"), unexposing),
+        ("an update of a NodePort job's labels only (spec unchanged)", "UPDATE", node_port_relabelled, node_port,
+         {}),
         ("an update of the labels only (spec unchanged)", "UPDATE", relabelled, with_sa, {}),
         ("an update of a hostPath job's finalizers (spec unchanged)", "UPDATE", old_host_finalized, old_host, {}),
         ("an update of the image of a job with a ServiceAccount", "UPDATE", new_image, with_sa,
@@ -622,7 +645,7 @@ def check_pod_trust(report: Report, objects: list[dict[str, Any]], open_keys: bo
     cases = pod_trust_cases(open_keys)
     problems = []
     for name, operation, new, old, denials in cases:
-        for user in (TENANT, TENANT_ADMIN):
+        for user in (TENANT, TENANT_EXPOSER, TENANT_ADMIN):
             try:
                 denied = pod_trust_denials(spec, user, operation, new, old)
             except Exception as e:  # noqa: BLE001 - a variable that fails to evaluate
@@ -639,7 +662,9 @@ def check_pod_trust(report: Report, objects: list[dict[str, Any]], open_keys: bo
             problems += [f"{name} by {user}: {m}" for m in denied if "error" in m]
     # The message names the key or resource that needs the rights.
     named = {"a label": "for the label role:", "an annotation": "for the annotation sidecar.istio.io/inject:",
-             "an extended resource limit": "for the extended resource devices.kubevirt.io/kvm:"}
+             "an extended resource limit": "for the extended resource devices.kubevirt.io/kvm:",
+             "a served job, NodePort": "spec.serve.serviceType NodePort needs permission to create services",
+             "a served job, LoadBalancer": "spec.serve.serviceType LoadBalancer needs permission to create services"}
     for name, operation, new, old, _ in cases:
         if name in named:
             denied = pod_trust_denials(spec, TENANT, operation, new, old)
@@ -648,7 +673,7 @@ def check_pod_trust(report: Report, objects: list[dict[str, Any]], open_keys: bo
     if problems:
         report.fail(what, problems)
     else:
-        report.ok(f"{what}: {len(cases)} jobs by a user who may create pods and one who may not, "
+        report.ok(f"{what}: {len(cases)} jobs by users who may create pods, services or neither, "
                   "allowed/denied as expected (fake authorizer)")
 
 

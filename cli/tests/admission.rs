@@ -123,6 +123,35 @@ fn refusals_name_the_field_as_golden_lines_with_exit_2() {
 }
 
 #[test]
+fn a_served_job_whose_name_is_no_service_name_is_refused_with_exit_2() {
+    let served = |name: &str| {
+        format!(
+            "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadata: {{name: {name}}}\nspec: {{{MISTRAL}, serve: {{}}}}\n"
+        )
+    };
+    let refusal = "vramfit: error: -: the API server would refuse this InferenceJob: \
+        metadata.name of a served job must be a DNS-1035 label (at most 63 lowercase letters, \
+        digits and '-', starting with a letter and ending with a letter or digit): its Service \
+        is named after it";
+    let too_long = format!("a{}", "b".repeat(63));
+    for name in ["7b-chat.v2", "7b-chat", too_long.as_str()] {
+        let out = vramfit(&["plan", "-"], &served(name));
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        assert_eq!(stderr(&out), refusal, "{name}");
+        assert!(out.stdout.is_empty());
+    }
+    // A batch job may keep such a name (no Service is made for it), and a served job's name
+    // of 63 characters is a Service name.
+    let batch =
+        "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadata: {name: 7b-chat.v2}\n";
+    let out = vramfit(&["plan", "-"], &format!("{batch}spec: {{{MISTRAL}}}\n"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let longest = format!("a{}", "b".repeat(62));
+    let out = vramfit(&["plan", "-"], &served(&longest));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
 fn too_large_or_too_deep_input_is_refused_before_it_is_parsed() {
     let deep = job(&format!(
         "{{{MISTRAL}, args: {}{}}}",
@@ -412,7 +441,7 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
         }
         object
     };
-    let job_examples: Vec<(&str, Value, &str)> = vec![
+    let mut job_examples: Vec<(&str, Value, &str)> = vec![
         (
             "spec",
             spec(json!({"gpus": {"min": 4, "max": 2}})),
@@ -520,6 +549,13 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "tuning.dataVolume and tuning.outputVolume must differ",
         ),
     ];
+    let mut dotted_served = spec(json!({"serve": {}}));
+    dotted_served["metadata"]["name"] = json!("7b-chat.v2");
+    job_examples.push((
+        "",
+        dotted_served,
+        "metadata.name of a served job must be a DNS-1035 label",
+    ));
     let class_examples: Vec<(&str, Value, &str)> = vec![(
         "spec.gpu",
         json!({"apiVersion": "vramfit.io/v1alpha1", "kind": "GpuNodeClass", "metadata": {"name": "c"},
@@ -544,10 +580,16 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             } else {
                 admit::<GpuNodeClass>(&mut object)
             };
+            // A rule at the root (on the whole object) is reported without a field path.
+            let prefix = if path.is_empty() {
+                String::new()
+            } else {
+                format!("{path}: ")
+            };
             assert!(
                 problems
                     .iter()
-                    .any(|p| p.starts_with(&format!("{path}: ")) && p.contains(message)),
+                    .any(|p| p.starts_with(&prefix) && p.contains(message)),
                 "{path}: expected {message:?} in {problems:?}"
             );
         }

@@ -63,6 +63,9 @@ status_words! {
         PodRejected = "PodRejected",
         /// Scheduled=False: a pod with the attempt's name exists and is not the job's.
         PodNameTaken = "PodNameTaken",
+        /// Scheduled=False: the kubelet refused the last attempt's pod at admission; the
+        /// next attempt waits for its backoff (the message says until when).
+        AdmissionRefused = "AdmissionRefused",
         /// Ready=True: the pod runs.
         Running = "Running",
         /// Ready=False: the pod waits for a node, an image, a start.

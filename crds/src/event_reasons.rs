@@ -23,8 +23,13 @@ status_words! {
         ScheduleDeadlineExceeded = "ScheduleDeadlineExceeded",
         /// An attempt's output check found garbage (Warning).
         BadOutput = "BadOutput",
-        /// Kubernetes ended an attempt's pod (eviction, preemption, drain, admission) (Warning).
+        /// Kubernetes ended an attempt's pod (eviction, preemption, drain, node shutdown)
+        /// (Warning).
         Disrupted = "Disrupted",
+        /// The kubelet refused a pod at admission (a device plugin's `Allocate` failed, the
+        /// node lacked a resource, its affinity no longer matched): the next pod follows
+        /// after a backoff (Warning).
+        AdmissionRefused = "AdmissionRefused",
         /// The next attempt steps down (note: the step).
         SteppedDown = "SteppedDown",
         /// The job failed for good (Warning).
@@ -42,7 +47,7 @@ status_words! {
         /// (Warning).
         ReconcileFailed = "ReconcileFailed",
         /// Served jobs: a replica's pod ended; it is replaced (after a backoff unless it ran
-        /// out of memory or Kubernetes ended it) (Warning).
+        /// out of memory or Kubernetes evicted, preempted or deleted it) (Warning).
         ReplicaFailed = "ReplicaFailed",
         /// Served jobs: a rolling update replaces a replica's pod (note: the old pod, the new
         /// one, and whether a surge pod or in place).

@@ -28,6 +28,9 @@ use crate::tuning::{TuningFallback, TuningSpec};
     shortname = "ij",
     category = "vramfit",
     doc = "A GPU inference job whose configuration vramfit plans for the GPU it lands on.",
+    // A served job's Service is named after it, and a Service's name is a DNS-1035 label: a
+    // name such as `7b-chat.v2` would run its replicas while the Service is refused forever.
+    validation = Rule::new("!has(self.spec.serve) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))").message("metadata.name of a served job must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit): its Service is named after it"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
@@ -704,14 +707,20 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
     /// How it ended: Succeeded, OutOfMemory, HostOutOfMemory, BadOutput (the workload's output
-    /// check found garbage), Failed, Disrupted (ended by Kubernetes: evicted,
-    /// preempted, drained, refused at admission; run again with the same plan), or Replaced
-    /// (deleted for a new pod after a spec change); unset while it runs.
+    /// check found garbage), StartTimeout, ScheduleTimeout, Failed, Disrupted (ended by
+    /// Kubernetes: evicted, preempted, drained, node shutdown; run again with the same plan
+    /// at once), AdmissionRefused (refused by the kubelet at admission; run again with the
+    /// same plan after a backoff), or Replaced (deleted for a new pod after a spec change);
+    /// unset while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<AttemptOutcome>,
     /// The failure message (termination message or reason), trimmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When the operator saw it end (set with `outcome`); the backoff after a refusal at
+    /// admission counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<Time>,
 }
 
 /// Steps taken down after out-of-memory failures and failed output checks (docs/planning.md);

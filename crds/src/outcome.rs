@@ -25,15 +25,19 @@ pub enum AttemptOutcome {
     Failed,
     /// The pod was deleted for a new one after a spec change.
     Replaced,
-    /// Kubernetes ended the pod (eviction, preemption, drain, admission).
+    /// Kubernetes ended the pod (eviction, preemption, drain, node shutdown).
     Disrupted,
+    /// The kubelet refused the pod at admission (`UnexpectedAdmissionError` from a device
+    /// plugin's `Allocate`, `OutOf<resource>`, `NodeAffinity`, …): the next attempt waits a
+    /// backoff, as a node that refuses once may refuse again.
+    AdmissionRefused,
     /// A value this version does not know, kept verbatim.
     Unknown(String),
 }
 
 impl AttemptOutcome {
     /// Every outcome this version writes.
-    pub const KNOWN: [AttemptOutcome; 9] = [
+    pub const KNOWN: [AttemptOutcome; 10] = [
         Self::Succeeded,
         Self::OutOfMemory,
         Self::HostOutOfMemory,
@@ -43,6 +47,7 @@ impl AttemptOutcome {
         Self::Failed,
         Self::Replaced,
         Self::Disrupted,
+        Self::AdmissionRefused,
     ];
 
     /// The value as written in status.
@@ -57,6 +62,7 @@ impl AttemptOutcome {
             Self::Failed => "Failed",
             Self::Replaced => "Replaced",
             Self::Disrupted => "Disrupted",
+            Self::AdmissionRefused => "AdmissionRefused",
             Self::Unknown(other) => other,
         }
     }

@@ -163,8 +163,8 @@ pub struct ReplicaStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<Time>,
     /// Why the replica's last pod ended, while it is down or backing off (`OutOfMemory`,
-    /// `NoStepLeft`, `HostOutOfMemory`, `Failed`, `StartTimeout`, `Disrupted`, `Deleted`,
-    /// `NoClassFits`); unset once a pod serves again.
+    /// `NoStepLeft`, `HostOutOfMemory`, `Failed`, `StartTimeout`, `Disrupted`,
+    /// `AdmissionRefused`, `Deleted`, `NoClassFits`); unset once a pod serves again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// What the replica is doing or why it is down, in one line.
@@ -199,8 +199,8 @@ pub struct ReplicaRestart {
     pub slot: u32,
     /// The pod that ended.
     pub pod_name: String,
-    /// OutOfMemory, HostOutOfMemory, Failed, Disrupted, StartTimeout, ScheduleTimeout or
-    /// Deleted.
+    /// OutOfMemory, HostOutOfMemory, Failed, Disrupted, AdmissionRefused, StartTimeout,
+    /// ScheduleTimeout or Deleted.
     pub reason: String,
     /// What it said, trimmed.
     pub message: String,

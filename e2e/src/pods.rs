@@ -271,6 +271,22 @@ impl Suite {
         Ok(gone)
     }
 
+    /// Writes the status of a pod the kubelet failed itself, before or without its workload
+    /// ending: `reason` `UnexpectedAdmissionError` or `OutOfnvidia.com/gpu` (refused at
+    /// admission), `Evicted` (node pressure), with the kubelet's `message`.
+    pub async fn set_pod_failed_by_kubelet(
+        &self,
+        pod: &Pod,
+        reason: &str,
+        message: &str,
+    ) -> Result<()> {
+        self.set_pod_status(
+            pod,
+            serde_json::json!({"status": {"phase": "Failed", "reason": reason, "message": message}}),
+        )
+        .await
+    }
+
     /// Writes the status of a pod whose workload ended with `exit_code`, `reason` and the
     /// termination message `message`.
     pub async fn set_pod_ended(

@@ -197,6 +197,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("served-rolling-update-keeps-an-endpoint", |s| {
             Box::pin(serving::rolling_update_keeps_an_endpoint(s))
         }),
+        ("served-admission-refusal-backs-off", |s| {
+            Box::pin(serving::admission_refusal_backs_off(s))
+        }),
         ("served-crash-loop-backs-off", |s| {
             Box::pin(serving::crash_loop_backs_off(s))
         }),

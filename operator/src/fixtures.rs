@@ -443,6 +443,22 @@ pub fn failed_pod(name: &str, node: &str, reason: &str, exit_code: i32, message:
     as_failed(pod_named(name), node, reason, exit_code, message)
 }
 
+/// A pod bound to `node` whose kubelet refused it at admission with `reason`
+/// (`UnexpectedAdmissionError`, `OutOfnvidia.com/gpu`, …): Failed, no container ran.
+pub fn refused_pod(name: &str, node: &str, reason: &str) -> Pod {
+    as_refused(pod_named(name), node, reason)
+}
+
+/// `pod`, bound to `node` and refused there at admission with `reason`.
+pub fn as_refused(pod: Pod, node: &str, reason: &str) -> Pod {
+    let mut pod = with_phase(pod, "Failed", Some(node));
+    if let Some(status) = pod.status.as_mut() {
+        status.reason = Some(reason.to_string());
+        status.message = Some(format!("Pod was rejected: {reason}"));
+    }
+    pod
+}
+
 /// Another workload's pod taking `gpus` GPUs (running when bound).
 pub fn gpu_pod(namespace: &str, name: &str, node: Option<&str>, gpus: u32) -> Pod {
     let pod = Pod {

@@ -113,6 +113,14 @@ pub async fn invalid_manifests(s: &mut Suite) -> Result<()> {
             }),
             vec!["a tuning job runs a training program: runtime transformers or custom"],
         ),
+        // A served job's Service is named after it: a name that is no Service name (a dot,
+        // a leading digit) would run replicas whose Service is refused forever.
+        (
+            case("7b-chat.v2", &|v| {
+                v["spec"]["serve"] = json!({"healthPath": "/health"});
+            }),
+            vec!["metadata.name of a served job must be a DNS-1035 label"],
+        ),
         // The spec's bounds (no job makes the operator's cache grow without limit).
         (
             case("too-many-env", &|v| {

@@ -633,6 +633,102 @@ pub async fn crash_loop_backs_off(s: &mut Suite) -> Result<()> {
     s.delete_jobs(&[name.to_string()]).await
 }
 
+/// A replica whose pod the kubelet refuses at admission (a device plugin whose `Allocate`
+/// fails: `UnexpectedAdmissionError`) is a failure of the replica: its next pod comes after the
+/// crash backoff (10 s, then 20 s), the third refusal in a row makes the job Degraded
+/// (`CrashLoop`); an evicted pod is still replaced at once.
+pub async fn admission_refusal_backs_off(s: &mut Suite) -> Result<()> {
+    s.ensure_single_operator().await?;
+    let name = "e2e-refused";
+    s.apply_job(served_job(s, name, 1, &[H100])).await?;
+    let (job, pods) = s.wait_replicas(name, 1).await?;
+    let plan = job.status.clone().unwrap_or_default().replica_statuses[0]
+        .plan_summary
+        .clone();
+    let allocate_failed = "Allocate failed due to rpc error: code = Unknown desc = \
+        nvidia-container-cli: device error: unknown device, which is unexpected";
+    let mut pod = pods[0].clone();
+    let mut gaps = Vec::new();
+    for round in 1..=3u32 {
+        let old = pod.name_any();
+        let refused_at = Instant::now();
+        s.set_pod_failed_by_kubelet(&pod, "UnexpectedAdmissionError", allocate_failed)
+            .await?;
+        if round == 3 {
+            wait_condition(s, name, "Degraded", "True", Some("CrashLoop")).await?;
+        }
+        let (job, pods) = eventually(
+            &format!("the pod after refusal {round}"),
+            Duration::from_secs(90),
+            || async {
+                let (job, pods) = s.wait_replicas(name, 1).await?;
+                ensure!(pods[0].name_any() != old, "still {old}");
+                Ok((job, pods))
+            },
+        )
+        .await?;
+        gaps.push(refused_at.elapsed().as_secs_f64());
+        let status = job.status.clone().unwrap_or_default();
+        let line = status.replica_statuses[0].clone();
+        expect_eq("the same plan", line.plan_summary.as_str(), plan.as_str())?;
+        expect_eq("failures in a row", line.failures, round)?;
+        let restart = status
+            .recent_restarts
+            .last()
+            .context("a restart in recentRestarts")?;
+        expect_eq(
+            "restart reason",
+            restart.reason.as_str(),
+            "AdmissionRefused",
+        )?;
+        ensure!(
+            restart
+                .message
+                .starts_with("UnexpectedAdmissionError: Allocate failed"),
+            "the restart names the kubelet's refusal: {}",
+            restart.message
+        );
+        pod = pods[0].clone();
+    }
+    ensure!(
+        gaps[0] >= 9.0 && gaps[1] >= 19.0 && gaps[2] >= 39.0,
+        "a refused pod was replaced before its backoff: {gaps:?} s between a refusal and the next pod"
+    );
+    s.wait_events(
+        name,
+        &[EventReason::AdmissionRefused, EventReason::Degraded],
+    )
+    .await?;
+    // An eviction is not the replica's failure: its next pod comes at once.
+    let old = pod.name_any();
+    let evicted_at = Instant::now();
+    s.set_pod_failed_by_kubelet(&pod, "Evicted", "The node was low on resource: memory.")
+        .await?;
+    let (job, _) = eventually(
+        "the pod after the eviction",
+        Duration::from_secs(30),
+        || async {
+            let (job, pods) = s.wait_replicas(name, 1).await?;
+            ensure!(pods[0].name_any() != old, "still {old}");
+            Ok((job, pods))
+        },
+    )
+    .await?;
+    let evicted_gap = evicted_at.elapsed().as_secs_f64();
+    ensure!(
+        evicted_gap < 8.0,
+        "an evicted pod waited {evicted_gap:.1} s for its replacement (no backoff expected)"
+    );
+    let status = job.status.clone().unwrap_or_default();
+    let restart = status.recent_restarts.last().context("a restart")?;
+    expect_eq("eviction reason", restart.reason.as_str(), "Disrupted")?;
+    println!(
+        "     refused at admission → next pod after {:.1} s, {:.1} s, {:.1} s; Degraded CrashLoop at the third; evicted → next pod after {evicted_gap:.1} s",
+        gaps[0], gaps[1], gaps[2]
+    );
+    s.delete_jobs(&[name.to_string()]).await
+}
+
 /// An HPA (autoscaling/v2) targeting a served job is accepted and resolves its target through
 /// the scale subresource (`GET …/scale`, `status.selector`).
 pub async fn hpa_targets_the_scale_subresource(s: &mut Suite) -> Result<()> {

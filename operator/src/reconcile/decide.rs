@@ -12,8 +12,10 @@
 //!    landed), it is adopted with the plan it carries instead of being planned again.
 //! 2. **Observe** (outcome unset): the pod's phase becomes the job's (`Scheduled`,
 //!    `Running`); its end sets the attempt's outcome: `Succeeded`, `OutOfMemory` (→ 1 again,
-//!    one step down, while `maxAttempts` allows and a step is left; else `Failed`), or
-//!    `Failed`. A missing pod is applied again under the same name.
+//!    one step down, while `maxAttempts` allows and a step is left; else `Failed`),
+//!    `Disrupted` (→ 1 again at once, the same plan), `AdmissionRefused` (→ 1 again after a
+//!    backoff, the same plan: `decide/admission_backoff.rs`), or `Failed`. A missing pod is
+//!    applied again under the same name.
 //! 3. **Spec change** (generation > observedGeneration, pod not finished): the job is
 //!    planned again on its class; a pod whose spec would change is deleted and the next
 //!    attempt starts (outcome `Replaced`); a change of labels or annotations only is applied
@@ -125,6 +127,9 @@ enum Start {
     AfterUnscheduledPod,
     /// Kubernetes ended the pod: the same plan again, within the attempt limit.
     AfterDisruption,
+    /// The kubelet refused the pod at admission: the same plan again after a backoff, within
+    /// the attempt limit.
+    AfterAdmissionRefusal,
     Replacing,
 }
 
@@ -319,6 +324,7 @@ impl Draft<'_> {
             }
             Some(AttemptOutcome::Replaced) => self.start(Start::Replacing),
             Some(AttemptOutcome::Disrupted) => self.start(Start::AfterDisruption),
+            Some(AttemptOutcome::AdmissionRefused) => self.start(Start::AfterAdmissionRefusal),
             Some(AttemptOutcome::BadOutput) => self.start(Start::AfterBadOutput),
             Some(AttemptOutcome::StartTimeout) => self.start(Start::AfterStuckPod),
             Some(AttemptOutcome::ScheduleTimeout) => self.start(Start::AfterUnscheduledPod),
@@ -572,9 +578,11 @@ impl Draft<'_> {
     }
 
     fn end_attempt(&mut self, outcome: AttemptOutcome, message: String) {
+        let now = self.obs.now.clone();
         if let Some(last) = self.status.attempts.last_mut() {
             last.outcome = Some(outcome);
             last.message = Some(message);
+            last.end_time = Some(now);
         }
     }
 
@@ -755,6 +763,20 @@ impl Draft<'_> {
                     .about(name),
                 );
                 return self.start(Start::AfterDisruption);
+            }
+            PodState::AdmissionRefused { node, message } => {
+                self.end_attempt(AttemptOutcome::AdmissionRefused, message.clone());
+                let of = node.map(|n| format!(" of node {n}")).unwrap_or_default();
+                self.events.push(
+                    JobEvent::warning(
+                        EventReason::AdmissionRefused,
+                        format!(
+                            "attempt {attempt} (pod {name}) was refused by the kubelet{of} at admission: {message}"
+                        ),
+                    )
+                    .about(name),
+                );
+                return self.start(Start::AfterAdmissionRefusal);
             }
             PodState::Failed { message, .. } => {
                 self.end_attempt(AttemptOutcome::Failed, message.clone());
@@ -960,6 +982,7 @@ pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static s
     }
 }
 
+mod admission_backoff;
 pub mod placement;
 mod start;
 

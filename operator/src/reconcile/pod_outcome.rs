@@ -92,12 +92,23 @@ pub enum PodState {
         message: String,
     },
     /// Ended because Kubernetes took it away, not because the workload failed: evicted,
-    /// preempted, drained, deleted, refused by the kubelet at admission, or its node shut down.
-    /// vramfit runs the same plan again in a new pod.
+    /// preempted, drained, deleted, or its node shut down. vramfit runs the same plan again in
+    /// a new pod at once.
     Disrupted {
         /// The node it was on.
         node: Option<String>,
         /// What Kubernetes said, trimmed.
+        message: String,
+    },
+    /// Refused by the kubelet at admission, before any container ran: a device plugin's
+    /// `Allocate` failed (`UnexpectedAdmissionError`), the node lacked a resource
+    /// (`OutOf<resource>`), its affinity, ports, taints or OS no longer matched. Not the
+    /// workload's fault either, but a node that refuses once may refuse every pod placed
+    /// there: the next pod waits a backoff.
+    AdmissionRefused {
+        /// The node that refused it.
+        node: Option<String>,
+        /// The kubelet's reason and message, trimmed.
         message: String,
     },
     /// Ended with another failure.
@@ -121,6 +132,7 @@ impl PodState {
             | PodState::OutOfMemory { node, .. }
             | PodState::HostOutOfMemory { node, .. }
             | PodState::Disrupted { node, .. }
+            | PodState::AdmissionRefused { node, .. }
             | PodState::Failed { node, .. } => node.as_deref(),
         }
     }
@@ -134,6 +146,7 @@ impl PodState {
                 | PodState::LossDiverged { .. }
                 | PodState::OutOfMemory { .. }
                 | PodState::Disrupted { .. }
+                | PodState::AdmissionRefused { .. }
                 | PodState::Failed { .. }
         )
     }
@@ -159,6 +172,10 @@ pub fn classify(pod: &Pod) -> PodState {
                 WorkloadReport::TrainingResult(summary) => Some(summary),
                 _ => None,
             }),
+        },
+        Some("Failed") if refused_at_admission(pod) => PodState::AdmissionRefused {
+            node,
+            message: trim_message(&disruption_message(pod)),
         },
         Some("Failed") if !disrupted(pod) => {
             let bad = reports(&status.container_statuses).find_map(|r| match r {
@@ -243,7 +260,8 @@ fn failed(node: Option<String>, status: &k8s_openapi::api::core::v1::PodStatus) 
     )
 }
 
-/// Pod `status.reason`s the kubelet sets when it, not the workload, ended the pod.
+/// Pod `status.reason`s the kubelet sets when it, not the workload, ended a pod that it had
+/// admitted: eviction (also under node pressure), preemption, node shutdown.
 const DISRUPTION_REASONS: &[&str] = &[
     "Evicted",
     "Preempting",
@@ -251,14 +269,44 @@ const DISRUPTION_REASONS: &[&str] = &[
     "Shutdown",
     "NodeShutdown",
     "NodeLost",
+    "DeletionByTaintManager",
+];
+
+/// Pod `status.reason`s of the kubelet's admission handlers (`pkg/kubelet/lifecycle`
+/// `predicate.go`: `UnexpectedAdmissionError` when a device plugin's `Allocate` or another
+/// admit step fails, the scheduler's predicates re-run on the node — `NodeAffinity`,
+/// `NodeName`, `NodePorts`, `TaintToleration` — and the OS checks; the topology, sysctl and
+/// AppArmor admitters), besides `OutOf<resource>` (`OutOfcpu`, `OutOfnvidia.com/gpu`).
+const ADMISSION_REASONS: &[&str] = &[
     "UnexpectedAdmissionError",
     "NodeAffinity",
     "NodeSelectorMismatching",
+    "NodeName",
+    "NodePorts",
+    "TaintToleration",
+    "PodOSSelectorNodeLabelDoesNotMatch",
+    "PodOSNotSupported",
+    "InvalidNodeInfo",
+    "InitContainerRestartPolicyForbidden",
+    "SupplementalGroupsPolicyNotSupported",
+    "UnknownReason",
+    "UnexpectedPredicateFailureType",
+    "TopologyAffinityError",
+    "SMTAlignmentError",
+    "SysctlForbidden",
+    "AppArmor",
 ];
+
+/// Whether a failed pod was refused by its node's kubelet at admission, before any container
+/// ran (no admission reason is given to a pod the kubelet admitted).
+fn refused_at_admission(pod: &Pod) -> bool {
+    let reason = pod.status.as_ref().and_then(|s| s.reason.as_deref());
+    reason.is_some_and(|r| ADMISSION_REASONS.contains(&r) || r.starts_with("OutOf"))
+}
 
 /// Whether a failed pod was ended by Kubernetes rather than by its workload: it is being
 /// deleted, carries the `DisruptionTarget` condition (eviction, preemption, taint manager,
-/// drain), or the kubelet gave a disruption reason (eviction, admission, `OutOf<resource>`).
+/// drain), or the kubelet gave a disruption reason (eviction, node shutdown).
 fn disrupted(pod: &Pod) -> bool {
     let status = pod.status.as_ref();
     let disruption_target = status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
@@ -269,7 +317,6 @@ fn disrupted(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
         || disruption_target
         || DISRUPTION_REASONS.contains(&reason)
-        || reason.starts_with("OutOf")
 }
 
 fn disruption_message(pod: &Pod) -> String {
@@ -593,13 +640,10 @@ mod tests {
         };
         let is_disruption = |state: PodState| matches!(state, PodState::Disrupted { .. });
         assert!(is_disruption(failed(Some("Evicted"), false, false)));
+        assert!(is_disruption(failed(Some("Preempting"), false, false)));
+        assert!(is_disruption(failed(Some("Terminated"), false, false)));
         assert!(is_disruption(failed(
-            Some("OutOfnvidia.com/gpu"),
-            false,
-            false
-        )));
-        assert!(is_disruption(failed(
-            Some("UnexpectedAdmissionError"),
+            Some("DeletionByTaintManager"),
             false,
             false
         )));
@@ -614,6 +658,48 @@ mod tests {
         assert!(matches!(
             failed(None, false, false),
             PodState::Failed { .. }
+        ));
+    }
+
+    #[test]
+    fn pods_the_kubelet_refused_at_admission_are_not_disruptions() {
+        let refused = |reason: &str, deleting: bool| {
+            let mut pod = fixtures::refused_pod("chat-1", "a-1", reason);
+            if deleting {
+                pod.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            classify(&pod)
+        };
+        for reason in [
+            "UnexpectedAdmissionError",
+            "OutOfnvidia.com/gpu",
+            "OutOfcpu",
+            "OutOfmemory",
+            "NodeAffinity",
+            "TopologyAffinityError",
+        ] {
+            assert_eq!(
+                refused(reason, false),
+                PodState::AdmissionRefused {
+                    node: Some("a-1".into()),
+                    message: format!("{reason}: Pod was rejected: {reason}"),
+                },
+                "{reason}"
+            );
+            assert!(refused(reason, false).is_finished());
+            // Deleting the refused pod afterwards does not make the refusal an eviction.
+            assert!(matches!(
+                refused(reason, true),
+                PodState::AdmissionRefused { .. }
+            ));
+        }
+        // An eviction stays a disruption, replaced at once.
+        assert!(matches!(
+            refused("Evicted", false),
+            PodState::Disrupted { .. }
         ));
     }
 

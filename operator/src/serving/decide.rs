@@ -456,6 +456,7 @@ impl<'a> Draft<'a> {
             EndKind::OutOfMemory => EventReason::OutOfMemory,
             EndKind::HostOutOfMemory => EventReason::HostOutOfMemory,
             EndKind::Disrupted => EventReason::Disrupted,
+            EndKind::AdmissionRefused => EventReason::AdmissionRefused,
             EndKind::StartTimeout => EventReason::StartDeadlineExceeded,
             EndKind::ScheduleTimeout => EventReason::ScheduleDeadlineExceeded,
             _ => EventReason::ReplicaFailed,

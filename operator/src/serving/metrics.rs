@@ -4,8 +4,8 @@
 //!   served jobs' status as the job watch goes ([`super::gauges`]).
 //! * `vramfit_serving_replica_restarts_total{reason}`: replica pods replaced after they
 //!   ended, by why (`OutOfMemory`, `HostOutOfMemory`, `Failed`, `StartTimeout`,
-//!   `ScheduleTimeout`, `Disrupted`, `Deleted`); every reason's series exists from the start,
-//!   at 0.
+//!   `ScheduleTimeout`, `Disrupted`, `AdmissionRefused`, `Deleted`); every reason's series
+//!   exists from the start, at 0.
 use std::collections::BTreeMap;
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -48,6 +48,11 @@ pub enum EndKind {
     HostOutOfMemory,
     /// Ended by Kubernetes (eviction, preemption, drain, node lost): replaced at once.
     Disrupted,
+    /// Refused by the kubelet at admission (a device plugin's `Allocate` failed, the node
+    /// lacked a resource, its affinity no longer matched): replaced after a backoff, as a
+    /// failure of the replica — a node that refuses every pod must not get a new one at once,
+    /// forever.
+    AdmissionRefused,
     /// Any other failure, or the server exited: replaced after a backoff.
     Failed,
     /// Did not start within the start deadline: deleted and replaced after a backoff.
@@ -62,10 +67,11 @@ pub enum EndKind {
 
 impl EndKind {
     /// Every kind (the restart counter has a series for each from the start).
-    pub const ALL: [EndKind; 7] = [
+    pub const ALL: [EndKind; 8] = [
         EndKind::OutOfMemory,
         EndKind::HostOutOfMemory,
         EndKind::Disrupted,
+        EndKind::AdmissionRefused,
         EndKind::Failed,
         EndKind::StartTimeout,
         EndKind::ScheduleTimeout,
@@ -78,6 +84,7 @@ impl EndKind {
             EndKind::OutOfMemory => "OutOfMemory",
             EndKind::HostOutOfMemory => "HostOutOfMemory",
             EndKind::Disrupted => "Disrupted",
+            EndKind::AdmissionRefused => "AdmissionRefused",
             EndKind::Failed => "Failed",
             EndKind::StartTimeout => "StartTimeout",
             EndKind::ScheduleTimeout => "ScheduleTimeout",
@@ -85,13 +92,14 @@ impl EndKind {
         }
     }
 
-    /// Whether the replacement waits for the replica's backoff: not when the failure is not
-    /// the server's (Kubernetes ended it, it was deleted) nor when a step down changes what
-    /// runs (out of memory).
+    /// Whether the replacement waits for the replica's backoff: not when Kubernetes took a
+    /// running pod away (evicted, preempted, drained, deleted) nor when a step down changes
+    /// what runs (out of memory).
     pub fn backs_off(self) -> bool {
         matches!(
             self,
             EndKind::HostOutOfMemory
+                | EndKind::AdmissionRefused
                 | EndKind::Failed
                 | EndKind::StartTimeout
                 | EndKind::ScheduleTimeout
@@ -155,6 +163,7 @@ pub fn replica_pod(pod: &Pod) -> ReplicaPod {
         PodState::OutOfMemory { message, .. } => ended(EndKind::OutOfMemory, message),
         PodState::HostOutOfMemory { message, .. } => ended(EndKind::HostOutOfMemory, message),
         PodState::Disrupted { message, .. } => ended(EndKind::Disrupted, message),
+        PodState::AdmissionRefused { message, .. } => ended(EndKind::AdmissionRefused, message),
         PodState::Failed { message, .. } => ended(EndKind::Failed, message),
     }
 }
@@ -170,6 +179,7 @@ mod tests {
             EndKind::OutOfMemory
             | EndKind::HostOutOfMemory
             | EndKind::Disrupted
+            | EndKind::AdmissionRefused
             | EndKind::Failed
             | EndKind::StartTimeout
             | EndKind::ScheduleTimeout
@@ -240,5 +250,28 @@ mod tests {
         ));
         assert!(EndKind::Failed.backs_off());
         assert!(!EndKind::Disrupted.backs_off());
+    }
+
+    #[test]
+    fn a_pod_refused_at_kubelet_admission_backs_off_and_an_evicted_one_does_not() {
+        for reason in [
+            "UnexpectedAdmissionError",
+            "OutOfnvidia.com/gpu",
+            "NodeAffinity",
+        ] {
+            let refused = fixtures::refused_pod("chat-r0-1", "a-1", reason);
+            let ReplicaPod::Ended(ending) = replica_pod(&refused) else {
+                panic!("{reason}: {:?}", replica_pod(&refused))
+            };
+            assert_eq!(ending.kind, EndKind::AdmissionRefused, "{reason}");
+            assert!(ending.message.starts_with(reason), "{}", ending.message);
+            assert!(ending.kind.backs_off());
+        }
+        let evicted = fixtures::refused_pod("chat-r0-1", "a-1", "Evicted");
+        let ReplicaPod::Ended(ending) = replica_pod(&evicted) else {
+            panic!()
+        };
+        assert_eq!(ending.kind, EndKind::Disrupted);
+        assert!(!ending.kind.backs_off());
     }
 }

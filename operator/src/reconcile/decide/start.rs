@@ -98,6 +98,7 @@ impl Draft<'_> {
                 };
                 Some((how, current.clone(), Some(step)))
             }
+            Start::AfterAdmissionRefusal => self.after_admission_refusal(how, current),
             Start::AfterOutOfMemory => {
                 let failure = self.last_failure_message();
                 if previous >= max {
@@ -324,6 +325,7 @@ impl Draft<'_> {
             step,
             outcome: None,
             message: None,
+            end_time: None,
         });
         self.status.attempt_count = number;
         self.flags_condition(input, &plan);

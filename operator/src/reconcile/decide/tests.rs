@@ -791,6 +791,128 @@ fn disruptions_also_end_when_attempts_run_out() {
     assert_eq!(condition(&d, "Ready").reason, "AttemptsExhausted");
 }
 
+/// `pod`, refused by the kubelet of `a-1` at admission (its device plugin's Allocate failed).
+fn as_refused(pod: Pod) -> Pod {
+    let mut pod = fixtures::as_pending(pod, Some("a-1"));
+    if let Some(status) = pod.status.as_mut() {
+        status.phase = Some("Failed".to_string());
+        status.reason = Some("UnexpectedAdmissionError".to_string());
+        status.message = Some(
+            "Allocate failed due to rpc error: code = Unknown desc = device plugin failed"
+                .to_string(),
+        );
+    }
+    pod
+}
+
+#[test]
+fn a_pod_refused_at_kubelet_admission_runs_again_only_after_a_growing_backoff() {
+    let mut world = a10g_world();
+    let mut spec = fixtures::vllm_mistral_spec();
+    spec.max_attempts = 4;
+    let mut job = fixtures::job("chat", spec);
+    let first = world.decide(&job);
+    job = written(&job, &first);
+    let mut pod = world.observe(&first, as_refused);
+    // 10 s after the first refusal in a row, doubling.
+    for (attempt, wait) in [(1u32, 10u64), (2, 20), (3, 40)] {
+        // Seen refused: the attempt ends, and no pod follows at once.
+        let refused = world.decide(&job);
+        assert!(
+            refused.apply_pod.is_none(),
+            "attempt {attempt}: no pod at once"
+        );
+        let ended = &refused.status.attempts[attempt as usize - 1];
+        assert_eq!(ended.outcome, Some(AttemptOutcome::AdmissionRefused));
+        assert_eq!(ended.end_time, Some(at(world.now)));
+        assert!(
+            ended
+                .message
+                .as_deref()
+                .unwrap()
+                .starts_with("UnexpectedAdmissionError: Allocate failed")
+        );
+        assert_eq!(reasons(&refused), ["AdmissionRefused"]);
+        assert_eq!(refused.status.phase, Some(Phase::Pending));
+        let scheduled = condition(&refused, "Scheduled");
+        assert_eq!(
+            (scheduled.status.as_str(), scheduled.reason.as_str()),
+            ("False", "AdmissionRefused")
+        );
+        assert!(
+            scheduled.message.contains(&format!("({attempt} in a row)")),
+            "{}",
+            scheduled.message
+        );
+        assert!(
+            scheduled.message.contains(&format!("({wait} s backoff)")),
+            "{}",
+            scheduled.message
+        );
+        assert_eq!(
+            refused.action,
+            Action::requeue(Duration::from_secs(wait + 1)),
+            "attempt {attempt}: looked at again when the backoff ends"
+        );
+        job = written(&job, &refused);
+        // Not before the backoff is over: nothing changes, nothing is written.
+        world.now += i64::try_from(wait).unwrap() - 1;
+        let early = world.decide(&job);
+        assert!(early.apply_pod.is_none());
+        assert!(!early.status_changed(&job), "nothing new to write");
+        world.now += 1;
+        let next = world.decide(&job);
+        let new_pod = next.apply_pod.as_ref().expect("the next attempt's pod");
+        assert_eq!(
+            new_pod.metadata.name.as_deref(),
+            Some(format!("chat-{}", attempt + 1).as_str())
+        );
+        assert_eq!(next.status.plan, first.status.plan, "the same plan");
+        assert_eq!(next.status.phase, Some(Phase::Scheduled));
+        job = written(&job, &next);
+        pod = world.observe(&next, as_refused);
+    }
+    // The fourth refusal uses the last attempt: the job fails and says why.
+    let last = world.decide(&job);
+    assert!(last.apply_pod.is_none());
+    assert_eq!(last.status.phase, Some(Phase::Failed));
+    let ready = condition(&last, "Ready");
+    assert_eq!(ready.reason, "AttemptsExhausted");
+    assert!(
+        ready
+            .message
+            .contains("refused by the kubelet at admission"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(pod, "chat-4");
+}
+
+#[test]
+fn an_evicted_pod_is_still_replaced_at_once_after_a_refusal() {
+    let mut world = a10g_world();
+    let job = fixtures::job("chat", fixtures::vllm_mistral_spec());
+    let first = world.decide(&job);
+    let job = written(&job, &first);
+    world.observe(&first, as_refused);
+    let refused = world.decide(&job);
+    let job = written(&job, &refused);
+    world.now += 11;
+    let second = world.decide(&job);
+    let job = written(&job, &second);
+    world.observe(&second, |p| as_evicted(fixtures::as_running(p, "a-1")));
+    let evicted = world.decide(&job);
+    assert_eq!(
+        evicted
+            .apply_pod
+            .as_ref()
+            .and_then(|p| p.metadata.name.as_deref()),
+        Some("chat-3"),
+        "an eviction is replaced at once"
+    );
+    assert_eq!(reasons(&evicted)[0], "Disrupted");
+}
+
 const CUDA_OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
 
 #[test]

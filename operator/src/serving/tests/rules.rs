@@ -260,6 +260,57 @@ fn a_disrupted_or_deleted_replica_is_replaced_at_once_with_the_same_plan() {
 }
 
 #[test]
+fn a_replica_refused_at_kubelet_admission_backs_off_and_crash_loops_from_the_third() {
+    // A node whose device plugin fails Allocate refuses every pod placed there: each refusal
+    // is a failure of the replica, not a disruption replaced at once.
+    let mut world = World::two_classes(served_spec(replicas(1)));
+    world.step();
+    let mut pod = "chat-r0-1".to_string();
+    let mut waits = Vec::new();
+    for round in 1..=3u32 {
+        world.refuse(&pod, "UnexpectedAdmissionError");
+        let refused = world.step();
+        assert!(
+            refused.create_pods.is_empty(),
+            "round {round}: no new pod at once"
+        );
+        assert_eq!(refused.restarts, ["AdmissionRefused"]);
+        assert_eq!(reasons(&refused)[0], "AdmissionRefused");
+        let line = world.line(0);
+        assert_eq!(line.failures, round);
+        assert_eq!(line.reason.as_deref(), Some("AdmissionRefused"));
+        let wait = crate::serving::backoff::until(&world.now, line.retry_after.as_ref().unwrap());
+        assert_eq!(
+            refused.action,
+            Action::requeue(wait + Duration::from_secs(1)),
+            "looked at again when the backoff ends"
+        );
+        waits.push(wait.as_secs());
+        let degraded = world.condition("Degraded");
+        if round < 3 {
+            assert_eq!(degraded.0, "False", "round {round}");
+        } else {
+            assert_eq!(
+                (degraded.0.as_str(), degraded.1.as_str()),
+                ("True", "CrashLoop")
+            );
+        }
+        world.later(wait.as_secs() - 1);
+        assert!(world.step().create_pods.is_empty(), "not before the time");
+        world.later(1);
+        let replaced = world.step();
+        assert_eq!(replaced.delete_pods, [pod.clone()]);
+        pod = replaced.create_pods[0].0.name_any();
+    }
+    assert_eq!(waits, [10, 20, 40], "exponential");
+    // Out of GPUs at admission (OutOfnvidia.com/gpu) is the same kind of refusal.
+    world.refuse(&pod, "OutOfnvidia.com/gpu");
+    let refused = world.step();
+    assert!(refused.create_pods.is_empty());
+    assert_eq!(world.line(0).failures, 4);
+}
+
+#[test]
 fn a_rolling_update_keeps_a_ready_endpoint_at_every_step() {
     let mut spec = served_spec(replicas(2));
     spec.gpus.max = 1;

@@ -221,6 +221,15 @@ impl World {
         );
     }
 
+    /// The kubelet: pod `name` refused at admission on its node with `reason`
+    /// (`UnexpectedAdmissionError` when the device plugin's `Allocate` fails).
+    pub fn refuse(&mut self, name: &str, reason: &str) {
+        let node = self.node_of(name);
+        let pod = self.pods.remove(name).expect("the pod");
+        self.pods
+            .insert(name.to_string(), fixtures::as_refused(pod, &node, reason));
+    }
+
     /// Every replica pod runs Ready.
     pub fn all_ready(&mut self) {
         let names: Vec<String> = self.pods.keys().cloned().collect();
