@@ -3,7 +3,7 @@
 //! memory (`VmHWM`), which counts every file's bytes as read, the parse, and the program.
 //!
 //! ```console
-//! cargo run --release -p vramfit-models --example read_peak_memory [-- FOLDER [--keep]]
+//! cargo run --release -p vramfit-cli --example read_peak_memory [-- FOLDER [--keep]]
 //! ```
 //!
 //! FOLDER (a temporary folder by default) gets one sub-folder per case, up to ~130 MiB each,
@@ -12,18 +12,16 @@
 // An example program: a panic is its error report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::pin::pin;
 use std::process::Command;
-use std::task::{Context, Poll, Waker};
 
-use vramfit_models::limits::{self, Limit};
-use vramfit_models::source::{FileSource, Range, SourceError, SourceErrorKind, read_checkpoint};
+use vramfit_cli::checkpoint_source::read_local;
+use vramfit_models::limits;
 
 const CONFIG: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/testdata/configs/meta-llama/Llama-3.2-1B-Instruct/config.json"
+    "/../models/testdata/configs/meta-llama/Llama-3.2-1B-Instruct/config.json"
 );
 
 fn main() {
@@ -254,16 +252,16 @@ fn safetensors_file_sized(path: &Path, names: &[String], header_size: usize) {
 /// The child: reads the folder, prints `peak-MiB milliseconds result`.
 fn read_and_report(folder: &Path) {
     let started = cpu_ms();
-    let result = block_on(read_checkpoint(&Folder(folder.to_path_buf())));
+    let result = read_local(folder);
     let ms = cpu_ms() - started;
     let summary = match &result {
-        Ok(c) => match &c.weights {
+        Ok(read) => match &read.checkpoint.weights {
             Some(w) => format!(
                 "{} tensors, {} bytes ({})",
                 w.tensors, w.bytes.value, w.bytes.from
             ),
-            None if c.notes.is_empty() => "config.json only".to_string(),
-            None => format!("no weights: {}", c.notes.join("; ")),
+            None if read.checkpoint.notes.is_empty() => "config.json only".to_string(),
+            None => format!("no weights: {}", read.checkpoint.notes.join("; ")),
         },
         Err(e) => format!("refused: {e}"),
     };
@@ -294,82 +292,4 @@ fn cpu_ms() -> u64 {
     };
     // Clock ticks are 1/100 s on Linux.
     (ticks(11) + ticks(12)) * 10
-}
-
-/// Runs a future whose source answers at once (files on disk).
-fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
-        }
-    }
-}
-
-/// A model folder on disk.
-struct Folder(PathBuf);
-
-impl Folder {
-    fn open(&self, name: &str) -> Result<Option<(File, u64)>, SourceError> {
-        match File::open(self.0.join(name)) {
-            Ok(file) => {
-                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                Ok(Some((file, len)))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SourceError {
-                kind: SourceErrorKind::Unavailable,
-                message: format!("{name}: {e}"),
-            }),
-        }
-    }
-}
-
-impl FileSource for Folder {
-    fn describe(&self) -> String {
-        self.0.display().to_string()
-    }
-
-    async fn read_file(&self, name: &str, limit: Limit) -> Result<Option<Vec<u8>>, SourceError> {
-        let Some((file, len)) = self.open(name)? else {
-            return Ok(None);
-        };
-        if len > limit.value {
-            return Err(SourceError {
-                kind: SourceErrorKind::TooLarge,
-                message: format!("{name}: {len} bytes, more than the {limit} vramfit reads"),
-            });
-        }
-        let mut bytes = Vec::new();
-        file.take(limit.value)
-            .read_to_end(&mut bytes)
-            .map_err(|e| SourceError {
-                kind: SourceErrorKind::Unavailable,
-                message: format!("{name}: {e}"),
-            })?;
-        Ok(Some(bytes))
-    }
-
-    async fn read_range(
-        &self,
-        name: &str,
-        start: u64,
-        len: u64,
-    ) -> Result<Option<Range>, SourceError> {
-        let Some((mut file, file_len)) = self.open(name)? else {
-            return Ok(None);
-        };
-        let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(start))
-            .and_then(|_| file.take(len).read_to_end(&mut bytes))
-            .map_err(|e| SourceError {
-                kind: SourceErrorKind::Unavailable,
-                message: format!("{name}: {e}"),
-            })?;
-        Ok(Some(Range {
-            bytes,
-            file_len: Some(file_len),
-        }))
-    }
 }
