@@ -272,11 +272,15 @@ const DISRUPTION_REASONS: &[&str] = &[
     "DeletionByTaintManager",
 ];
 
-/// Pod `status.reason`s of the kubelet's admission handlers (`pkg/kubelet/lifecycle`
-/// `predicate.go`: `UnexpectedAdmissionError` when a device plugin's `Allocate` or another
-/// admit step fails, the scheduler's predicates re-run on the node — `NodeAffinity`,
-/// `NodeName`, `NodePorts`, `TaintToleration` — and the OS checks; the topology, sysctl and
-/// AppArmor admitters), besides `OutOf<resource>` (`OutOfcpu`, `OutOfnvidia.com/gpu`).
+/// Pod `status.reason`s of the kubelet's admission handlers, besides `OutOf<resource>`
+/// (`OutOfcpu`, `OutOfnvidia.com/gpu`), as Kubernetes' `pkg/kubelet` (1.32–1.35) names them:
+/// `lifecycle/predicate.go` (`UnexpectedAdmissionError` when a device plugin's `Allocate` or
+/// another admit step fails, the scheduler's predicates re-run on the node — `NodeAffinity`,
+/// `NodeName`, `NodePorts`, `TaintToleration` — and the OS checks), `lifecycle/handlers.go`
+/// (`AppArmor`, `PodLevelResourcesNotSupported`), `cm/admission/errors.go`
+/// (`EmptyPodSharedPoolError`), `cm/topologymanager` (`TopologyAffinityError`),
+/// `cm/cpumanager` (`SMTAlignmentError`), `sysctl/allowlist.go` (`SysctlForbidden`);
+/// `NodeSelectorMismatching` is the older kubelets' name for `NodeAffinity`.
 const ADMISSION_REASONS: &[&str] = &[
     "UnexpectedAdmissionError",
     "NodeAffinity",
@@ -295,6 +299,8 @@ const ADMISSION_REASONS: &[&str] = &[
     "SMTAlignmentError",
     "SysctlForbidden",
     "AppArmor",
+    "PodLevelResourcesNotSupported",
+    "EmptyPodSharedPoolError",
 ];
 
 /// Whether a failed pod was refused by its node's kubelet at admission, before any container
@@ -680,6 +686,8 @@ mod tests {
             "OutOfmemory",
             "NodeAffinity",
             "TopologyAffinityError",
+            "PodLevelResourcesNotSupported",
+            "EmptyPodSharedPoolError",
         ] {
             assert_eq!(
                 refused(reason, false),
