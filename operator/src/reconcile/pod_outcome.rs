@@ -667,6 +667,33 @@ mod tests {
         ));
     }
 
+    /// Pods a real kubelet (v1.32.13) refused at admission, as it wrote their status: more
+    /// GPUs than the node has, an unsafe sysctl, a node affinity the node does not match
+    /// (created with `spec.nodeName` set, so no scheduler filtered them first).
+    const KUBELET_REFUSALS: &str = include_str!("pod_outcome/testdata/kubelet_refusals.json");
+
+    #[test]
+    fn refusals_a_real_kubelet_wrote_are_admission_refusals() {
+        let pods: Vec<Pod> = serde_json::from_str(KUBELET_REFUSALS).unwrap();
+        let reasons: Vec<String> = pods
+            .iter()
+            .filter_map(|p| p.status.as_ref()?.reason.clone())
+            .collect();
+        assert_eq!(
+            reasons,
+            ["OutOfnvidia.com/gpu", "SysctlForbidden", "NodeAffinity"]
+        );
+        for pod in &pods {
+            let state = classify(pod);
+            let PodState::AdmissionRefused { node, message } = &state else {
+                panic!("{:?}: {state:?}", pod.metadata.name);
+            };
+            assert_eq!(node.as_deref(), Some("gpu-node-1"));
+            assert!(message.contains("Pod was rejected"), "{message}");
+            assert!(state.is_finished());
+        }
+    }
+
     #[test]
     fn pods_the_kubelet_refused_at_admission_are_not_disruptions() {
         let refused = |reason: &str, deleting: bool| {
