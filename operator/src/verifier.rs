@@ -239,13 +239,49 @@ impl ApiServerVerifier {
         (body, send)
     }
 
-    /// Expects the creation (a plain create, never an apply) of object `name` at `collection`;
-    /// answers with it, created with [`Self::object_uid`]. Returns the posted body.
+    /// Expects the creation (a plain create, never an apply) of object `name` at `collection`,
+    /// answered with it, created with [`Self::object_uid`]; then the apply onto that uid, and
+    /// the patch that leaves the apply's entry as the only owner of the object's fields (the
+    /// create's `Update` entry dropped). Returns the posted body.
     pub async fn object_create(&mut self, collection: &str, name: &str) -> Value {
         let (body, send) = self.object_create_request(collection, name).await;
+        let uid = Self::object_uid(name);
         let mut created = body.clone();
-        created["metadata"]["uid"] = json!(Self::object_uid(name));
+        created["metadata"]["uid"] = json!(uid);
         respond(send, 201, &created);
+
+        let entry = |operation: &str| {
+            json!({ "manager": "vramfit-operator", "operation": operation,
+                    "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {} })
+        };
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.uri().to_string(),
+            format!("{collection}/{name}{APPLY_QUERY}")
+        );
+        let mut applied = Self::body(request).await;
+        assert_eq!(
+            applied["metadata"]["uid"],
+            json!(uid),
+            "the apply is onto the created uid"
+        );
+        applied["metadata"]["managedFields"] = json!([entry("Update"), entry("Apply")]);
+        respond(send, 200, &applied);
+
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.headers()["content-type"],
+            "application/merge-patch+json"
+        );
+        assert_eq!(request.uri().path(), format!("{collection}/{name}"));
+        let patch = Self::body(request).await;
+        assert_eq!(
+            patch,
+            json!({ "metadata": { "uid": uid, "managedFields": [entry("Apply")] } })
+        );
+        respond(send, 200, &applied);
         body
     }
 

@@ -226,6 +226,36 @@ pub async fn foreign_objects_are_left_alone(s: &mut Suite) -> Result<()> {
     )
     .await?;
     println!("     its own Service edited: applied back onto it");
+
+    // A new port: the Service holds it alone (the create's field ownership is not left to
+    // keep the old one, which would also clash by name with the new one).
+    s.jobs()
+        .patch(
+            svc_job,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "serve": { "port": 9000 } } })),
+        )
+        .await
+        .context("changing the job's port")?;
+    eventually(
+        "the job's Service to hold only the new port",
+        Duration::from_secs(60),
+        || async {
+            let service = services.get(svc_job).await?;
+            let ports: Vec<i32> = service
+                .spec
+                .clone()
+                .and_then(|s| s.ports)
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.port)
+                .collect();
+            expect_eq("the Service's ports", ports, vec![9000])?;
+            expect_eq("the Service's uid", service.uid(), own_uid.clone())
+        },
+    )
+    .await?;
+    println!("     its port changed to 9000: the Service holds 9000 alone");
     let _ = pdbs.delete(pdb_job, &DeleteParams::default()).await;
     s.delete_jobs(&[svc_job.to_string(), pdb_job.to_string()])
         .await?;

@@ -12,6 +12,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::json;
 use vramfit_api::InferenceJob;
 
 use super::service::controlled_by;
@@ -104,7 +105,10 @@ where
     // Twice at most: an object found taken and then gone is created again at once.
     for _ in 0..2 {
         match api.create(&params, object).await {
-            Ok(_) => return Ok(Written::Done),
+            Ok(created) => {
+                take_field_ownership(api, object, &created.uid().unwrap_or_default()).await?;
+                return Ok(Written::Done);
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => return Err(error),
         }
@@ -122,9 +126,42 @@ where
     Ok(Written::Done)
 }
 
+/// Makes the job's apply the only owner of the fields of an object it has just created. A
+/// create records its fields under an `Update` entry of the field manager, which an apply
+/// never removes: a port the job later changes would stay beside the new one (a Service then
+/// holds two ports named `http`, and the API server refuses every apply). So the object is
+/// applied, and its managed fields are then set to that apply's entry alone.
+async fn take_field_ownership<K>(api: &Api<K>, object: &K, uid: &str) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let applied = apply(api, object, uid).await?;
+    let entries: Vec<_> = applied
+        .managed_fields()
+        .iter()
+        .filter(|e| {
+            e.operation.as_deref() == Some("Apply")
+                && e.manager.as_deref() == Some(crate::FIELD_MANAGER)
+        })
+        .cloned()
+        .collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    // The uid makes the patch fail on any other object of that name.
+    let patch = json!({ "metadata": { "uid": uid, "managedFields": entries } });
+    api.patch(
+        &object.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(drop)
+}
+
 /// Server-side applies `object` (forced, field manager `vramfit-operator`) onto the object of
 /// `uid`: with another uid there, or none, the API server refuses it.
-async fn apply<K>(api: &Api<K>, object: &K, uid: &str) -> Result<(), kube::Error>
+async fn apply<K>(api: &Api<K>, object: &K, uid: &str) -> Result<K, kube::Error>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
 {
@@ -133,5 +170,4 @@ where
     let params = PatchParams::apply(crate::FIELD_MANAGER).force();
     api.patch(&object.name_any(), &params, &Patch::Apply(&guarded))
         .await
-        .map(drop)
 }
