@@ -119,4 +119,17 @@ impl Suite {
             cleanup,
         })
     }
+
+    /// Creates the namespace `<suite namespace>-<suffix>` of this run, listed for cleanup
+    /// before it exists; returns its name.
+    pub async fn other_namespace(&self, suffix: &str) -> Result<String> {
+        let name = format!("{}-{suffix}", self.ns);
+        self.cleanup
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .namespaces
+            .push(name.clone());
+        namespaces::create(&self.client, &name, &self.run).await?;
+        Ok(name)
+    }
 }

@@ -347,13 +347,7 @@ async fn missing_repository(s: &Suite, hub: &LocalHub) -> Result<()> {
 /// private repository reads it anonymously, gets `HubNotFound` (a private repository looks
 /// missing), and never the numbers the token read.
 async fn private_from_an_unmapped_namespace(s: &Suite, hub: &LocalHub) -> Result<()> {
-    let other = format!("{}-hub-other", s.ns);
-    s.cleanup
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .namespaces
-        .push(other.clone());
-    namespaces::create(&s.client, &other, &s.run).await?;
+    let other = s.other_namespace("hub-other").await?;
     let with_token = hub.requests_for(PRIVATE).len();
     let name = "hub-private-elsewhere";
     s.apply_job_in(&other, hub_job(s, name, PRIVATE)).await?;

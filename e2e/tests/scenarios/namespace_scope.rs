@@ -24,13 +24,7 @@ const RENDER: &str = "install-tests/rendered/watch-namespaces.yaml";
 pub async fn namespace_scoped_install(s: &mut Suite) -> Result<()> {
     s.stop_operators();
     let watched = s.ns.clone();
-    let other = format!("{}-other", s.ns);
-    s.cleanup
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .namespaces
-        .push(other.clone());
-    namespaces::create(&s.client, &other, &s.run).await?;
+    let other = s.other_namespace("other").await?;
 
     // The chart's namespace-scoped RBAC: the Role of its first watched namespace goes to the
     // test namespace; the other watched namespace's and the Lease's are left out.
