@@ -47,12 +47,29 @@ pub(crate) async fn run<F>(
 where
     F: AsyncFnOnce(&mut ApiServerVerifier),
 {
+    match run_to_end(ctx, job, api, script).await {
+        Ok(action) => action,
+        Err(error) => panic!("reconcile did not finish well: {error:?}"),
+    }
+}
+
+/// Runs one reconcile while `script` answers its requests, and no more requests come; returns
+/// how the reconcile ended.
+pub(crate) async fn run_to_end<F>(
+    ctx: &Arc<Context>,
+    job: &InferenceJob,
+    api: &mut ApiServerVerifier,
+    script: F,
+) -> Result<Action, crate::error::Error>
+where
+    F: AsyncFnOnce(&mut ApiServerVerifier),
+{
     let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(job)), ctx.clone()));
     script(api).await;
     api.no_more_requests().await;
     match tokio::time::timeout(Duration::from_secs(5), task).await {
-        Ok(Ok(Ok(action))) => action,
-        other => panic!("reconcile did not finish well: {other:?}"),
+        Ok(Ok(ended)) => ended,
+        other => panic!("reconcile did not end: {other:?}"),
     }
 }
 

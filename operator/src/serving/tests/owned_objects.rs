@@ -3,16 +3,13 @@
 //! label and absent from the caches — is never written; the job's own is; the budget counts
 //! only replicas that have a pod.
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 
 use super::api::{cluster, pdbs, served_job, services};
 use crate::fixtures::{self, NAMESPACE};
-use crate::reconcile::reconcile;
-use crate::reconcile::tests::{run, with_status};
-use crate::stores::cached_job::CachedJob;
+use crate::reconcile::tests::{run, run_to_end, with_status};
 use crate::verifier::{ApiServerVerifier, test_context_with_serving};
 
 /// A Service as `kubectl create service` or a Helm chart makes it: no vramfit label, no owner.
@@ -48,12 +45,9 @@ async fn run_failing<F>(
 where
     F: AsyncFnOnce(&mut ApiServerVerifier),
 {
-    let task = tokio::spawn(reconcile(Arc::new(CachedJob::of(job)), ctx.clone()));
-    script(api).await;
-    api.no_more_requests().await;
-    match tokio::time::timeout(Duration::from_secs(5), task).await {
-        Ok(Ok(Err(error))) => error,
-        other => panic!("the reconcile should fail: {other:?}"),
+    match run_to_end(ctx, job, api, script).await {
+        Err(error) => error,
+        Ok(action) => panic!("the reconcile should fail: {action:?}"),
     }
 }
 
