@@ -356,6 +356,21 @@ pub struct GpuBounds {
     #[serde(default = "default_max_gpus")]
     #[schemars(range(min = 1, max = 64))]
     pub max: u32,
+    /// Most nodes one attempt (or one replica of a served job) may span, 1 to 16. Above 1,
+    /// a job no node of a class holds runs as a group of pods, one per node, each with the
+    /// planned GPUs of its node, joined by the runtime's distributed engine
+    /// (docs/planning.md). 1, the default, keeps every attempt on one node.
+    #[serde(default = "default_max_nodes", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1, max = 16))]
+    pub max_nodes: u32,
+}
+
+fn default_max_nodes() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn default_min_gpus() -> u32 {
@@ -370,6 +385,7 @@ impl Default for GpuBounds {
         Self {
             min: default_min_gpus(),
             max: default_max_gpus(),
+            max_nodes: default_max_nodes(),
         }
     }
 }
@@ -737,6 +753,9 @@ pub struct Fallback {
     /// At least this many GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_gpus: Option<u32>,
+    /// At least this many nodes (a group stepped down by one more node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_nodes: Option<u32>,
     /// Flash attention turned off.
     #[serde(default)]
     pub flash_attention_off: bool,

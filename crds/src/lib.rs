@@ -23,6 +23,7 @@ pub mod checkpoint;
 pub mod conditions;
 pub mod crdgen;
 pub mod event_reasons;
+pub mod group;
 pub mod job;
 pub mod labels;
 pub mod nodeclass;

@@ -138,6 +138,22 @@ pub struct Plan {
     /// training memory part by part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning: Option<crate::tuning::TuningPlan>,
+    /// A plan that spans nodes: the group of pods, one per node, and how the model is split
+    /// across them. Absent for a plan on one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<crate::group::GroupPlan>,
+}
+
+impl Plan {
+    /// Nodes the plan spans: its group's size, or 1.
+    pub fn nodes(&self) -> u32 {
+        self.group.as_ref().map_or(1, |g| g.nodes)
+    }
+
+    /// GPUs the plan takes on all its nodes.
+    pub fn total_gpus(&self) -> u32 {
+        self.gpu_count.saturating_mul(self.nodes())
+    }
 }
 
 /// llama.cpp offload decisions.

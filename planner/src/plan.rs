@@ -82,6 +82,7 @@ pub fn plan_for_class(
         reasons,
         warnings,
         tuning: None,
+        group: None,
     })
 }
 

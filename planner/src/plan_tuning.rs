@@ -58,5 +58,6 @@ pub fn plan(
         reasons,
         warnings,
         tuning: Some(sized.plan),
+        group: None,
     })
 }

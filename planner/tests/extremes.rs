@@ -174,6 +174,7 @@ fn any_fallback() -> impl Strategy<Value = Fallback> {
                 tile_steps,
                 min_quantization: q,
                 min_gpus,
+                min_nodes: None,
                 flash_attention_off: fa_off,
                 float16: fp16,
                 min_kv_cache_type: kv,

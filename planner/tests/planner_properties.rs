@@ -61,6 +61,7 @@ fn spec() -> impl Strategy<Value = InferenceJobSpec> {
                 gpus: GpuBounds {
                     min,
                     max: min.max(max),
+                    ..GpuBounds::default()
                 },
                 preference: if economy {
                     Preference::Economy

@@ -132,7 +132,7 @@ proptest! {
         let mut spec: InferenceJobSpec = serde_yaml::from_str(
             "{model: {preset: mistral-7b-instruct-v0.3}, runtime: transformers, image: x}",
         ).expect("a spec");
-        spec.gpus = GpuBounds { min: gpus, max: gpus };
+        spec.gpus = GpuBounds { min: gpus, max: gpus, ..GpuBounds::default() };
         spec.tuning = Some(TuningSpec {
             method: serde_yaml::from_str(method).expect("a method"),
             sequence_length: Some(seq),

@@ -53,6 +53,7 @@ fn job() -> impl Strategy<Value = JobInput> {
             spec.gpus = GpuBounds {
                 min,
                 max: min + extra,
+                ..GpuBounds::default()
             };
             if economy {
                 spec.preference = Preference::Economy;
@@ -164,7 +165,7 @@ proptest! {
                 context_limit: Some(10_485_760),
                 ..Default::default()
             },
-            gpus: GpuBounds { min: 1, max: gpus },
+            gpus: GpuBounds { min: 1, max: gpus, ..GpuBounds::default() },
             ..serde_yaml::from_str("{model: {preset: x}, runtime: custom, image: x}").expect("a spec")
         };
         let mut spec = spec;
