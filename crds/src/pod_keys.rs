@@ -20,6 +20,11 @@ pub const REPLICA_LABEL: &str = "vramfit.io/replica";
 /// Label on a served job's pods and the Service's selector: the job's uid, so that the
 /// Service selects exactly this job's pods (not those of an earlier job of the same name).
 pub const JOB_UID_LABEL: &str = "vramfit.io/job-uid";
+/// Label on every pod of a group (a plan that spans nodes) and its headless Service and
+/// NetworkPolicy: the group's name ([`group_name`]).
+pub const GROUP_LABEL: &str = "vramfit.io/group";
+/// Label on every pod of a group: its rank, `0` for the leader.
+pub const GROUP_RANK_LABEL: &str = "vramfit.io/group-rank";
 /// `app.kubernetes.io/name` of every workload pod.
 pub const APP_NAME: &str = "vramfit-job";
 /// The recommended labels the operator sets on every pod (`app.kubernetes.io/`).
@@ -44,6 +49,18 @@ pub fn pod_name(job_name: &str, attempt: u32) -> String {
 /// `<job>-r<slot>-<incarnation>` (long job names truncated with a hash, as [`pod_name`]).
 pub fn replica_pod_name(job_name: &str, slot: u32, incarnation: u32) -> String {
     name_with_suffix(job_name, &format!("-r{slot}-{incarnation}"))
+}
+
+/// The name of a batch job's group for `attempt` (also its headless Service and
+/// NetworkPolicy): the attempt's pod name, `<job>-<attempt>`.
+pub fn group_name(job_name: &str, attempt: u32) -> String {
+    pod_name(job_name, attempt)
+}
+
+/// The name of rank `rank`'s pod in a batch job's group for `attempt`:
+/// `<job>-<attempt>-<rank>` (long job names truncated with a hash, as [`pod_name`]).
+pub fn group_pod_name(job_name: &str, attempt: u32, rank: u32) -> String {
+    name_with_suffix(job_name, &format!("-{attempt}-{rank}"))
 }
 
 fn name_with_suffix(job_name: &str, suffix: &str) -> String {

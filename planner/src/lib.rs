@@ -28,6 +28,7 @@ pub mod class_from_facts;
 pub mod error;
 pub mod fallback;
 pub mod gpu_catalog;
+pub mod group;
 pub mod job_input;
 pub mod memory;
 pub mod model_catalog;
