@@ -37,6 +37,14 @@ pub enum Values {
     OneOf(&'static [&'static str]),
     /// A JSON object with only these keys.
     JsonObject(&'static [&'static str]),
+    /// A comma-separated list of `host:port` endpoints.
+    Endpoints,
+    /// A comma-separated list of at most this many whole numbers.
+    Shares(usize),
+    /// This word followed by a device index (`CUDA0`).
+    Indexed(&'static str),
+    /// `host:port`.
+    Endpoint,
 }
 
 impl Values {
@@ -50,17 +58,42 @@ impl Values {
             Values::OneOf(words) => words.contains(&value),
             // Keys are checked by the tests, which parse the object.
             Values::JsonObject(_) => value.starts_with('{') && value.ends_with('}'),
+            Values::Endpoints => !value.is_empty() && value.split(',').all(is_endpoint),
+            Values::Shares(most) => {
+                let shares: Vec<&str> = value.split(',').collect();
+                shares.len() <= *most && shares.iter().all(|s| s.parse::<u32>().is_ok())
+            }
+            Values::Indexed(word) => value
+                .strip_prefix(word)
+                .is_some_and(|i| i.parse::<u32>().is_ok()),
+            Values::Endpoint => is_endpoint(value),
         }
     }
 
-    fn describe(&self) -> String {
+    /// How the values read in a table.
+    pub fn describe(&self) -> String {
         match self {
             Values::Count(min) => format!("integer ≥ {min}"),
             Values::Fraction => "fraction, 2 decimals".to_string(),
             Values::OneOf(words) => words.join(" \\| "),
             Values::JsonObject(keys) => format!("JSON object: {}", keys.join(", ")),
+            Values::Endpoints => "host:port,host:port,…".to_string(),
+            Values::Shares(most) => format!("at most {most} integers, comma-separated"),
+            Values::Indexed(word) => format!("{word}0, {word}1, …"),
+            Values::Endpoint => "host:port".to_string(),
         }
     }
+}
+
+/// `host:port`, the host a DNS name or an address.
+fn is_endpoint(value: &str) -> bool {
+    value.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    })
 }
 
 /// One flag vramfit emits.
@@ -204,6 +237,30 @@ pub const FLAGS: &[FlagContract] = &[
         evidence: "`common/arg.cpp` `--port PORT` (env `LLAMA_ARG_PORT`, default 8080), server only",
     },
     FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--rpc",
+        values: Values::Endpoints,
+        always: false,
+        from_plan: "groups (`llamaCppRpc`), leader only: every worker GPU's `rpc-server`, worker by worker (`<pod>.<group>.<namespace>:<group.port + GPU>`)",
+        introduced: Version {
+            label: "PR 6829 (May 2024; builds with `GGML_RPC`)",
+            order: 202405,
+        },
+        evidence: "`common/arg.cpp` `--rpc SERVERS`, comma-separated, only where `llama_supports_rpc()` (line 2321 at 4227c9be, before b6327; line 2680 at 0c1e5709, b11312); `src/llama.cpp` puts RPC devices first in the model's devices (line 195 at 4227c9be, line 276 at 0c1e5709)",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--tensor-split",
+        values: Values::Shares(15),
+        always: false,
+        from_plan: "groups, leader only: `group.tensorSplit`, one share per device in llama.cpp's order (the workers' RPC devices, then the leader's GPUs)",
+        introduced: Version {
+            label: "2023 (`-ts`; present at b6327)",
+            order: 202306,
+        },
+        evidence: "`common/arg.cpp` `-ts, --tensor-split N0,N1,...`: fewer values than `llama_max_devices()`, 16 (line 2485 at 4227c9be, line 2831 at 0c1e5709; `src/llama.cpp` `llama_max_devices` returns 16)",
+    },
+    FlagContract {
         runtime: Runtime::Vllm,
         flag: "--dtype",
         values: Values::OneOf(&["bfloat16", "float16"]),
@@ -292,6 +349,27 @@ pub const FLAGS: &[FlagContract] = &[
         from_plan: "served jobs: `serve.port`",
         introduced: vllm("0.2.0 or earlier (its oldest wheel)", 200),
         evidence: "`vllm/entrypoints/openai/cli_args.py` `FrontendArgs.port` (default 8000; `--uds` would make it ignore host and port)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--pipeline-parallel-size",
+        values: Values::Count(2),
+        always: false,
+        from_plan: "groups (`vllmRay`), leader only: `group.pipelineParallelSize`, the group's nodes",
+        introduced: vllm(
+            "0.5.1 (pipeline parallel in the server; the flag is older)",
+            501,
+        ),
+        evidence: "`vllm/engine/arg_utils.py` `--pipeline-parallel-size, -pp` (0.10.2 line 642, 0.11.0 line 653)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--distributed-executor-backend",
+        values: Values::OneOf(&["ray"]),
+        always: false,
+        from_plan: "groups, leader only: the workers' GPUs join through the leader's Ray head",
+        introduced: vllm("0.4.3 (`--worker-use-ray` before)", 403),
+        evidence: "`vllm/engine/arg_utils.py` `--distributed-executor-backend` (0.10.2 line 639, 0.11.0 line 650); `vllm/config/parallel.py`: Ray is also the default where the world size exceeds the node's GPUs (0.10.2 lines 375-406); no `--nnodes`/`--node-rank`/`--master-addr` in either version",
     },
 ];
 

@@ -1,7 +1,11 @@
 //! What each rank of a group runs: the command (where a worker runs another program than
-//! the leader), the flags appended to the job's args, and the env, from the plan's group.
+//! the leader), the flags appended to the job's args, and the env, from the plan's group
+//! (docs/runtime-contracts.md, "Groups across nodes").
 use vramfit_api::Plan;
+use vramfit_api::group::GroupEngine;
+use vramfit_api::pod_keys::{group_name, group_pod_name};
 
+use crate::group::{llamacpp_rpc, torchrun, vllm_ray};
 use crate::job_input::JobInput;
 
 /// Where a rank stands in its group.
@@ -11,6 +15,35 @@ pub struct RankAddress {
     pub leader_address: String,
     /// This pod's rank; 0 is the leader.
     pub rank: u32,
+    /// The workers' DNS names, rank 1 first (the leader's `llama-server --rpc` names every
+    /// worker's `rpc-server`). Empty where the engine does not need them.
+    pub worker_addresses: Vec<String>,
+}
+
+impl RankAddress {
+    /// The address of `rank` in a batch job's group for `attempt` of `nodes` pods: every
+    /// pod is `<pod>.<group>.<namespace>` (its hostname and the headless Service's name as
+    /// subdomain), with the names of `vramfit_api::pod_keys`.
+    pub fn of_batch_group(
+        job_name: &str,
+        namespace: &str,
+        attempt: u32,
+        nodes: u32,
+        rank: u32,
+    ) -> Self {
+        let group = group_name(job_name, attempt);
+        let address = |r: u32| {
+            format!(
+                "{}.{group}.{namespace}",
+                group_pod_name(job_name, attempt, r)
+            )
+        };
+        RankAddress {
+            leader_address: address(0),
+            rank,
+            worker_addresses: (1..nodes).map(address).collect(),
+        }
+    }
 }
 
 /// What one rank's container gets beside the job's own command and args.
@@ -20,27 +53,79 @@ pub struct RankLaunch {
     pub command: Option<Vec<String>>,
     /// Flags appended after the job's args and the plan's runtime flags (leader only).
     pub args: Vec<String>,
-    /// Env set on this rank's container, beside the plan's env.
+    /// Env set on this rank's container, beside the plan's env (a name here wins over the
+    /// plan's and the job's).
     pub env: Vec<(String, String)>,
 }
 
+/// The env names a group sets on every rank: LeaderWorkerSet's, so images written for LWS
+/// run unchanged, and vramfit's own.
+pub const GROUP_ENV: [&str; 8] = [
+    "LWS_LEADER_ADDRESS",
+    "LWS_GROUP_SIZE",
+    "LWS_WORKER_INDEX",
+    "VRAMFIT_GROUP_SIZE",
+    "VRAMFIT_GROUP_RANK",
+    "VRAMFIT_LEADER_ADDRESS",
+    "VRAMFIT_GROUP_PORT",
+    "VRAMFIT_GROUP_ENGINE",
+];
+
 /// The launch of `address.rank` in the group of `plan` (a plan without a group: nothing).
-pub fn for_rank(_job: &JobInput, plan: &Plan, address: &RankAddress) -> RankLaunch {
+/// A group of one node runs as the plan of one pod does: the env only, no engine.
+pub fn for_rank(job: &JobInput, plan: &Plan, address: &RankAddress) -> RankLaunch {
     let Some(group) = &plan.group else {
         return RankLaunch::default();
     };
-    // The names LeaderWorkerSet gives its pods, so images written for LWS run unchanged.
-    let env = vec![
-        (
-            "LWS_LEADER_ADDRESS".to_string(),
-            address.leader_address.clone(),
-        ),
-        ("LWS_GROUP_SIZE".to_string(), group.nodes.to_string()),
-        ("LWS_WORKER_INDEX".to_string(), address.rank.to_string()),
+    let values = [
+        address.leader_address.clone(),
+        group.nodes.to_string(),
+        address.rank.to_string(),
+        group.nodes.to_string(),
+        address.rank.to_string(),
+        address.leader_address.clone(),
+        group.port.to_string(),
+        group.engine.as_str().to_string(),
     ];
+    let mut env: Vec<(String, String)> = GROUP_ENV
+        .iter()
+        .map(|name| name.to_string())
+        .zip(values)
+        .collect();
+    if group.nodes <= 1 {
+        return RankLaunch {
+            command: None,
+            args: Vec::new(),
+            env,
+        };
+    }
+    let engine = match group.engine {
+        GroupEngine::VllmRay => vllm_ray::launch(plan, group, address),
+        GroupEngine::LlamaCppRpc => llamacpp_rpc::launch(plan, group, address),
+        GroupEngine::Torchrun => torchrun::launch(plan, group, address),
+    };
+    env.extend(engine.env);
+    if address.rank == 0 && !engine.args.is_empty() {
+        // A leader whose command is a shell script reads its flags from this env var
+        // (docs/runtime-contracts.md): there, the group's flags follow the plan's.
+        let mut all = crate::workload::runtime_args(job, plan);
+        all.extend(engine.args.iter().cloned());
+        env.push((
+            "VRAMFIT_RUNTIME_ARGS".to_string(),
+            crate::workload::shell_words(&all),
+        ));
+    }
     RankLaunch {
-        command: None,
-        args: Vec::new(),
+        command: engine.command,
+        args: engine.args,
         env,
     }
+}
+
+/// Flag/value pairs as one argument list.
+pub(crate) fn flags(pairs: &[(&str, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|(name, value)| [name.to_string(), value.clone()])
+        .collect()
 }
