@@ -219,3 +219,28 @@ def test_checkpointing_goes_under_the_name_the_installed_transformers_has():
     assert renamed["activation_checkpointing"] is True
     assert renamed["activation_checkpointing_kwargs"] == {"use_reentrant": False}
     assert "gradient_checkpointing" not in renamed
+
+
+def test_a_group_across_nodes_shards_with_fsdp_whatever_one_pod_would_do():
+    # Each pod of a 2-node group: the plan budgets one GPU's share of the whole group.
+    group = QLORA_A10G | {"VRAMFIT_GROUP_SIZE": "2", "VRAMFIT_PARALLELISM": "single"}
+    t = TrainingPlan.from_env(group)
+    assert (t.group_size, t.parallelism) == (2, "fsdp")
+    assert training_arguments_kwargs(t)["fsdp"] == "full_shard auto_wrap"
+    # FSDP places the shards itself: no whole model on this process's GPU.
+    assert "device_map" not in model_kwargs(t, local_rank=1)
+    # FSDP flattens one dtype per module: the 4-bit weights are stored in the planned one.
+    assert bits_and_bytes_kwargs(t)["bnb_4bit_quant_storage"] == "bfloat16"
+
+
+def test_a_group_of_one_or_no_group_keeps_the_planned_parallelism():
+    for env in (QLORA_A10G, QLORA_A10G | {"VRAMFIT_GROUP_SIZE": "1"}):
+        t = TrainingPlan.from_env(env)
+        assert (t.group_size, t.parallelism) == (1, "single")
+        assert "fsdp" not in training_arguments_kwargs(t)
+        assert "bnb_4bit_quant_storage" not in bits_and_bytes_kwargs(t)
+
+
+def test_a_malformed_group_size_is_named():
+    with pytest.raises(PlanError, match="VRAMFIT_GROUP_SIZE='two' is malformed"):
+        TrainingPlan.from_env(QLORA_A10G | {"VRAMFIT_GROUP_SIZE": "two"})

@@ -49,6 +49,7 @@ class TrainingPlan:
     lora_target_modules: tuple[str, ...] = ()
     data_dir: str | None = None
     output_dir: str | None = None
+    group_size: int = 1
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> TrainingPlan:
@@ -57,6 +58,13 @@ class TrainingPlan:
         method = env.choice("VRAMFIT_TUNING_METHOD", METHODS)
         lora = method != "full"
         targets = environ.get("VRAMFIT_LORA_TARGET_MODULES", "") if lora else ""
+        parallelism = env.choice("VRAMFIT_PARALLELISM", PARALLELISMS)
+        # A group of pods across nodes was planned with FSDP over all of its GPUs: one GPU's
+        # share of the weights, gradients and optimizer states. Data parallel or one GPU would
+        # hold them whole on every GPU.
+        group_size = env.integer("VRAMFIT_GROUP_SIZE") if env.is_set("VRAMFIT_GROUP_SIZE") else 1
+        if group_size > 1:
+            parallelism = "fsdp"
         plan = cls(
             plan=Plan.from_env(environ),
             method=method,
@@ -66,7 +74,7 @@ class TrainingPlan:
             effective_batch=env.integer("VRAMFIT_EFFECTIVE_BATCH"),
             gradient_checkpointing=env.boolean("VRAMFIT_GRADIENT_CHECKPOINTING"),
             optimizer=env.choice("VRAMFIT_OPTIMIZER", OPTIMIZERS),
-            parallelism=env.choice("VRAMFIT_PARALLELISM", PARALLELISMS),
+            parallelism=parallelism,
             tf32=env.boolean("VRAMFIT_TF32"),
             lora_rank=env.integer("VRAMFIT_LORA_RANK") if lora else None,
             lora_alpha=env.integer("VRAMFIT_LORA_ALPHA") if lora else None,
@@ -74,6 +82,7 @@ class TrainingPlan:
             lora_target_modules=tuple(t.strip() for t in targets.split(",") if t.strip()),
             data_dir=environ.get("VRAMFIT_DATA_DIR") or None,
             output_dir=environ.get("VRAMFIT_OUTPUT_DIR") or None,
+            group_size=group_size,
         )
         if lora and not plan.lora_target_modules:
             raise PlanError("VRAMFIT_LORA_TARGET_MODULES is not set: expected module names")
@@ -89,15 +98,20 @@ def _dropout(env: _Env) -> float:
 
 def bits_and_bytes_kwargs(t: TrainingPlan) -> dict[str, Any] | None:
     """QLoRA's 4-bit base: NF4 with double quantization, computing in the planned dtype.
-    None for LoRA and full fine-tuning (a 16-bit or fp32 base)."""
+    None for LoRA and full fine-tuning (a 16-bit or fp32 base). Under FSDP the packed 4-bit
+    weights are stored in the planned dtype: FSDP flattens each wrapped module's parameters
+    into one tensor of one dtype."""
     if t.method != "qlora":
         return None
-    return {
+    kwargs = {
         "load_in_4bit": True,
         "bnb_4bit_quant_type": "nf4",
         "bnb_4bit_use_double_quant": True,
         "bnb_4bit_compute_dtype": t.plan.dtype,
     }
+    if t.parallelism == "fsdp":
+        kwargs["bnb_4bit_quant_storage"] = t.plan.dtype
+    return kwargs
 
 
 def model_kwargs(t: TrainingPlan, local_rank: int = 0) -> dict[str, Any]:
@@ -177,6 +191,8 @@ def bits_and_bytes_config(t: TrainingPlan) -> Any:
     from transformers import BitsAndBytesConfig
 
     kwargs = dict(kwargs, bnb_4bit_compute_dtype=getattr(torch, t.plan.dtype))
+    if "bnb_4bit_quant_storage" in kwargs:
+        kwargs["bnb_4bit_quant_storage"] = getattr(torch, t.plan.dtype)
     return BitsAndBytesConfig(**checked(BitsAndBytesConfig, kwargs))
 
 
