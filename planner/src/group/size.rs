@@ -211,9 +211,13 @@ fn sharded(nodes: &Nodes) -> Result<Plan, PlanError> {
         } else {
             nodes.on(n)
         };
-        let fits = planned.is_ok();
+        // Economy takes the first that fits; quality stops at the best level there is.
+        let done = planned.as_ref().is_ok_and(|p| {
+            nodes.job.preference == Preference::Economy
+                || (p.tuning.is_none() && nodes.job.quantizations.first() == Some(&p.quantization))
+        });
         tried.push((n, planned));
-        if fits && nodes.job.preference == Preference::Economy {
+        if done {
             break;
         }
     }
