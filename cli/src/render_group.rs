@@ -64,3 +64,51 @@ pub fn group_lines(plan: &Plan) -> Vec<String> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramfit_api::InferenceJobSpec;
+    use vramfit_planner::{builtin_classes, plan_for_class, resolve_job};
+
+    fn plan(max_nodes: u32) -> Plan {
+        let spec: InferenceJobSpec = serde_yaml::from_str(&format!(
+            "{{model: {{preset: llama-3.1-70b-instruct}}, runtime: vllm, image: x, allowedQuantizations: [none], gpus: {{max: 4, maxNodes: {max_nodes}}}}}"
+        ))
+        .unwrap();
+        let class = builtin_classes()
+            .into_iter()
+            .find(|c| c.name == "a10g-x4")
+            .unwrap();
+        plan_for_class(&resolve_job(&spec).unwrap(), &class, &Default::default())
+            .unwrap_or_else(|_| panic!("a plan for {max_nodes} nodes"))
+    }
+
+    #[test]
+    fn a_group_shows_nodes_times_gpus_its_split_and_memory_per_node() {
+        let p = plan(8);
+        assert_eq!(gpus_cell(&p), "3×4");
+        let lines = group_lines(&p);
+        assert_eq!(
+            lines[0],
+            "group: 3 nodes × 4 GPUs (12 in all), engine vllmRay, ranks meet on port 6379"
+        );
+        assert_eq!(
+            lines[1],
+            "  split: tensor parallel 4 inside each node × pipeline parallel 3 across the nodes"
+        );
+        let needed = gib(p.memory.needed_per_gpu_mib * 4);
+        assert!(
+            lines[2].starts_with(&format!(
+                "  per node: {needed} needed of 72.0 GiB usable (4 GPUs × "
+            )),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(lines.len(), 3);
+        // A one-node plan: its GPU count alone, no group lines.
+        let one = Plan { group: None, ..p };
+        assert_eq!(gpus_cell(&one), "4");
+        assert!(group_lines(&one).is_empty());
+    }
+}

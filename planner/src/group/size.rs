@@ -326,3 +326,42 @@ fn why(nodes: &Nodes, n: u32, plan: &Plan, before: Option<&Result<Plan, PlanErro
         None => need,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_written_for_all_gpus_read_as_nodes_times_gpus() {
+        assert_eq!(
+            per_node_wording("16 GPUs: fewest that fit".into(), 2, 8),
+            "2 nodes × 8 GPUs: every GPU of each node of the group"
+        );
+        assert_eq!(
+            per_node_wording(
+                "40 GPUs (the job's minimum), FSDP: weights, gradients and optimizer states sharded across them".into(),
+                5,
+                8
+            ),
+            "5 nodes × 8 GPUs, FSDP: weights, gradients and optimizer states sharded across them"
+        );
+        assert_eq!(
+            per_node_wording(
+                "no quantization: bfloat16 needs 60.2 GiB per GPU on 16×H100, 67.7 GiB usable"
+                    .into(),
+                2,
+                8
+            ),
+            "no quantization: bfloat16 needs 60.2 GiB per GPU on 2×8×H100, 67.7 GiB usable"
+        );
+        // Another reason that starts with a number stays as it is.
+        assert_eq!(per_node_wording("160 tokens".into(), 2, 8), "160 tokens");
+    }
+
+    #[test]
+    fn each_engine_meets_on_its_own_port() {
+        assert_eq!(port(GroupEngine::VllmRay), 6379);
+        assert_eq!(port(GroupEngine::LlamaCppRpc), 50052);
+        assert_eq!(port(GroupEngine::Torchrun), 29500);
+    }
+}
