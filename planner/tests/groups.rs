@@ -296,3 +296,34 @@ fn llama_cpp_rpc_only_where_faster_than_partial_offload() {
     assert!(last.contains("not a group of 2"), "{last}");
     assert!(last.contains("tokens/s"), "{last}");
 }
+
+#[test]
+fn a_vllm_group_budgets_its_largest_pipeline_stage() {
+    // Llama-3.1-70B (80 layers) in 16-bit on single A100 40 GB nodes: an even share over 5
+    // fits, but vLLM's 5 stages of 16 layers put the token embeddings on the first and the
+    // output layer on the last, which then do not: 6 nodes.
+    let j = job(
+        "{model: {preset: llama-3.1-70b-instruct}, runtime: vllm, image: x, contextLength: 8192, batchSize: 4, allowedQuantizations: [none], gpus: {max: 4, maxNodes: 8}}",
+    );
+    let c = class("a100-40gb-x1");
+    let even = vramfit_planner::memory::transformer_need(
+        &j.model,
+        Quantization::None,
+        j.tokens(),
+        j.prefill_tokens(),
+        5,
+    )
+    .unwrap();
+    let usable = vramfit_planner::memory::percent_of(c.memory_mib, c.usable_percent());
+    assert!(even.per_gpu_mib() <= usable);
+    let p = plan_for_class(&j, &c, &Fallback::default()).unwrap();
+    assert_eq!(p.nodes(), 6, "{:?}", p.reasons);
+    assert!(
+        p.reasons
+            .iter()
+            .any(|r| r.contains("pipeline stages of 13/13/13/14/14/13 layers")),
+        "{:?}",
+        p.reasons
+    );
+    assert!(p.memory.needed_per_gpu_mib <= p.memory.usable_per_gpu_mib);
+}

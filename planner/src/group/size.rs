@@ -145,6 +145,9 @@ impl Nodes<'_> {
         };
         let mut plan = plan_one_node(&job, &class, &fallback)?;
         plan.gpu_count = g;
+        if self.engine == GroupEngine::VllmRay {
+            crate::group::vllm::largest_stage(self, n, &mut plan)?;
+        }
         plan.reasons = plan
             .reasons
             .into_iter()
@@ -189,7 +192,8 @@ fn per_node_wording(reason: String, n: u32, g: u32) -> String {
                 }
                 _ => rest,
             };
-            format!("{n} nodes × {g} GPUs{rest}")
+            let gpus = if g == 1 { "GPU" } else { "GPUs" };
+            format!("{n} nodes × {g} {gpus}{rest}")
         }
         None => reason,
     }
