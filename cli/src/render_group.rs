@@ -34,7 +34,7 @@ pub fn group_lines(plan: &Plan) -> Vec<String> {
             group.pipeline_parallel_size.unwrap_or(group.nodes)
         ),
         GroupEngine::LlamaCppRpc => format!(
-            "layers per node {} (--tensor-split {})",
+            "layers per node {} (leader first); --tensor-split {} (the workers' GPUs first, as llama.cpp orders its devices)",
             list(&group.layers_per_node),
             list(&group.tensor_split)
         ),

@@ -276,7 +276,9 @@ fn a_gguf_chatbot_on_8_gb_cards_runs_over_rpc_on_two_nodes() {
     let group = &plan["group"];
     assert_eq!(group["engine"], "llamaCppRpc");
     assert_eq!(group["nodes"], 2);
-    assert_eq!(group["layersPerNode"], serde_json::json!([17, 16]));
+    // Leader first; the split in llama.cpp's device order (the worker's RPC device first).
+    assert_eq!(group["layersPerNode"], serde_json::json!([16, 17]));
+    assert_eq!(group["tensorSplit"], serde_json::json!([17, 16]));
     assert_eq!(plan["llamaCpp"]["gpuLayers"], 33);
     let why = group["why"].as_str().unwrap();
     assert!(why.contains("faster than partial offload"), "{why}");

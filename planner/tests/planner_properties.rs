@@ -273,6 +273,9 @@ proptest! {
         if let Some(layers) = plan.llama_cpp {
             prop_assert_eq!(group.tensor_split.iter().sum::<u32>(), layers.total_layers);
             prop_assert_eq!(group.layers_per_node.len() as u32, group.nodes);
+            prop_assert_eq!(group.layers_per_node.iter().sum::<u32>(), layers.total_layers);
+            // llama.cpp runs a model on at most 16 devices.
+            prop_assert!(plan.total_gpus() <= 16);
         }
         if spec.runtime == Runtime::Vllm {
             prop_assert_eq!(group.tensor_parallel_size, Some(plan.gpu_count));

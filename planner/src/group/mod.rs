@@ -2,10 +2,10 @@
 //! joined by the runtime's own distributed engine (vLLM on Ray, llama.cpp RPC, torchrun).
 //!
 //! * [`size`]: how many nodes per class (`gpus.maxNodes`), the group's shape and why.
-//! * [`vllm`]: vLLM's tensor parallel inside a node, pipeline parallel across nodes.
-//! * [`llamacpp`]: llama.cpp's RPC split against one node's partial offload.
+//! * [`vllm_stages`]: vLLM's tensor parallel inside a node, pipeline parallel across nodes.
+//! * [`rpc_or_offload`]: llama.cpp's RPC split against one node's partial offload.
 //! * [`launch`]: what each rank's container runs.
 pub mod launch;
-pub mod llamacpp;
+pub mod rpc_or_offload;
 pub mod size;
-pub mod vllm;
+pub mod vllm_stages;

@@ -75,7 +75,7 @@ pub fn plan(job: &JobInput, class: &NodeClass, fallback: &Fallback) -> Result<Pl
         max: max_nodes,
     };
     match engine {
-        GroupEngine::LlamaCppRpc => crate::group::llamacpp::plan(&nodes),
+        GroupEngine::LlamaCppRpc => crate::group::rpc_or_offload::plan(&nodes),
         GroupEngine::VllmRay | GroupEngine::Torchrun => sharded(&nodes),
     }
 }
@@ -146,7 +146,7 @@ impl Nodes<'_> {
         let mut plan = plan_one_node(&job, &class, &fallback)?;
         plan.gpu_count = g;
         if self.engine == GroupEngine::VllmRay {
-            crate::group::vllm::largest_stage(self, n, &mut plan)?;
+            crate::group::vllm_stages::largest_stage(self, n, &mut plan)?;
         }
         plan.reasons = plan
             .reasons
@@ -210,8 +210,8 @@ fn quality_key(plan: &Plan) -> (Option<TuningMethod>, Quantization) {
 fn sharded(nodes: &Nodes) -> Result<Plan, PlanError> {
     let mut tried: Vec<(u32, Result<Plan, PlanError>)> = Vec::new();
     for n in nodes.min..=nodes.max {
-        let planned = if n > 1 && !crate::group::vllm::admits(nodes, n) {
-            Err(crate::group::vllm::why_not(nodes, n))
+        let planned = if n > 1 && !crate::group::vllm_stages::admits(nodes, n) {
+            Err(crate::group::vllm_stages::why_not(nodes, n))
         } else {
             nodes.on(n)
         };
@@ -291,7 +291,7 @@ pub fn group_line(nodes: &Nodes, group: &GroupPlan) -> String {
             nodes.gpus().saturating_mul(group.nodes)
         ),
         GroupEngine::LlamaCppRpc => format!(
-            "group of {} nodes ({shape}): llama-server --rpc on the leader over rpc-server on each worker (port {}), layers per node {}",
+            "group of {} nodes ({shape}): llama-server --rpc on the leader over rpc-server on each worker (port {}), layers per node {} (leader first)",
             group.nodes,
             group.port,
             group

@@ -13,6 +13,10 @@ use crate::group::size::{Nodes, group_line};
 use crate::memory::MIB;
 use crate::node_class::NodeClass;
 
+/// The most devices llama.cpp runs a model on (`llama_max_devices()`, `LLAMA_MAX_DEVICES` in
+/// `src/llama.cpp`): a group has at most this many GPUs in all.
+pub const LLAMA_MAX_DEVICES: u32 = 16;
+
 /// Memory bandwidth llama.cpp's CPU layers are planned to stream at, GB/s: a server's
 /// several DDR channels as one decode thread pool reaches them, not the datasheet peak.
 pub const HOST_BANDWIDTH_GBPS: u32 = 40;
@@ -91,6 +95,8 @@ fn all_layers(plan: &Plan) -> bool {
 
 /// `layers` split over `devices` as evenly as llama.cpp's `--tensor-split` can: the first
 /// devices take one more where it does not divide (every GPU of a class has the same budget).
+/// For a group the devices are in llama.cpp's order: the workers' RPC devices, then the
+/// leader's GPUs.
 pub fn even_split(layers: u32, devices: u32) -> Vec<u32> {
     let devices = devices.max(1);
     let base = layers.checked_div(devices).unwrap_or(layers);
@@ -120,8 +126,9 @@ pub fn plan(nodes: &Nodes) -> Result<Plan, PlanError> {
     let mut last_err = None;
     let mut group = None;
     for n in nodes.min.max(2)..=nodes.max {
-        // A device with no layer is of no use to the group.
-        if g.saturating_mul(n) > total_layers {
+        // A device with no layer is of no use to the group, and llama.cpp takes no more
+        // devices than its limit.
+        if g.saturating_mul(n) > total_layers.min(LLAMA_MAX_DEVICES) {
             break;
         }
         match nodes.on(n) {
@@ -172,11 +179,15 @@ pub fn plan(nodes: &Nodes) -> Result<Plan, PlanError> {
         Some(Err(e)) => format!("one node cannot hold a layer ({e})"),
         None => "no fewer than after the last out-of-memory failure".to_string(),
     };
+    // In llama.cpp's device order: the workers' RPC devices (rank 1 first), then the
+    // leader's own GPUs.
     let split = even_split(total_layers, g.saturating_mul(n));
-    let layers_per_node: Vec<u32> = split
+    let mut layers_per_node: Vec<u32> = split
         .chunks(usize::try_from(g).unwrap_or(1).max(1))
         .map(|c| c.iter().fold(0u32, |a, b| a.saturating_add(*b)))
         .collect();
+    // Leader first.
+    layers_per_node.rotate_right(1);
     if let Some(group) = grouped.group.as_mut() {
         group.tensor_split = split;
         group.layers_per_node = layers_per_node;
@@ -195,7 +206,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layers_split_evenly_leader_first() {
+    fn layers_split_evenly_over_the_devices() {
         assert_eq!(even_split(33, 2), vec![17, 16]);
         assert_eq!(even_split(127, 16).iter().sum::<u32>(), 127);
         assert_eq!(even_split(3, 4), vec![1, 1, 1, 0]);
