@@ -18,6 +18,8 @@
 //! * [`user_args`]: a job's own command and args against the planned flags.
 //! * [`serving`]: what a served job adds (where it listens) and the checks of its `serve`.
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
+//! * [`group`]: plans that span nodes (`gpus.maxNodes`): how many nodes per class, the
+//!   runtime's split across them, and what each rank runs (docs/planning.md).
 //! * [`tuning`]: fine-tuning plans: method, micro-batch, checkpointing, accumulation,
 //!   optimizer, the training-memory estimator and its step-downs (docs/planning.md).
 #![forbid(unsafe_code)]
