@@ -205,3 +205,123 @@ fn lost_group(template: &Pod, group: &str, message: String) -> Pod {
     });
     pod
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use crate::group::build::group_pods;
+    use crate::group::testing::{group_job, two_node_plan};
+    use crate::reconcile::build::desired_pod;
+    use vramfit_planner::resolve_job;
+
+    /// The two pods of `big`'s group for attempt 1, created.
+    fn pods() -> Vec<Pod> {
+        let job = group_job("big", 2);
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        group_pods(&base, &input, &plan, "big", 1)
+            .unwrap()
+            .into_iter()
+            .map(fixtures::created)
+            .collect()
+    }
+
+    fn seen(pods: &[Pod]) -> GroupSeen {
+        let lookup = |name: &str| match pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+        {
+            Some(pod) => PodSeen::Observed(Arc::new(pod.clone())),
+            None => PodSeen::Absent,
+        };
+        group_seen("big", 1, &lookup, &|_| false)
+    }
+
+    fn state(seen: &GroupSeen) -> PodState {
+        match &seen.seen {
+            PodSeen::Observed(pod) => {
+                assert_eq!(
+                    pod.metadata.name.as_deref(),
+                    Some("big-1"),
+                    "the group's name"
+                );
+                classify(pod)
+            }
+            other => panic!("not observed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_member_gone_ends_the_group_as_kubernetes_ended_it() {
+        let pods = pods();
+        let running = fixtures::as_running(pods[0].clone(), "a-1");
+        let seen = seen(&[running]);
+        match state(&seen) {
+            PodState::Disrupted { message, .. } => {
+                assert_eq!(message, "pod big-1-1 (rank 1) of group big-1 is gone");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(seen.cause.map(|c| c.rank), Some(1));
+    }
+
+    #[test]
+    fn a_worker_done_before_the_leader_is_no_failure_and_the_leader_decides() {
+        let pods = pods();
+        let leader = fixtures::as_running(pods[0].clone(), "a-1");
+        let worker = fixtures::as_succeeded(pods[1].clone(), "a-2");
+        assert!(matches!(
+            state(&seen(&[leader.clone(), worker.clone()])),
+            PodState::Running { .. }
+        ));
+        let done = fixtures::as_succeeded(leader, "a-1");
+        assert!(matches!(
+            state(&seen(&[done, worker])),
+            PodState::Succeeded { .. }
+        ));
+    }
+
+    #[test]
+    fn a_group_waits_as_its_first_unbound_member_and_runs_once_all_run() {
+        let pods = pods();
+        let leader = fixtures::as_running(pods[0].clone(), "a-1");
+        let unbound = fixtures::as_pending(pods[1].clone(), None);
+        let waiting = seen(&[leader.clone(), unbound]);
+        assert_eq!(
+            state(&waiting),
+            PodState::Waiting {
+                node: None,
+                detail: None
+            },
+            "not bound while one member is not"
+        );
+        assert_eq!(waiting.cause.map(|c| c.pod), Some("big-1-1".to_string()));
+        let worker = fixtures::as_running(pods[1].clone(), "a-2");
+        assert_eq!(
+            state(&seen(&[leader, worker])),
+            PodState::Running {
+                node: Some("a-1".into())
+            },
+            "the leader's node"
+        );
+    }
+
+    #[test]
+    fn no_pod_is_absent_and_a_pod_the_job_does_not_control_is_foreign() {
+        assert!(matches!(seen(&[]).seen, PodSeen::Absent));
+        let lookup = |name: &str| {
+            if name == "big-1-1" {
+                PodSeen::Foreign
+            } else {
+                PodSeen::Absent
+            }
+        };
+        assert!(matches!(
+            group_seen("big", 1, &lookup, &|_| false).seen,
+            PodSeen::Foreign
+        ));
+    }
+}
