@@ -332,3 +332,46 @@ async fn a_foreign_service_of_the_group_name_is_left_alone_and_no_pod_is_created
     assert_eq!(degraded["reason"], "ServiceNameTaken");
     assert_eq!(status["status"]["attemptCount"], 0, "no attempt recorded");
 }
+
+/// A worker that fails for another reason fails the job (as a single pod's failure does): the
+/// running leader is deleted, the failed worker stays for its logs, the objects go.
+#[tokio::test]
+async fn a_worker_failing_fails_the_job_and_deletes_the_running_leader() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.apply_pod(fixtures::as_failed(
+        pods[1].clone(),
+        "a-2",
+        "Error",
+        2,
+        "RuntimeError: connection refused by the leader",
+    ));
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["Failed"]).await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["phase"], "Failed");
+    assert_eq!(s["attempts"][0]["outcome"], "Failed");
+    let ready = condition(&status, "Ready");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("attempt 1 (group big-1) failed:"),
+        "{ready}"
+    );
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pod big-1-1 (rank 1): "),
+        "{s}"
+    );
+}
