@@ -142,8 +142,8 @@ async fn a_first_reconcile_creates_the_service_the_policy_then_the_pods_then_the
     let (mut service, mut policy, mut pod, mut status) =
         (Value::Null, Value::Null, Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        service = api.object_create(&services(), "big-1").await;
-        policy = api.object_create(&policies(), "big-1").await;
+        service = api.object_create_only(&services(), "big-1").await;
+        policy = api.object_create_only(&policies(), "big-1").await;
         pod = api.pod_create("big-1-0").await;
         status = api.status_apply(&job).await;
         api.events("big", &["PodCreated"]).await;
@@ -210,8 +210,8 @@ async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
     let (mut status, mut new_pod) = (Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
-        api.object_create(&services(), "big-2").await;
-        api.object_create(&policies(), "big-2").await;
+        api.object_create_only(&services(), "big-2").await;
+        api.object_create_only(&policies(), "big-2").await;
         new_pod = api.pod_create("big-2-0").await;
         status = api.status_apply(&job).await;
         api.events("big", &["OutOfMemory", "SteppedDown", "PodCreated"])
