@@ -8,8 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use vramfit_api::InferenceJob;
-use vramfit_planner::resolve_job;
+use vramfit_api::{Fallback, InferenceJob};
+use vramfit_planner::fallback::next_step;
+use vramfit_planner::{plan_for_class, resolve_job};
 
 use super::build::group_pods;
 use super::network_policy::desired_network_policy;
@@ -207,12 +208,28 @@ async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
         1,
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ));
-    let (mut status, mut new_pod) = (Value::Null, Value::Null);
+    // The planner's step down from the failed plan says how many nodes the next group has.
+    let input = resolve_job(&job.spec).unwrap();
+    let class = fixtures::class("a10g", 4);
+    let failed = job.status.as_ref().and_then(|s| s.plan.clone()).unwrap();
+    let (fallback, _) = next_step(
+        &input,
+        &failed,
+        &Fallback::default(),
+        class.max_gpus_per_pod(),
+        Some(class.capability),
+    )
+    .unwrap();
+    let nodes = plan_for_class(&input, &class, &fallback).unwrap().nodes();
+    assert!(nodes <= 2, "the two nodes hold the next group");
+    let (mut status, mut new_pods) = (Value::Null, Vec::new());
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
         api.object_create_only(&services(), "big-2").await;
         api.object_create_only(&policies(), "big-2").await;
-        new_pod = api.pod_create("big-2-0").await;
+        for rank in 0..nodes {
+            new_pods.push(api.pod_create(&format!("big-2-{rank}")).await);
+        }
         status = api.status_apply(&job).await;
         api.events("big", &["OutOfMemory", "SteppedDown", "PodCreated"])
             .await;
@@ -238,7 +255,9 @@ async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
     // The status records the end: the failed worker goes too (the deleted leader is no
     // longer the job's to delete); the new group is in place.
     let job = with_status(&job, &status);
-    writers.apply_pod(fixtures::created(serde_json::from_value(new_pod).unwrap()));
+    for pod in new_pods {
+        writers.apply_pod(fixtures::created(serde_json::from_value(pod).unwrap()));
+    }
     objects_in_store(&mut serving, &job, "big-2");
     remove_objects_from_store(&mut serving, &job, "big-1");
     run(&ctx, &job, &mut api, async |api| {
