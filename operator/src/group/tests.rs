@@ -394,3 +394,42 @@ async fn a_worker_failing_fails_the_job_and_deletes_the_running_leader() {
         "{s}"
     );
 }
+
+/// A worker deleted behind the operator's back ends the group as Kubernetes ended it: the
+/// leader is deleted and the job is placed again at once, in a new group.
+#[tokio::test]
+async fn a_lost_worker_replaces_the_group_with_the_same_fallback() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.delete_pod(pods[1].clone());
+    let input = resolve_job(&job.spec).unwrap();
+    let nodes = plan_for_class(&input, &fixtures::class("a10g", 4), &Fallback::default())
+        .unwrap()
+        .nodes();
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        api.object_create_only(&services(), "big-2").await;
+        api.object_create_only(&policies(), "big-2").await;
+        for rank in 0..nodes {
+            api.pod_create(&format!("big-2-{rank}")).await;
+        }
+        status = api.status_apply(&job).await;
+        api.events("big", &["Disrupted", "PodCreated"]).await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "Disrupted");
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pod big-1-1 (rank 1) of group big-1 is gone"),
+        "{s}"
+    );
+    assert_eq!(s["fallback"], Value::Null, "no step down");
+    assert_eq!(s["attemptCount"], 2);
+}
