@@ -17,16 +17,6 @@ use crate::reconcile::build::BuildError;
 /// The node label that makes "one pod per node".
 pub const HOSTNAME_TOPOLOGY: &str = "kubernetes.io/hostname";
 
-/// The DNS name of the leader (rank 0) of `job_name`'s group for `attempt`:
-/// `<leader pod>.<group>.<namespace>` (the pod's hostname under the group's headless Service).
-pub fn leader_address(job_name: &str, namespace: &str, attempt: u32) -> String {
-    format!(
-        "{}.{}.{namespace}",
-        group_pod_name(job_name, attempt, 0),
-        group_name(job_name, attempt)
-    )
-}
-
 /// The group's pods, rank 0 (the leader) first, built from `base`: the attempt's one pod as
 /// `reconcile::build::desired_pod` makes it for `plan`. Each keeps `base`'s annotations, so
 /// the spec-hash annotation is the one-pod build's: a spec change replaces the group exactly
@@ -44,13 +34,11 @@ pub fn group_pods(
         .clone()
         .ok_or(BuildError::MissingObjectKey("metadata.namespace"))?;
     let group = group_name(job_name, attempt);
-    let leader = leader_address(job_name, &namespace, attempt);
     (0..plan.nodes())
         .map(|rank| {
-            let address = RankAddress {
-                leader_address: leader.clone(),
-                rank,
-            };
+            // Each rank's peers by DNS name: `<pod>.<group>.<namespace>`.
+            let address =
+                RankAddress::of_batch_group(job_name, &namespace, attempt, plan.nodes(), rank);
             rank_pod(base, input, plan, &group, job_name, attempt, &address)
         })
         .collect()
