@@ -25,6 +25,7 @@
 //! because a target is missed.
 #![forbid(unsafe_code)]
 
+mod groups;
 mod serving;
 
 use std::collections::{BTreeMap, HashMap};
@@ -102,6 +103,12 @@ struct Args {
     /// the time until every replica is Ready, then a rolling update of every job.
     #[arg(long, default_value_t = 0)]
     serve_replicas: usize,
+    /// Batch groups of this many nodes instead of one-pod jobs (0: one-pod jobs): every node
+    /// is 4×V100-16GB and every job Llama-3.1-70B in 16-bit (`gpus.maxNodes`), which the
+    /// planner splits over 4 nodes (only 4 is accepted); the benchmark acts as the kubelet
+    /// and measures the time until every group is bound with its leader Running.
+    #[arg(long, default_value_t = 0)]
+    group_nodes: usize,
     /// Longest the whole run may take before it gives up (cleanup comes on top).
     #[arg(long, default_value_t = 1800)]
     timeout_secs: u64,
@@ -119,6 +126,10 @@ fn main() -> ExitCode {
     }
     if args.jobs == 0 || args.nodes == 0 || args.clients == 0 {
         eprintln!("operator-scale: --jobs, --nodes and --clients must be at least 1");
+        return ExitCode::from(2);
+    }
+    if args.group_nodes > 0 && args.serve_replicas > 0 {
+        eprintln!("operator-scale: --group-nodes and --serve-replicas are two different runs");
         return ExitCode::from(2);
     }
     let plan = Arc::new(Mutex::new(CleanupPlan::default()));
@@ -295,6 +306,8 @@ struct Report {
     nodes_not_ready: usize,
     /// `--serve-replicas`: the served-job phase's figures (instead of the batch job phase's).
     serving: Option<serving::Figures>,
+    /// `--group-nodes`: the group phase's figures.
+    groups: Option<groups::Figures>,
 }
 
 async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
@@ -365,7 +378,14 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
 
     // 1. Nodes.
     eprintln!("operator-scale: 1/4 {} fake GPU nodes", args.nodes);
-    let shapes = node_shapes(&root)?;
+    let (shapes, group_plan) = if args.group_nodes > 0 {
+        let (fixture, gpus) = groups::GROUP_NODE_SHAPE;
+        let shape = node_shape(&root, fixture, gpus, 1.0)?;
+        let plan = groups::check_plan(&shape, args.group_nodes)?;
+        (vec![shape], plan)
+    } else {
+        (node_shapes(&root)?, String::new())
+    };
     plan.lock().unwrap_or_else(|e| e.into_inner()).nodes = true;
     let node_names: Vec<String> = (0..args.nodes)
         .map(|i| format!("{PREFIX}{run}-{i:05}"))
@@ -454,7 +474,31 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     report.raw_jobs_wall = started.elapsed();
     delete_raw(&client, &ns, &run).await?;
 
-    // 3. The operator and the jobs (served jobs with `--serve-replicas`), 4. its restart.
+    // 3. The operator and the jobs (served jobs with `--serve-replicas`, groups with
+    // `--group-nodes`), 4. its restart.
+    if args.group_nodes > 0 {
+        eprintln!(
+            "operator-scale: 3/4 {} group InferenceJobs ({group_plan}), operator as a child process",
+            args.jobs
+        );
+        report.groups = Some(
+            groups::run(
+                args,
+                group_plan,
+                &client,
+                &clients,
+                &ns,
+                &operator_bin,
+                &logs,
+            )
+            .await?,
+        );
+        if let Some(heartbeat) = heartbeat {
+            heartbeat.abort();
+        }
+        report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
+        return Ok(report);
+    }
     if args.serve_replicas > 0 {
         eprintln!(
             "operator-scale: 3/4 {} served InferenceJobs × {} replicas, operator as a child process",
@@ -726,36 +770,37 @@ fn node_shapes(root: &std::path::Path) -> Result<Vec<NodeShape>> {
         ("h100-x8.yaml", 8, 0.10),
     ];
     MIX.iter()
-        .map(|&(fixture, gpus, share)| {
-            let path = root.join("agent/fixtures").join(fixture);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            // The fixture's GPU, `gpus` times (the fixtures describe one node size each).
-            let mut yaml: serde_yaml::Value = serde_yaml::from_str(&text)?;
-            if let Some(first) = yaml
-                .get_mut("gpus")
-                .and_then(|g| g.as_sequence_mut())
-                .and_then(|g| g.first_mut())
-                .and_then(|g| g.as_mapping_mut())
-            {
-                first.insert("count".into(), gpus.into());
-            }
-            let file = vramfit_agent::gpu::fixture::FixtureFile::parse(
-                &serde_yaml::to_string(&yaml)?,
-                &path,
-            )?;
-            let labels = vramfit_agent::labels::render(&file.to_probe());
-            ensure!(
-                vramfit_api::labels::gpu_facts(&labels).is_some(),
-                "the labels rendered from {fixture} carry no GPU facts: {labels:?}"
-            );
-            Ok(NodeShape {
-                labels,
-                gpus,
-                share,
-            })
-        })
+        .map(|&(fixture, gpus, share)| node_shape(root, fixture, gpus, share))
         .collect()
+}
+
+/// The shape of the agent fixture `fixture` with `gpus` GPUs (the fixtures describe one node
+/// size each), labelled as `vramfit-agent` labels such a node.
+fn node_shape(root: &std::path::Path, fixture: &str, gpus: u32, share: f64) -> Result<NodeShape> {
+    let path = root.join("agent/fixtures").join(fixture);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut yaml: serde_yaml::Value = serde_yaml::from_str(&text)?;
+    if let Some(first) = yaml
+        .get_mut("gpus")
+        .and_then(|g| g.as_sequence_mut())
+        .and_then(|g| g.first_mut())
+        .and_then(|g| g.as_mapping_mut())
+    {
+        first.insert("count".into(), gpus.into());
+    }
+    let file =
+        vramfit_agent::gpu::fixture::FixtureFile::parse(&serde_yaml::to_string(&yaml)?, &path)?;
+    let labels = vramfit_agent::labels::render(&file.to_probe());
+    ensure!(
+        vramfit_api::labels::gpu_facts(&labels).is_some(),
+        "the labels rendered from {fixture} carry no GPU facts: {labels:?}"
+    );
+    Ok(NodeShape {
+        labels,
+        gpus,
+        share,
+    })
 }
 
 /// The shape of node `i` of `n`: contiguous blocks by share.
@@ -1345,6 +1390,32 @@ impl std::fmt::Display for Report {
                 seconds(self.raw_bound_wall)
             )?;
             write!(f, "{served}")?;
+            return writeln!(
+                f,
+                "| fake nodes not Ready at the end | {} |",
+                self.nodes_not_ready
+            );
+        }
+        if let Some(groups) = &self.groups {
+            writeln!(
+                f,
+                "operator-scale {} --group-nodes {}: API server {}, {} nodes, {} GPUs\n",
+                self.args_line,
+                groups.group_nodes(),
+                self.server,
+                self.nodes,
+                self.gpus
+            )?;
+            writeln!(f, "| figure | value |\n|---|---|")?;
+            writeln!(
+                f,
+                "| raw pod creates ({} clients, {} bare pods) | {:.1} pods/s; all bound after {} |",
+                self.clients,
+                self.raw_pods,
+                per_second(self.raw_pods, self.raw_wall),
+                seconds(self.raw_bound_wall)
+            )?;
+            write!(f, "{groups}")?;
             return writeln!(
                 f,
                 "| fake nodes not Ready at the end | {} |",

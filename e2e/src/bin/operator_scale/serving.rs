@@ -69,14 +69,14 @@ fn served_manifest(i: usize, replicas: usize) -> serde_json::Value {
 
 /// What the benchmark's kubelet wrote: pod statuses and confirmed deletions.
 #[derive(Default)]
-struct Kubelet {
+pub(super) struct Kubelet {
     statuses: AtomicU64,
     deletions: AtomicU64,
     done: Mutex<HashSet<String>>,
 }
 
 impl Kubelet {
-    fn counts(&self) -> (u64, u64) {
+    pub(super) fn counts(&self) -> (u64, u64) {
         (
             self.statuses.load(Ordering::Relaxed),
             self.deletions.load(Ordering::Relaxed),
@@ -92,7 +92,7 @@ impl Kubelet {
 }
 
 /// The benchmark as kubelet: bound replica pods become Ready, deleted ones go.
-async fn kubelet(clients: Vec<Client>, ns: String, seen: Arc<Kubelet>) {
+pub(super) async fn kubelet(clients: Vec<Client>, ns: String, seen: Arc<Kubelet>) {
     let pods = watcher(
         Api::<Pod>::namespaced(clients[0].clone(), &ns),
         watcher::Config::default().labels(JOB_LABEL),
@@ -253,9 +253,9 @@ async fn explain_missing(client: &Client, ns: &str, done: &HashMap<String, Insta
     Ok(())
 }
 
-/// The writes the operator makes for served jobs: pods (less the kubelet's confirmed
-/// deletions), job status, events, Services, PodDisruptionBudgets.
-fn operator_writes(totals: &RequestTotals, kubelet_deletions: u64) -> u64 {
+/// The writes the operator makes for served jobs and groups: pods (less the kubelet's
+/// confirmed deletions), job status, events, Services, PodDisruptionBudgets, NetworkPolicies.
+pub(super) fn operator_writes(totals: &RequestTotals, kubelet_deletions: u64) -> u64 {
     totals
         .count(&WRITE_VERBS, "pods", "")
         .saturating_sub(kubelet_deletions)
@@ -263,10 +263,11 @@ fn operator_writes(totals: &RequestTotals, kubelet_deletions: u64) -> u64 {
         + totals.count(&WRITE_VERBS, "events", "")
         + totals.count(&WRITE_VERBS, "services", "")
         + totals.count(&WRITE_VERBS, "poddisruptionbudgets", "")
+        + totals.count(&WRITE_VERBS, "networkpolicies", "")
 }
 
 /// Waits until the operator's writes stop for 3 s (at most 5 minutes).
-async fn wait_quiet(
+pub(super) async fn wait_quiet(
     client: &Client,
     operator: &mut ChildProcess,
     before: &RequestTotals,
@@ -479,7 +480,7 @@ pub async fn run(
 }
 
 /// Operator and other controllers' event writes (objects + series repeats) between two counts.
-fn event_delta(
+pub(super) fn event_delta(
     before: &(super::EventCounts, BTreeMap<String, super::EventCounts>),
     after: &(super::EventCounts, BTreeMap<String, super::EventCounts>),
 ) -> (u64, u64) {

@@ -1,0 +1,544 @@
+//! `--group-nodes N`: the job phase with batch groups (`spec.gpus.maxNodes: N`) instead of
+//! one-pod jobs. Every job is Llama-3.1-70B in 16-bit on nodes of 4×V100-16GB, which the
+//! planner splits over 4 nodes (checked before anything is created: the run stops if the plan
+//! spans another number). The benchmark is the kubelet: every bound pod is written Running
+//! and Ready. Measured: the time until every member of each group is bound and its leader
+//! Running (the pods), and until the job says `Running` (its status); the operator's writes
+//! per group by resource; its memory; and a restart (resync without writes).
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL, JOB_LABEL};
+use vramfit_api::{InferenceJob, Phase};
+use vramfit_e2e::{
+    ChildProcess, RequestTotals, WRITE_VERBS, proc_cpu_seconds, proc_status_kib, quantile,
+};
+
+use super::serving::{Kubelet, event_delta, kubelet, operator_writes, wait_quiet};
+use super::{
+    Args, NodeShape, count_events, create_all, job_name, reconciles, scrape, seconds,
+    start_operator, wait_ready, wait_resynced,
+};
+
+/// The one node shape of a group run: the agent fixture and its GPUs per node.
+pub const GROUP_NODE_SHAPE: (&str, u32) = ("v100-16gb-x4.yaml", 4);
+
+/// Job `i`: Llama-3.1-70B, 16-bit only, up to 4 GPUs per node on up to `max_nodes` nodes.
+pub fn group_manifest(i: usize, max_nodes: usize) -> Value {
+    json!({
+        "apiVersion": "vramfit.io/v1alpha1",
+        "kind": "InferenceJob",
+        "metadata": {"name": job_name(i)},
+        "spec": {
+            "model": {"preset": "llama-3.1-70b-instruct"}, "runtime": "vllm",
+            "image": "vllm/vllm-openai:v0.10.1", "allowedQuantizations": ["none"],
+            "gpus": {"max": 4, "maxNodes": max_nodes},
+        },
+    })
+}
+
+/// The plan of the group job on `shape`'s class, as the planner makes it: "N nodes × G GPUs
+/// on CLASS"; an error unless it spans exactly `nodes` nodes.
+pub fn check_plan(shape: &NodeShape, nodes: usize) -> Result<String> {
+    let facts = vramfit_api::labels::gpu_facts(&shape.labels)
+        .context("the group nodes' labels carry no GPU facts")?;
+    let class = vramfit_planner::classes_from_facts(&facts, None)
+        .into_iter()
+        .next()
+        .context("no node class from the group nodes' labels")?;
+    let job: InferenceJob = serde_json::from_value(group_manifest(0, nodes))?;
+    let input = vramfit_planner::resolve_job(&job.spec)?;
+    let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default())
+        .map_err(|e| anyhow::anyhow!("the group job cannot run on {}: {e:?}", class.name))?;
+    let line = format!(
+        "{} nodes × {} GPUs on {}",
+        plan.nodes(),
+        plan.gpu_count,
+        class.name
+    );
+    ensure!(
+        plan.nodes() as usize == nodes,
+        "--group-nodes {nodes}: the group job's plan is {line}; only 4 is built in"
+    );
+    Ok(line)
+}
+
+/// Where each job's group stands, from the pods the benchmark's watch saw.
+#[derive(Debug, Default)]
+pub struct GroupProgress {
+    /// Pods per group.
+    size: usize,
+    /// Job → its group's members seen bound.
+    bound: HashMap<String, HashSet<String>>,
+    /// Jobs whose leader (rank 0) was seen Running.
+    leader_running: HashSet<String>,
+    /// Job → when every member was bound and the leader Running (first seen).
+    pub done: HashMap<String, Instant>,
+}
+
+impl GroupProgress {
+    /// Progress of groups of `size` pods.
+    pub fn new(size: usize) -> Self {
+        Self {
+            size,
+            ..Self::default()
+        }
+    }
+
+    /// Records one pod of `job`'s group (rank `rank`), seen at `at`.
+    pub fn observe(
+        &mut self,
+        job: &str,
+        pod: &str,
+        rank: Option<u32>,
+        bound: bool,
+        running: bool,
+        at: Instant,
+    ) {
+        if bound {
+            self.bound
+                .entry(job.to_string())
+                .or_default()
+                .insert(pod.to_string());
+        }
+        if rank == Some(0) && running {
+            self.leader_running.insert(job.to_string());
+        }
+        let all_bound = self.bound.get(job).map_or(0, HashSet::len) >= self.size;
+        if all_bound && self.leader_running.contains(job) {
+            self.done.entry(job.to_string()).or_insert(at);
+        }
+    }
+}
+
+/// What the benchmark's watches saw: the groups (pods) and the jobs' `Running` status.
+struct Seen {
+    groups: GroupProgress,
+    job_running: HashMap<String, Instant>,
+}
+
+async fn watch_pods(client: Client, ns: String, seen: Arc<Mutex<Seen>>) {
+    watcher(
+        Api::<Pod>::namespaced(client, &ns),
+        watcher::Config::default().labels(GROUP_LABEL),
+    )
+    .default_backoff()
+    .applied_objects()
+    .for_each(move |pod| {
+        if let Ok(pod) = pod {
+            let labels = pod.labels();
+            let job = labels.get(JOB_LABEL).cloned().unwrap_or_default();
+            let rank = labels.get(GROUP_RANK_LABEL).and_then(|r| r.parse().ok());
+            let bound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some();
+            let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            let name = pod.name_any();
+            seen.groups
+                .observe(&job, &name, rank, bound, running, Instant::now());
+        }
+        futures::future::ready(())
+    })
+    .await;
+}
+
+async fn watch_jobs(client: Client, ns: String, seen: Arc<Mutex<Seen>>) {
+    watcher(
+        Api::<InferenceJob>::namespaced(client, &ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .applied_objects()
+    .for_each(move |job| {
+        if let Ok(job) = job
+            && job.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running)
+        {
+            seen.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .job_running
+                .entry(job.name_any())
+                .or_insert_with(Instant::now);
+        }
+        futures::future::ready(())
+    })
+    .await;
+}
+
+/// The figures of the group phase.
+#[derive(Debug, Default)]
+pub struct Figures {
+    group_nodes: usize,
+    plan: String,
+    jobs: usize,
+    created_wall: Duration,
+    /// Groups whose members were all bound and leader Running, and when the last was.
+    done: usize,
+    done_wall: Duration,
+    job_to_done: Vec<Duration>,
+    /// Jobs seen `Running` in their status, and when the last was.
+    running: usize,
+    running_wall: Duration,
+    job_to_running: Vec<Duration>,
+    writes: RequestTotals,
+    kubelet: (u64, u64),
+    operator_events: u64,
+    scheduler_events: u64,
+    operator_cpu: f64,
+    hwm_kib: u64,
+    rss_kib: u64,
+    restart_ready: Duration,
+    restart_resynced: Duration,
+    restart_reconciles: f64,
+    restart_writes: RequestTotals,
+    restart_hwm_kib: u64,
+}
+
+impl Figures {
+    /// Group members per group.
+    pub fn group_nodes(&self) -> usize {
+        self.group_nodes
+    }
+}
+
+/// `done[job] − start[job]` for every job in both, sorted.
+fn latencies(done: &HashMap<String, Instant>, start: &HashMap<String, Instant>) -> Vec<Duration> {
+    let mut out: Vec<Duration> = start
+        .iter()
+        .filter_map(|(job, at)| Some(done.get(job)?.saturating_duration_since(*at)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The last of `done`, from `started`.
+fn last(done: &HashMap<String, Instant>, started: Instant) -> Duration {
+    done.values()
+        .map(|at| at.saturating_duration_since(started))
+        .max()
+        .unwrap_or_default()
+}
+
+/// Waits until every group is done and every job `Running`, or 120 s pass without progress.
+async fn wait_done(
+    seen: &Arc<Mutex<Seen>>,
+    operator: &mut ChildProcess,
+    jobs: usize,
+) -> Result<()> {
+    let (started, mut last, mut last_print) = (Instant::now(), (0, Instant::now()), Instant::now());
+    loop {
+        operator.check_alive()?;
+        let (done, running) = {
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            (seen.groups.done.len(), seen.job_running.len())
+        };
+        if done >= jobs && running >= jobs {
+            return Ok(());
+        }
+        if done + running > last.0 {
+            last = (done + running, Instant::now());
+        } else if last.1.elapsed() > Duration::from_secs(120) {
+            eprintln!(
+                "operator-scale:     no progress for 120 s: {done} groups ready, {running} jobs Running of {jobs}; operator log tail:\n{}",
+                operator.log_tail(10)
+            );
+            return Ok(());
+        }
+        if last_print.elapsed() >= Duration::from_secs(5) {
+            last_print = Instant::now();
+            eprintln!(
+                "operator-scale:     {:.0} s: {done} groups bound with the leader Running, {running} jobs Running, of {jobs}",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The group phase and the restart.
+pub async fn run(
+    args: &Args,
+    plan_line: String,
+    client: &Client,
+    clients: &[Client],
+    ns: &str,
+    operator_bin: &std::path::Path,
+    logs: &std::path::Path,
+) -> Result<Figures> {
+    let size = args.group_nodes;
+    let mut figures = Figures {
+        group_nodes: size,
+        plan: plan_line,
+        jobs: args.jobs,
+        ..Figures::default()
+    };
+    let seen = Arc::new(Mutex::new(Seen {
+        groups: GroupProgress::new(size),
+        job_running: HashMap::new(),
+    }));
+    let kubelet_seen = Arc::new(Kubelet::default());
+    let watches = [
+        tokio::spawn(watch_pods(client.clone(), ns.to_string(), seen.clone())),
+        tokio::spawn(watch_jobs(client.clone(), ns.to_string(), seen.clone())),
+        tokio::spawn(kubelet(
+            clients.to_vec(),
+            ns.to_string(),
+            kubelet_seen.clone(),
+        )),
+    ];
+    let mut operator = start_operator(operator_bin, args, logs, "operator-1")?;
+    wait_ready(&mut operator, Duration::from_secs(120)).await?;
+    let pid = operator.pid().unwrap_or(0);
+    let cpu_before = proc_cpu_seconds(pid).unwrap_or(0.0);
+
+    let before = scrape(client).await?;
+    let events_before = count_events(client, ns).await?;
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let started = Instant::now();
+    {
+        let created = created.clone();
+        create_all(clients, args.jobs, move |i, client| {
+            let created = created.clone();
+            async move {
+                let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
+                let job: InferenceJob = serde_json::from_value(group_manifest(i, size))?;
+                jobs.create(&PostParams::default(), &job).await?;
+                created
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(job_name(i), Instant::now());
+                Ok(())
+            }
+        })
+        .await
+        .context("creating the group jobs")?;
+    }
+    figures.created_wall = started.elapsed();
+    eprintln!(
+        "operator-scale:     {} group jobs created in {:.1} s",
+        args.jobs,
+        figures.created_wall.as_secs_f64()
+    );
+    wait_done(&seen, &mut operator, args.jobs).await?;
+    wait_quiet(client, &mut operator, &before, &kubelet_seen).await?;
+    figures.writes = scrape(client).await?.since(&before);
+    figures.kubelet = kubelet_seen.counts();
+    let events = count_events(client, ns).await?;
+    (figures.operator_events, figures.scheduler_events) = event_delta(&events_before, &events);
+    figures.operator_cpu = proc_cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    figures.hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
+    figures.rss_kib = proc_status_kib(pid, "VmRSS").unwrap_or(0);
+    {
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let created = created.lock().unwrap_or_else(|e| e.into_inner());
+        figures.done = seen.groups.done.len();
+        figures.done_wall = last(&seen.groups.done, started);
+        figures.job_to_done = latencies(&seen.groups.done, &created);
+        figures.running = seen.job_running.len();
+        figures.running_wall = last(&seen.job_running, started);
+        figures.job_to_running = latencies(&seen.job_running, &created);
+    }
+
+    // Restart: every job reconciled again, nothing written.
+    eprintln!("operator-scale: 4/4 restart: kill the operator, start it again");
+    let before = scrape(client).await?;
+    operator.kill();
+    let started = Instant::now();
+    let mut operator = start_operator(operator_bin, args, logs, "operator-2")?;
+    wait_ready(&mut operator, Duration::from_secs(300)).await?;
+    figures.restart_ready = started.elapsed();
+    figures.restart_resynced = wait_resynced(&mut operator, args.jobs, started).await?;
+    figures.restart_reconciles = reconciles(&operator).await.unwrap_or(0.0);
+    wait_quiet(client, &mut operator, &before, &kubelet_seen).await?;
+    figures.restart_writes = scrape(client).await?.since(&before);
+    if let Some(pid) = operator.pid() {
+        figures.restart_hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
+    }
+    operator.kill();
+    for task in watches {
+        task.abort();
+    }
+    if figures.done < args.jobs {
+        bail!(
+            "{} of {} groups were bound with their leader Running; the figures are incomplete:\n{figures}",
+            figures.done,
+            args.jobs
+        );
+    }
+    Ok(figures)
+}
+
+impl std::fmt::Display for Figures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let groups = self.jobs.max(1) as f64;
+        let per = |n: u64| n as f64 / groups;
+        let p = |v: &[Duration], q: f64| seconds(quantile(v, q));
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        let w = &self.writes;
+        let pods = w
+            .count(&WRITE_VERBS, "pods", "")
+            .saturating_sub(self.kubelet.1);
+        let all = operator_writes(w, self.kubelet.1);
+        writeln!(
+            f,
+            "| groups (jobs × nodes) | {} × {} ({}) |",
+            self.jobs, self.group_nodes, self.plan
+        )?;
+        writeln!(
+            f,
+            "| jobs created | in {:.1} s |",
+            self.created_wall.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "| every member bound, leader Running (pods) | {} of {} groups, the last after {:.1} s |",
+            self.done,
+            self.jobs,
+            self.done_wall.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "| job created → its group bound, leader Running, p50 / p99 | {} / {} |",
+            p(&self.job_to_done, 0.5),
+            p(&self.job_to_done, 0.99)
+        )?;
+        writeln!(
+            f,
+            "| job `Running` (status) | {} of {} jobs, the last after {:.1} s; p50 / p99 {} / {} |",
+            self.running,
+            self.jobs,
+            self.running_wall.as_secs_f64(),
+            p(&self.job_to_running, 0.5),
+            p(&self.job_to_running, 0.99)
+        )?;
+        writeln!(
+            f,
+            "| operator writes per group | {:.2}: Services {:.2}, NetworkPolicies {:.2}, pods {:.2} ({}), job status {:.2} ({}), events {:.2} |",
+            per(all),
+            per(w.count(&WRITE_VERBS, "services", "")),
+            per(w.count(&WRITE_VERBS, "networkpolicies", "")),
+            per(pods),
+            super::Report::by_verb(w, "pods", ""),
+            per(w.count(&WRITE_VERBS, "inferencejobs", "status")),
+            super::Report::by_verb(w, "inferencejobs", "status"),
+            per(self.operator_events),
+        )?;
+        writeln!(
+            f,
+            "| others' writes per group: job creates, bindings, scheduler events, the kubelet's pod status | {:.2}, {:.2}, {:.2}, {:.2} (all writes {}) |",
+            per(w.count(&WRITE_VERBS, "inferencejobs", "")),
+            per(w.count(&WRITE_VERBS, "pods", "binding")),
+            per(self.scheduler_events),
+            per(self.kubelet.0),
+            w.writes()
+        )?;
+        writeln!(f, "| operator CPU | {:.1} s |", self.operator_cpu)?;
+        writeln!(
+            f,
+            "| operator RSS: peak (VmHWM); steady (VmRSS, writes stopped) | {:.1} MiB; {:.1} MiB |",
+            mib(self.hwm_kib),
+            mib(self.rss_kib)
+        )?;
+        let restart = operator_writes(&self.restart_writes, 0);
+        writeln!(
+            f,
+            "| restart: /readyz 200; every job reconciled | {:.2} s; {:.2} s ({} reconciles), {restart} operator writes (VmHWM {:.1} MiB) |",
+            self.restart_ready.as_secs_f64(),
+            self.restart_resynced.as_secs_f64(),
+            self.restart_reconciles,
+            mib(self.restart_hwm_kib)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_is_done_once_every_member_is_bound_and_the_leader_runs() {
+        let mut progress = GroupProgress::new(4);
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        // The leader runs, but only 3 of 4 members are bound.
+        progress.observe("a", "a-1-0", Some(0), true, false, t0);
+        progress.observe("a", "a-1-1", Some(1), true, false, t0);
+        progress.observe("a", "a-1-2", Some(2), true, false, t0);
+        progress.observe("a", "a-1-0", Some(0), true, true, t0);
+        assert!(progress.done.is_empty());
+        // A worker seen twice counts once.
+        progress.observe("a", "a-1-2", Some(2), true, true, t0);
+        assert!(progress.done.is_empty());
+        // The last member bound: done then, and not later.
+        progress.observe("a", "a-1-3", Some(3), true, false, t1);
+        assert_eq!(progress.done.get("a"), Some(&t1));
+        progress.observe(
+            "a",
+            "a-1-3",
+            Some(3),
+            true,
+            true,
+            t1 + Duration::from_secs(5),
+        );
+        assert_eq!(progress.done.get("a"), Some(&t1));
+    }
+
+    #[test]
+    fn a_running_worker_is_not_the_leader() {
+        let mut progress = GroupProgress::new(2);
+        let t0 = Instant::now();
+        for rank in 0..2u32 {
+            progress.observe("b", &format!("b-1-{rank}"), Some(rank), true, rank == 1, t0);
+        }
+        assert!(progress.done.is_empty());
+        progress.observe("b", "b-1-0", Some(0), true, true, t0);
+        assert_eq!(progress.done.len(), 1);
+        // A group of one whose only pod is not bound is not done.
+        let mut one = GroupProgress::new(1);
+        one.observe("c", "c-1-0", Some(0), false, true, t0);
+        assert!(one.done.is_empty());
+    }
+
+    #[test]
+    fn the_group_job_plans_exactly_four_nodes_of_the_group_shape() {
+        let shape = super::super::node_shape(
+            &vramfit_e2e::workspace_root(),
+            GROUP_NODE_SHAPE.0,
+            GROUP_NODE_SHAPE.1,
+            1.0,
+        )
+        .expect("the fixture");
+        let line = check_plan(&shape, 4).expect("a plan of 4 nodes");
+        assert!(line.starts_with("4 nodes × 4 GPUs on "), "{line}");
+        assert!(check_plan(&shape, 3).is_err());
+    }
+
+    #[test]
+    fn latencies_pair_jobs_by_name_and_sort() {
+        let t0 = Instant::now();
+        let start = HashMap::from([
+            ("a".to_string(), t0),
+            ("b".to_string(), t0),
+            ("c".to_string(), t0),
+        ]);
+        let done = HashMap::from([
+            ("a".to_string(), t0 + Duration::from_secs(3)),
+            ("b".to_string(), t0 + Duration::from_secs(1)),
+        ]);
+        assert_eq!(
+            latencies(&done, &start),
+            vec![Duration::from_secs(1), Duration::from_secs(3)]
+        );
+        assert_eq!(last(&done, t0), Duration::from_secs(3));
+    }
+}
