@@ -22,7 +22,9 @@ use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, proc_cpu_seconds, proc_status_kib, quantile,
 };
 
-use super::serving::{Kubelet, event_delta, kubelet, operator_writes, wait_quiet};
+use super::serving::{
+    Kubelet, event_delta, kubelet, operator_writes, operator_writes_own_events, wait_quiet,
+};
 use super::{
     Args, NodeShape, count_events, create_all, job_name, reconciles, scrape, seconds,
     start_operator, wait_ready, wait_resynced,
@@ -388,7 +390,7 @@ impl std::fmt::Display for Figures {
         let pods = w
             .count(&WRITE_VERBS, "pods", "")
             .saturating_sub(self.kubelet.1);
-        let all = operator_writes(w, self.kubelet.1);
+        let all = operator_writes_own_events(w, self.kubelet.1, self.operator_events);
         writeln!(
             f,
             "| groups (jobs × nodes) | {} × {} ({}) |",

@@ -266,6 +266,21 @@ pub(super) fn operator_writes(totals: &RequestTotals, kubelet_deletions: u64) ->
         + totals.count(&WRITE_VERBS, "networkpolicies", "")
 }
 
+/// `operator_writes` with the events the operator is listed as reporting (`own_events`:
+/// objects and series repeats) in place of every event write: kube-scheduler's events, and
+/// late ones about the raw pods, are event writes too.
+pub(super) fn operator_writes_own_events(
+    totals: &RequestTotals,
+    kubelet_deletions: u64,
+    own_events: u64,
+) -> u64 {
+    operator_writes(totals, kubelet_deletions).saturating_sub(totals.count(
+        &WRITE_VERBS,
+        "events",
+        "",
+    )) + own_events
+}
+
 /// Waits until the operator's writes stop for 3 s (at most 5 minutes).
 pub(super) async fn wait_quiet(
     client: &Client,
@@ -517,7 +532,7 @@ impl Figures {
         self.replicas
     }
 
-    fn per_replica(&self, writes: &RequestTotals, deletions: u64) -> (f64, String) {
+    fn per_replica(&self, writes: &RequestTotals, deletions: u64, events: u64) -> (f64, String) {
         let replicas = (self.jobs * self.replicas).max(1) as f64;
         let pods = writes
             .count(&WRITE_VERBS, "pods", "")
@@ -526,7 +541,7 @@ impl Figures {
         let services = writes.count(&WRITE_VERBS, "services", "");
         let pdbs = writes.count(&WRITE_VERBS, "poddisruptionbudgets", "");
         (
-            operator_writes(writes, deletions) as f64 / replicas,
+            operator_writes_own_events(writes, deletions, events) as f64 / replicas,
             format!(
                 "pods {:.2} ({} less {deletions} the kubelet's), job status {:.2}, Services {:.2}, PDBs {:.2}",
                 pods as f64 / replicas,
@@ -544,7 +559,7 @@ impl std::fmt::Display for Figures {
         let total = self.jobs * self.replicas;
         let p = |v: &[Duration], q: f64| seconds(quantile(v, q));
         let mib = |kib: u64| kib as f64 / 1024.0;
-        let (per, parts) = self.per_replica(&self.writes, self.kubelet.1);
+        let (per, parts) = self.per_replica(&self.writes, self.kubelet.1, self.operator_events);
         let events = |operator: u64, total_events: u64| {
             format!(
                 "events {:.2} (the scheduler's {:.2})",
@@ -585,7 +600,11 @@ impl std::fmt::Display for Figures {
             "| the kubelet's writes (pod status, confirmed deletions) | {} , {} |",
             self.kubelet.0, self.kubelet.1
         )?;
-        let (roll_per, roll_parts) = self.per_replica(&self.roll_writes, self.roll_kubelet.1);
+        let (roll_per, roll_parts) = self.per_replica(
+            &self.roll_writes,
+            self.roll_kubelet.1,
+            self.roll_operator_events,
+        );
         writeln!(
             f,
             "| one spec change to every job: every replica rolled and Ready | {} of {} jobs, after {:.1} s; {} replicas replaced in place (no room for a surge pod) |",
@@ -624,5 +643,36 @@ impl std::fmt::Display for Figures {
             self.restart_reconciles,
             mib(self.restart_hwm_kib)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operators_writes_count_its_own_events_not_the_schedulers() {
+        let line = |resource: &str, sub: &str, verb: &str, n: u32| {
+            format!(
+                "apiserver_request_total{{code=\"201\",group=\"\",resource=\"{resource}\",subresource=\"{sub}\",verb=\"{verb}\"}} {n}\n"
+            )
+        };
+        let text = [
+            line("pods", "", "POST", 8),
+            line("pods", "", "DELETE", 3),
+            line("pods", "binding", "POST", 8),
+            line("pods", "status", "PATCH", 8),
+            line("inferencejobs", "status", "APPLY", 5),
+            line("services", "", "POST", 2),
+            line("networkpolicies", "", "POST", 2),
+            line("events", "", "POST", 12),
+        ]
+        .concat();
+        let totals = RequestTotals::parse(&text);
+        // Pods less the kubelet's 2 confirmed deletions, status, Services, NetworkPolicies and
+        // every event write: 9 + 5 + 2 + 2 + 12.
+        assert_eq!(operator_writes(&totals, 2), 30);
+        // 4 of the 12 events are the operator's (8 kube-scheduler's): 9 + 5 + 2 + 2 + 4.
+        assert_eq!(operator_writes_own_events(&totals, 2, 4), 22);
     }
 }
