@@ -380,7 +380,26 @@ fn name_the_group(
         if status.node_name.is_some() {
             status.node_name = leader_node;
         }
+        if let Some(kept) = with_old_members(status, old, attempt) {
+            *status = kept;
+        }
     }
+}
+
+/// `status` with `old`'s members (and leader's node) for `attempt`, when that makes it `old`
+/// again: members bound one by one are not a status write each (as a lone pod's binding is
+/// not written); their nodes come with the next write that has another cause.
+fn with_old_members(
+    status: &InferenceJobStatus,
+    old: &InferenceJobStatus,
+    attempt: u32,
+) -> Option<InferenceJobStatus> {
+    let old_entry = old.attempts.iter().find(|a| a.number == attempt)?;
+    let mut kept = status.clone();
+    let entry = kept.attempts.iter_mut().find(|a| a.number == attempt)?;
+    entry.members = old_entry.members.clone();
+    kept.node_name = old.node_name.clone();
+    (kept == *old && kept != *status).then_some(kept)
 }
 
 /// `text` with "pod `<group>`" and "pod `<leader>`" (the names the batch machine gives the

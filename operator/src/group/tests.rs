@@ -193,6 +193,49 @@ async fn a_restart_with_everything_in_place_writes_nothing() {
     run(&ctx, &job, &mut api, async |_| {}).await;
 }
 
+/// Members bound one by one are not a status write each (a lone pod's binding is not
+/// written either): the worker's node comes with the write that says the group runs.
+#[tokio::test]
+async fn a_member_bound_alone_writes_nothing_its_node_comes_with_running() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let job = group_job("big", 2);
+    let pods = two_node_group(&job, 1);
+    writers.apply_pod(fixtures::as_pending(pods[0].clone(), Some("a-1")));
+    writers.apply_pod(pods[1].clone());
+    objects_in_store(&mut serving, &job, "big-1");
+    let mut adopted = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        adopted = api.status_apply(&job).await;
+        api.events("big", &["PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(
+        adopted["status"]["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0", "nodeName": "a-1" },
+               { "rank": 1, "podName": "big-1-1" }])
+    );
+    let job = with_status(&job, &adopted);
+    // The worker is bound: nothing else changed, nothing is written.
+    writers.apply_pod(fixtures::as_pending(pods[1].clone(), Some("a-2")));
+    run(&ctx, &job, &mut api, async |_| {}).await;
+    // Both run: one write, with both nodes.
+    writers.apply_pod(fixtures::as_running(pods[0].clone(), "a-1"));
+    writers.apply_pod(fixtures::as_running(pods[1].clone(), "a-2"));
+    let mut running = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        running = api.status_apply(&job).await;
+        api.events("big", &["Running"]).await;
+    })
+    .await;
+    assert_eq!(running["status"]["phase"], "Running");
+    assert_eq!(
+        running["status"]["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0", "nodeName": "a-1" },
+               { "rank": 1, "podName": "big-1-1", "nodeName": "a-2" }])
+    );
+}
+
 /// A worker that runs out of memory ends the group: the running leader is deleted at once,
 /// the next attempt (one step down) gets its own Service, policy and pods, the ended group's
 /// Service and policy go, and the failed worker goes once the status records its end.
