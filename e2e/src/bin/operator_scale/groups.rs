@@ -206,6 +206,38 @@ pub struct Figures {
     restart_hwm_kib: u64,
 }
 
+/// Writes per resource (`resource` or `resource/subresource`) other than `named`, most first.
+fn other_writes(totals: &RequestTotals, named: &[(&str, &str)]) -> Vec<(String, u64)> {
+    let mut by: HashMap<String, u64> = HashMap::new();
+    for (key, value) in &totals.0 {
+        let is_named = named
+            .iter()
+            .any(|(r, sub)| key.resource == *r && key.subresource == *sub);
+        if WRITE_VERBS.contains(&key.verb.as_str()) && !is_named {
+            let name = if key.subresource.is_empty() {
+                key.resource.clone()
+            } else {
+                format!("{}/{}", key.resource, key.subresource)
+            };
+            *by.entry(name).or_default() += value.round() as u64;
+        }
+    }
+    let mut out: Vec<(String, u64)> = by.into_iter().filter(|(_, n)| *n > 0).collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// The resources the group table names on their own rows.
+const NAMED: [(&str, &str); 7] = [
+    ("pods", ""),
+    ("pods", "binding"),
+    ("pods", "status"),
+    ("inferencejobs", ""),
+    ("inferencejobs", "status"),
+    ("services", ""),
+    ("networkpolicies", ""),
+];
+
 impl Figures {
     /// Group members per group.
     pub fn group_nodes(&self) -> usize {
@@ -444,6 +476,15 @@ impl std::fmt::Display for Figures {
             per(self.kubelet.0),
             w.writes()
         )?;
+        let rest: Vec<String> = other_writes(w, &[&NAMED[..], &[("events", "")]].concat())
+            .iter()
+            .map(|(resource, n)| format!("{resource} {:.2}", per(*n)))
+            .collect();
+        writeln!(
+            f,
+            "| the rest of the writes per group (controllers') | {} |",
+            rest.join(", ")
+        )?;
         writeln!(f, "| operator CPU | {:.1} s |", self.operator_cpu)?;
         writeln!(
             f,
@@ -523,6 +564,35 @@ mod tests {
         let line = check_plan(&shape, 4).expect("a plan of 4 nodes");
         assert!(line.starts_with("4 nodes × 4 GPUs on "), "{line}");
         assert!(check_plan(&shape, 3).is_err());
+    }
+
+    #[test]
+    fn the_rest_of_the_writes_are_other_resources_writes_most_first() {
+        let line = |resource: &str, sub: &str, verb: &str, n: u32| {
+            format!(
+                "apiserver_request_total{{code=\"201\",group=\"\",resource=\"{resource}\",subresource=\"{sub}\",verb=\"{verb}\"}} {n}\n"
+            )
+        };
+        let text = [
+            line("pods", "", "POST", 8),
+            line("endpointslices", "", "POST", 2),
+            line("endpointslices", "", "PUT", 5),
+            line("endpoints", "", "PUT", 3),
+            line("endpoints", "", "GET", 30),
+            line("leases", "", "PUT", 7),
+            line("nodes", "status", "PATCH", 1),
+        ]
+        .concat();
+        let totals = RequestTotals::parse(&text);
+        assert_eq!(
+            other_writes(&totals, &NAMED),
+            vec![
+                ("endpointslices".to_string(), 7),
+                ("leases".to_string(), 7),
+                ("endpoints".to_string(), 3),
+                ("nodes/status".to_string(), 1),
+            ]
+        );
     }
 
     #[test]
