@@ -309,6 +309,14 @@ fn name_the_group(
     running: Option<(u32, u32)>,
 ) {
     let job_name = obs.job.name_any();
+    let node_of = |pod_name: &str| match (obs.pods)(pod_name) {
+        PodSeen::Observed(pod) => pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        _ => None,
+    };
     let status = &mut decision.status;
     let recent: Vec<u32> = status
         .attempts
@@ -352,20 +360,22 @@ fn name_the_group(
                     *message = format!("pod {} (rank {}): {message}", cause.pod, cause.rank);
                 }
             }
+            // The attempt's record keeps the nodes its members were bound to, also those
+            // bound since the last status write (a binding alone is not written).
+            if entry.outcome.is_some() && newly_ended(*attempt) {
+                for member in &mut entry.members {
+                    if member.node_name.is_none() {
+                        member.node_name = node_of(&member.pod_name);
+                    }
+                }
+            }
         }
     }
     if let Some((attempt, nodes)) = running {
         let members: Vec<GroupMember> = (0..nodes)
             .map(|rank| {
                 let pod_name = group_pod_name(&job_name, attempt, rank);
-                let node_name = match (obs.pods)(&pod_name) {
-                    PodSeen::Observed(pod) => pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.node_name.clone())
-                        .filter(|n| !n.is_empty()),
-                    _ => None,
-                };
+                let node_name = node_of(&pod_name);
                 GroupMember {
                     rank,
                     pod_name,

@@ -236,6 +236,59 @@ async fn a_member_bound_alone_writes_nothing_its_node_comes_with_running() {
     );
 }
 
+/// An attempt that ends records the nodes its members were bound to, also one bound since
+/// the last status write (a binding alone is not written).
+#[tokio::test]
+async fn an_ended_attempt_records_the_nodes_of_members_bound_since_the_last_write() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let job = group_job("big", 2);
+    let pods = two_node_group(&job, 1);
+    writers.apply_pod(pods[0].clone());
+    writers.apply_pod(pods[1].clone());
+    objects_in_store(&mut serving, &job, "big-1");
+    let mut adopted = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        adopted = api.status_apply(&job).await;
+        api.events("big", &["PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(
+        adopted["status"]["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0" }, { "rank": 1, "podName": "big-1-1" }])
+    );
+    let job = with_status(&job, &adopted);
+    // The leader is bound (not written), the worker never is: the deadline ends the attempt.
+    let created = Time(Timestamp::now() - SignedDuration::from_secs(700));
+    let mut leader = fixtures::as_pending(pods[0].clone(), Some("a-1"));
+    leader.metadata.creation_timestamp = Some(created.clone());
+    let mut worker = fixtures::as_pending(pods[1].clone(), None);
+    worker.metadata.creation_timestamp = Some(created);
+    if let Some(spec) = worker.spec.as_mut() {
+        spec.node_name = None;
+    }
+    writers.apply_pod(leader);
+    writers.apply_pod(worker);
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        api.pod_delete("big-1-1").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["ScheduleDeadlineExceeded", "Failed"])
+            .await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "ScheduleTimeout");
+    assert_eq!(
+        s["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0", "nodeName": "a-1" },
+               { "rank": 1, "podName": "big-1-1" }])
+    );
+}
+
 /// A worker that runs out of memory ends the group: the running leader is deleted at once,
 /// the next attempt (one step down) gets its own Service, policy and pods, the ended group's
 /// Service and policy go, and the failed worker goes once the status records its end.
