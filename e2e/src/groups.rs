@@ -211,9 +211,9 @@ impl Suite {
     }
 
     /// Waits until job `name`'s attempt `attempt` has its whole group: as many live pods, each
-    /// bound to a node, as its plan has nodes. Pods being deleted are confirmed gone meanwhile,
-    /// as a kubelet would (they hold their GPUs until then). Returns the job and the pods by
-    /// rank.
+    /// bound to a node, as its plan has nodes (one node: a group of one). Pods being deleted
+    /// are confirmed gone meanwhile, as a kubelet would (they hold their GPUs until then).
+    /// Returns the job and the pods by rank.
     pub async fn wait_group(&self, name: &str, attempt: u32) -> Result<(InferenceJob, Vec<Pod>)> {
         eventually(
             &format!("job {name} to have the whole group of attempt {attempt}, bound"),
@@ -230,7 +230,7 @@ impl Suite {
                     .count();
                 ensure!(
                     status.attempt_count == attempt
-                        && nodes.is_some_and(|n| n > 1 && n as usize == bound)
+                        && nodes.is_some_and(|n| n as usize == bound)
                         && bound == pods.len(),
                     "attemptCount {}, plan nodes {nodes:?}, group pods (name, node, live) {:?}, conditions {:?}",
                     status.attempt_count,
@@ -425,10 +425,8 @@ pub fn check_group(job: &InferenceJob, attempt: u32, pods: &[Pod], nodes: &[Node
         .plan
         .as_ref()
         .ok_or_else(|| anyhow!("job {name}: status.plan is unset"))?;
-    let group_plan = plan
-        .group
-        .as_ref()
-        .ok_or_else(|| anyhow!("job {name}: status.plan.group is unset"))?;
+    // A plan of one node under the group pipeline is a group of one, with no `group`.
+    let group_plan = plan.group.as_ref();
     let class = status
         .node_class
         .clone()
@@ -438,7 +436,7 @@ pub fn check_group(job: &InferenceJob, attempt: u32, pods: &[Pod], nodes: &[Node
         plan.node_class.as_str(),
         class.as_str(),
     )?;
-    let n = group_plan.nodes;
+    let n = plan.nodes();
     expect_eq(
         &format!("job {name}: pods in the group"),
         pods.len(),
@@ -492,15 +490,17 @@ pub fn check_group(job: &InferenceJob, attempt: u32, pods: &[Pod], nodes: &[Node
             .into_iter()
             .map(|e| (e.name, e.value.unwrap_or_default()))
             .collect();
-        for (key, value) in [
+        // LeaderWorkerSet's names, where the plan spans nodes.
+        let lws = [
             ("LWS_LEADER_ADDRESS", leader_address.clone()),
             ("LWS_GROUP_SIZE", n.to_string()),
             ("LWS_WORKER_INDEX", rank.to_string()),
-        ] {
+        ];
+        for (key, value) in lws.iter().filter(|_| group_plan.is_some()) {
             expect_eq(
                 &format!("pod {pod_name} env {key}"),
-                env.get(key),
-                Some(&value),
+                env.get(*key),
+                Some(value),
             )?;
         }
         let node = node_of(pod).ok_or_else(|| anyhow!("pod {pod_name} is not bound"))?;
@@ -513,8 +513,9 @@ pub fn check_group(job: &InferenceJob, attempt: u32, pods: &[Pod], nodes: &[Node
         );
     }
     println!(
-        "     group {group}: {n} pods × {} GPUs on {used_nodes:?} ({:?}, {})",
-        plan.gpu_count, group_plan.engine, group_plan.why
+        "     group {group}: {n} pods × {} GPUs on {used_nodes:?} ({:?})",
+        plan.gpu_count,
+        group_plan.map(|g| (g.engine, &g.why))
     );
     Ok(())
 }

@@ -51,7 +51,7 @@ pub async fn never_half(s: &mut Suite) -> Result<()> {
             job.status.as_ref().is_some_and(|st| st
                 .conditions
                 .iter()
-                .any(|c| c.status == "False" && c.message.to_lowercase().contains("node"))),
+                .any(|c| c.status == "False" && c.message.contains("nodes"))),
             "job {name} should say in a False condition that its group lacks nodes: {:?}",
             conditions_of(&job)
         );
