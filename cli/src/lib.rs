@@ -10,5 +10,6 @@ pub mod manifest;
 pub mod model_inspect;
 pub mod nesting;
 pub mod render;
+mod render_group;
 mod render_tuning;
 pub mod validate;

@@ -252,6 +252,9 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
                 for w in &p.warnings {
                     let _ = writeln!(out, "  ! {w}");
                 }
+                for line in crate::render_group::group_lines(p) {
+                    let _ = writeln!(out, "  {line}");
+                }
             }
             (None, Some(why)) => {
                 let _ = writeln!(out, "  cannot run: {why}");
@@ -329,7 +332,7 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
                 vec![
                     c.node_class.clone(),
                     c.gpus.clone(),
-                    p.gpu_count.to_string(),
+                    crate::render_group::gpus_cell(p),
                     dtype,
                     quantization,
                     if p.flash_attention { "on" } else { "off" }.into(),

@@ -62,7 +62,7 @@ pub fn table<'a>(
                 let mut row = vec![
                     class.to_string(),
                     node.to_string(),
-                    p.gpu_count.to_string(),
+                    crate::render_group::gpus_cell(p),
                     t.method.as_str().into(),
                     p.dtype.as_str().into(),
                     t.batch.clone(),

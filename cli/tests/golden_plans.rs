@@ -229,3 +229,56 @@ fn a_served_chatbot_on_a_pascal_card_shows_its_plan_and_its_listening_flags() {
         "{args:?}"
     );
 }
+
+#[test]
+fn json_output_carries_a_group_plan() {
+    let report = plan_json("examples/llama-3.1-405b-vllm-nodes.yaml", "h100-80gb-x8");
+    let plan = &report["classes"][0]["plan"];
+    assert_eq!(plan["gpuCount"], 8);
+    let group = &plan["group"];
+    assert_eq!(group["nodes"], 2);
+    assert_eq!(group["engine"], "vllmRay");
+    assert_eq!(group["tensorParallelSize"], 8);
+    assert_eq!(group["pipelineParallelSize"], 2);
+    assert_eq!(group["port"], 6379);
+    assert!(
+        group["why"]
+            .as_str()
+            .unwrap()
+            .contains("1 node cannot hold it")
+    );
+    // Every node's GPUs in the price: $6.50 × 8 GPUs × 2 nodes.
+    assert_eq!(plan["hourlyPriceCents"], 650 * 16);
+    // A one-node plan carries no group.
+    let one = plan_json("examples/llama-3.1-405b-vllm-nodes.yaml", "h200-x8");
+    assert!(one["classes"][0]["plan"].get("group").is_none());
+}
+
+#[test]
+fn a_gguf_chatbot_on_8_gb_cards_runs_over_rpc_on_two_nodes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .current_dir(root())
+        .args([
+            "plan",
+            "examples/chatbot-gguf-rpc-nodes.yaml",
+            "--node-classes",
+            "examples/node-classes/pascal.yaml",
+            "--class",
+            "p4000-x1",
+            "-o",
+            "json",
+        ])
+        .output()
+        .expect("vramfit runs");
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let plan = &report["classes"][0]["plan"];
+    let group = &plan["group"];
+    assert_eq!(group["engine"], "llamaCppRpc");
+    assert_eq!(group["nodes"], 2);
+    assert_eq!(group["layersPerNode"], serde_json::json!([17, 16]));
+    assert_eq!(plan["llamaCpp"]["gpuLayers"], 33);
+    let why = group["why"].as_str().unwrap();
+    assert!(why.contains("faster than partial offload"), "{why}");
+    assert!(why.contains("tokens/s with 22/33 on one node"), "{why}");
+}

@@ -296,6 +296,34 @@ pub enum PlanError {
     /// Step-downs left no allowed quantization.
     #[error("no allowed quantization is left after step-downs")]
     NoQuantizationLeft,
+    /// Neither one node nor a group of up to `gpus.maxNodes` nodes holds the job: `largest`
+    /// is why the largest group allowed does not.
+    #[error("not even on {nodes} nodes (gpus.maxNodes): {largest}")]
+    GroupDoesNotFit {
+        /// The most nodes tried.
+        nodes: u32,
+        /// Why that many do not hold it.
+        largest: Box<PlanError>,
+    },
+    /// A step-down to more nodes asks for more than `gpus.maxNodes` allows.
+    #[error("needs at least {needed} nodes (after step-downs); gpus.maxNodes is {max_nodes}")]
+    NodesAfterStepDowns {
+        /// Nodes the step-downs ask for.
+        needed: u32,
+        /// `gpus.maxNodes`.
+        max_nodes: u32,
+    },
+    /// The runtime cannot split the model over that many nodes.
+    #[error("{0}")]
+    NoGroupShape(String),
+    /// The runtime has no engine that spans nodes, so `gpus.maxNodes` cannot help.
+    #[error("{one_node}; {why}")]
+    NoGroupEngine {
+        /// Why one node does not hold it.
+        one_node: Box<PlanError>,
+        /// Why no group is planned here.
+        why: &'static str,
+    },
     /// A pre-quantized checkpoint below its scheme's compute-capability floor.
     #[error(transparent)]
     PreQuantizedBelowFloor(#[from] PreQuantizedBelowFloor),
@@ -491,6 +519,27 @@ mod tests {
             (
                 Box::new(PlanError::NoQuantizationLeft),
                 "no allowed quantization is left after step-downs",
+            ),
+            (
+                Box::new(PlanError::GroupDoesNotFit {
+                    nodes: 2,
+                    largest: Box::new(PlanError::NoQuantizationLeft),
+                }),
+                "not even on 2 nodes (gpus.maxNodes): no allowed quantization is left after step-downs",
+            ),
+            (
+                Box::new(PlanError::NodesAfterStepDowns {
+                    needed: 3,
+                    max_nodes: 2,
+                }),
+                "needs at least 3 nodes (after step-downs); gpus.maxNodes is 2",
+            ),
+            (
+                Box::new(PlanError::NoGroupEngine {
+                    one_node: Box::new(PlanError::NoQuantizationLeft),
+                    why: "transformers has no engine across nodes",
+                }),
+                "no allowed quantization is left after step-downs; transformers has no engine across nodes",
             ),
             (
                 Box::new(PlanError::from(PreQuantizedBelowFloor {

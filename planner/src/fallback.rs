@@ -26,27 +26,46 @@ pub fn next_step(
     max_gpus_per_pod: u32,
     capability: Option<ComputeCapability>,
 ) -> Option<(Fallback, String)> {
+    // A group never shrinks back: its step-downs keep at least its nodes.
+    let nodes_held = plan.group.as_ref().map(|g| g.nodes).or(fallback.min_nodes);
     if let Some(tuning) = &plan.tuning {
-        return crate::tuning::fallback::next_step(job, plan, tuning, fallback);
+        // The batch split spans every GPU of a group.
+        let whole = Plan {
+            gpu_count: plan.total_gpus(),
+            ..plan.clone()
+        };
+        return crate::tuning::fallback::next_step(job, &whole, tuning, fallback).map(
+            |(next, why)| {
+                let next = Fallback {
+                    min_gpus: Some(plan.gpu_count),
+                    min_nodes: nodes_held,
+                    ..next
+                };
+                (next, why)
+            },
+        );
     }
     let max_gpus = job.max_gpus.min(max_gpus_per_pod);
-    // Every step keeps what the failed plan already gave up (never fewer GPUs, never less
-    // quantization), so memory per GPU only goes down.
+    // Every step keeps what the failed plan already gave up (never fewer GPUs or nodes, never
+    // less quantization), so memory per GPU only goes down.
     let held = Fallback {
         min_gpus: Some(plan.gpu_count),
         min_quantization: Some(plan.quantization),
+        min_nodes: nodes_held,
         ..fallback.clone()
     };
-    let more_gpus = (plan.gpu_count < max_gpus).then(|| {
+    let more_gpus = if plan.gpu_count < max_gpus {
         let n = plan.gpu_count.saturating_add(1);
-        (
+        Some((
             Fallback {
                 min_gpus: Some(n),
                 ..held.clone()
             },
             format!("one more GPU: {} → {n}", plan.gpu_count),
-        )
-    });
+        ))
+    } else {
+        more_nodes(job, plan, &held)
+    };
     if job.runtime == Runtime::Llamacpp {
         return llamacpp_step(job, plan, &held, more_gpus);
     }
@@ -126,6 +145,24 @@ pub fn next_after_bad_output(
         return Some((next, "flash attention off".to_string()));
     }
     None
+}
+
+/// Where a pod has every GPU it may take, one more node plays the role of one more GPU: for a
+/// group, or a one-node plan of a job that may span nodes, up to `gpus.maxNodes` (a runtime
+/// with no engine across nodes never gets one).
+fn more_nodes(job: &JobInput, plan: &Plan, held: &Fallback) -> Option<(Fallback, String)> {
+    let nodes = plan.nodes();
+    let groupable = crate::group::size::engine(job).is_some();
+    (groupable && nodes < job.max_nodes).then(|| {
+        let n = nodes.saturating_add(1);
+        (
+            Fallback {
+                min_nodes: Some(n),
+                ..held.clone()
+            },
+            format!("one more node: {nodes} → {n}"),
+        )
+    })
 }
 
 fn next_quantization(

@@ -41,6 +41,12 @@ pub struct JobInput {
     pub min_gpus: u32,
     /// Most GPUs.
     pub max_gpus: u32,
+    /// Most nodes one attempt may span (`gpus.maxNodes`); 1 keeps it on one node.
+    pub max_nodes: u32,
+    /// Set by the group planner while it sizes a group: the GPUs of one node, so vLLM's
+    /// tensor parallel size (the heads it must split evenly) is one node's GPUs while the
+    /// memory is split over every GPU of the group. `None` for a one-node plan.
+    pub group_node_gpus: Option<u32>,
     /// Preference.
     pub preference: Preference,
     /// llama.cpp layers.
@@ -181,6 +187,12 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
         kv_cache_types,
         min_gpus: spec.gpus.min,
         max_gpus: spec.gpus.max,
+        // The schema bounds it; a stored object past the bounds is planned at them.
+        max_nodes: spec
+            .gpus
+            .max_nodes
+            .clamp(1, vramfit_api::group::MAX_GROUP_NODES),
+        group_node_gpus: None,
         preference: spec.preference,
         gpu_layers: llama.gpu_layers,
         target_usage_percent: llama

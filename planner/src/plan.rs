@@ -7,8 +7,20 @@ use crate::node_class::NodeClass;
 use crate::plan_common::{admission, common_settings, partition_notes};
 use crate::{plan_llamacpp, plan_transformers, prequantized};
 
-/// Plans `job` on `class`, applying the step-downs in `fallback`.
+/// Plans `job` on `class`, applying the step-downs in `fallback`: on one node, or where the
+/// job allows more nodes (`gpus.maxNodes`) and one node does not hold it, on a group of
+/// nodes of the class (docs/planning.md, "Plans that span nodes").
 pub fn plan_for_class(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+) -> Result<Plan, PlanError> {
+    crate::group::size::plan(job, class, fallback)
+}
+
+/// Plans `job` on one node of `class` (a group's sizing calls it with a class whose node
+/// has every GPU of the group).
+pub(crate) fn plan_one_node(
     job: &JobInput,
     class: &NodeClass,
     fallback: &Fallback,

@@ -155,11 +155,11 @@ fn usable_per_gpu_mib(job: &JobInput, class: &NodeClass) -> u64 {
     }
 }
 
-/// vLLM's tensor parallelism splits attention and KV heads evenly across GPUs.
+/// vLLM's tensor parallelism splits attention and KV heads evenly across GPUs: the GPUs of
+/// the pod, or in a group the GPUs of one node (the pipeline spans the nodes).
 fn splits_evenly(job: &JobInput, gpus: u32) -> bool {
-    job.runtime != Runtime::Vllm
-        || (job.model.attention_heads.is_multiple_of(gpus)
-            && (job.model.kv_heads.is_multiple_of(gpus) || gpus.is_multiple_of(job.model.kv_heads)))
+    let tp = job.group_node_gpus.unwrap_or(gpus);
+    job.runtime != Runtime::Vllm || runtime_vllm::splits_heads(&job.model, tp)
 }
 
 fn quantization_reason(

@@ -128,7 +128,7 @@ pub fn best(preference: Preference, plans: &[Plan]) -> Option<&Plan> {
 
 /// Better quality first: for fine-tuning, the better method (full, lora, qlora); less
 /// quantization, all layers on the GPU, bf16, flash attention,
-/// more image tiles, fewer GPUs; among equals, the cheaper, then the roomier.
+/// more image tiles, fewer GPUs in all (a group counts every node's), fewer nodes; among equals, the cheaper, then the roomier.
 fn quality(a: &Plan, b: &Plan) -> Ordering {
     let layers = |p: &Plan| {
         p.llama_cpp.map_or(1.0, |l| {
@@ -148,7 +148,8 @@ fn quality(a: &Plan, b: &Plan) -> Ordering {
         .then((b.dtype == Dtype::Bfloat16).cmp(&(a.dtype == Dtype::Bfloat16)))
         .then(b.flash_attention.cmp(&a.flash_attention))
         .then(b.max_tiles.cmp(&a.max_tiles))
-        .then(a.gpu_count.cmp(&b.gpu_count))
+        .then(a.total_gpus().cmp(&b.total_gpus()))
+        .then(a.nodes().cmp(&b.nodes()))
 }
 
 /// Cheaper first; an unknown price (0) sorts after every known one.

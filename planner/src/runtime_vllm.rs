@@ -40,3 +40,11 @@ pub fn quantization_method(q: Quantization) -> Option<&'static str> {
 pub fn takes_max_dynamic_patch(model: &ModelShape) -> bool {
     model.vision && model.name.to_ascii_lowercase().contains("internvl")
 }
+
+/// Whether tensor parallelism over `tp` GPUs splits the attention heads evenly and the KV
+/// heads evenly or into whole copies (vLLM replicates a KV head over GPUs when there are more
+/// GPUs than KV heads).
+pub fn splits_heads(model: &ModelShape, tp: u32) -> bool {
+    model.attention_heads.is_multiple_of(tp)
+        && (model.kv_heads.is_multiple_of(tp) || tp.is_multiple_of(model.kv_heads))
+}

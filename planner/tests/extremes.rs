@@ -161,20 +161,22 @@ fn any_fallback() -> impl Strategy<Value = Fallback> {
         proptest::option::of(proptest::sample::select(Quantization::LADDER.to_vec()));
     let kv = proptest::option::of(proptest::sample::select(KvCacheType::LADDER.to_vec()));
     let steps = prop_oneof![0u32..8, Just(u32::MAX), any::<u32>()];
+    // Nodes a group stepped down to: within maxNodes' 1 to 16, past it, and past any bound.
+    let min_nodes = proptest::option::of(prop_oneof![1u32..=17, Just(u32::MAX)]);
     (
         steps.clone(),
         quantization,
         proptest::option::of(prop_oneof![1u32..65, Just(u32::MAX)]),
         any::<(bool, bool)>(),
         kv,
-        steps,
+        (steps, min_nodes),
     )
         .prop_map(
-            |(tile_steps, q, min_gpus, (fa_off, fp16), kv, offload)| Fallback {
+            |(tile_steps, q, min_gpus, (fa_off, fp16), kv, (offload, min_nodes))| Fallback {
                 tile_steps,
                 min_quantization: q,
                 min_gpus,
-                min_nodes: None,
+                min_nodes,
                 flash_attention_off: fa_off,
                 float16: fp16,
                 min_kv_cache_type: kv,
@@ -283,5 +285,57 @@ fn jobs_whose_sizes_overflow_cannot_run_anywhere_and_say_why() {
             "{}",
             class.name
         );
+    }
+}
+
+/// Every preset under every runtime with `gpus.maxNodes` at its bounds (1, 2, 16) and past
+/// them, on every built-in class, with the out-of-memory ladder walked to its end: groups of
+/// up to 16 nodes of 8 GPUs plan, step down and rank without a panic.
+#[test]
+fn groups_at_the_max_nodes_bounds_plan_and_step_down_without_panic() {
+    let classes = builtin_classes();
+    for preset in PRESETS {
+        for runtime in ["vllm", "llamacpp", "custom", "transformers"] {
+            for max_nodes in [1u32, 2, 16, u32::MAX] {
+                let spec: InferenceJobSpec = serde_json::from_value(json!({
+                    "runtime": runtime, "image": "x",
+                    "model": {"preset": preset.key},
+                    "gpus": {"min": 1, "max": 64, "maxNodes": max_nodes},
+                }))
+                .expect("spec");
+                let Ok(job) = resolve_job(&spec) else {
+                    continue;
+                };
+                let planned: Vec<_> = classes
+                    .iter()
+                    .map(|c| (c, plan_for_class(&job, c, &Fallback::default())))
+                    .collect();
+                for (class, planned) in &planned {
+                    let Ok(plan) = planned else { continue };
+                    assert!(plan.nodes() <= max_nodes.min(16));
+                    let (mut plan, mut steps) = (plan.clone(), Fallback::default());
+                    for _ in 0..40 {
+                        let Some((next, _)) = fallback::next_step(
+                            &job,
+                            &plan,
+                            &steps,
+                            class.max_gpus_per_pod(),
+                            Some(class.capability),
+                        ) else {
+                            break;
+                        };
+                        steps = next;
+                        match plan_for_class(&job, class, &steps) {
+                            Ok(p) => plan = p,
+                            Err(why) => {
+                                assert!(!why.to_string().is_empty());
+                                break;
+                            }
+                        }
+                    }
+                }
+                ranking::choose_class(job.preference, planned, |_, _| true);
+            }
+        }
     }
 }

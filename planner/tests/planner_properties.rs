@@ -220,3 +220,85 @@ proptest! {
         prop_assert!(false, "the ladder did not end within 20 steps");
     }
 }
+
+/// `spec` allowed up to `max_nodes` nodes.
+fn with_nodes(spec: &InferenceJobSpec, max_nodes: u32) -> InferenceJobSpec {
+    let mut spec = spec.clone();
+    spec.gpus.max_nodes = max_nodes;
+    spec
+}
+
+/// A group plan's rank against fewer nodes: the method and quantization (inference and
+/// fine-tuning), or for llama.cpp whether every layer is on a GPU.
+fn holds_as_well(smaller: &vramfit_api::Plan, group: &vramfit_api::Plan) -> bool {
+    match (smaller.llama_cpp, group.llama_cpp) {
+        (Some(s), Some(_)) => s.gpu_layers >= s.total_layers,
+        _ => {
+            smaller.tuning.as_ref().map(|t| t.method) <= group.tuning.as_ref().map(|t| t.method)
+                && smaller.quantization <= group.quantization
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_group_is_the_fewest_nodes_of_one_class_within_max_nodes(
+        spec in spec(),
+        class in class(),
+        max_nodes in 1u32..=16,
+    ) {
+        let job = input(&with_nodes(&spec, max_nodes));
+        let Ok(plan) = plan_for_class(&job, &class, &Fallback::default()) else { return Ok(()) };
+        // One class: every pod on a node of this class, with at most its GPUs.
+        prop_assert_eq!(&plan.node_class, &class.name);
+        prop_assert!(plan.gpu_count <= class.gpus_per_node);
+        prop_assert!(plan.nodes() <= max_nodes);
+        prop_assert_eq!(plan.total_gpus(), plan.gpu_count * plan.nodes());
+        let per_gpu = class.hourly_price_cents_per_gpu.unwrap_or(0);
+        prop_assert_eq!(plan.hourly_price_cents, per_gpu * plan.total_gpus());
+        let Some(group) = &plan.group else { return Ok(()) };
+        prop_assert!(group.nodes >= 2);
+        prop_assert!(spec.runtime != Runtime::Transformers, "transformers has no group engine");
+        // The fewest: with one node fewer allowed, the job does not fit as well.
+        let fewer = input(&with_nodes(&spec, group.nodes - 1));
+        if let Ok(smaller) = plan_for_class(&fewer, &class, &Fallback::default()) {
+            prop_assert!(
+                !holds_as_well(&smaller, &plan),
+                "{} nodes hold it as well as {}: {:?} vs {:?}",
+                group.nodes - 1, group.nodes, smaller.reasons, plan.reasons
+            );
+        }
+        if let Some(layers) = plan.llama_cpp {
+            prop_assert_eq!(group.tensor_split.iter().sum::<u32>(), layers.total_layers);
+            prop_assert_eq!(group.layers_per_node.len() as u32, group.nodes);
+        }
+        if spec.runtime == Runtime::Vllm {
+            prop_assert_eq!(group.tensor_parallel_size, Some(plan.gpu_count));
+            prop_assert_eq!(group.pipeline_parallel_size, Some(group.nodes));
+        }
+    }
+
+    #[test]
+    fn one_node_means_no_group_and_a_job_one_node_holds_best_stays_there(
+        spec in spec(),
+        class in class(),
+        max_nodes in 2u32..=16,
+    ) {
+        let one = plan_for_class(&input(&spec), &class, &Fallback::default());
+        if let Ok(plan) = &one {
+            prop_assert!(plan.group.is_none());
+        }
+        let many = plan_for_class(&input(&with_nodes(&spec, max_nodes)), &class, &Fallback::default());
+        if let Ok(plan) = &one {
+            let best = match plan.llama_cpp {
+                Some(l) => l.gpu_layers >= l.total_layers,
+                None => spec.preference == Preference::Economy || plan.quantization == vramfit_api::Quantization::None,
+            };
+            if best {
+                prop_assert_eq!(Ok(plan.clone()), many.map_err(|e| e.to_string()));
+            }
+        }
+    }
+}

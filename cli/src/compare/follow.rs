@@ -8,7 +8,7 @@ use vramfit_api::conditions::{self, ConditionType};
 
 use kube::Api;
 use kube::api::ListParams;
-use vramfit_api::{InferenceJob, Phase};
+use vramfit_api::{InferenceJob, Phase, Plan};
 
 use super::jobs::{COMPARISON_LABEL, RunKey};
 use super::report::{Finished, RunOutcome, RunState};
@@ -85,7 +85,7 @@ pub fn observe(job: Option<&InferenceJob>, class: &str, known: bool) -> Observat
                 items: result.items,
                 seconds: result.seconds,
                 peak_gpu_memory_mib: result.peak_gpu_memory_mib.clone(),
-                gpu_count: plan.as_ref().map_or(0, |p| p.gpu_count),
+                gpu_count: plan.as_ref().map_or(0, Plan::total_gpus),
                 hourly_price_cents: plan.as_ref().map_or(0, |p| p.hourly_price_cents),
                 stepped_down: stepped_down(&status),
             })),
@@ -402,6 +402,46 @@ mod tests {
         assert!(
             problem(observe(Some(&job(status)), "a", true))
                 .starts_with("succeeded without a result")
+        );
+    }
+
+    #[test]
+    fn a_group_run_counts_the_gpus_of_every_node() {
+        let spec: vramfit_api::InferenceJobSpec = serde_yaml::from_str(
+            "{model: {preset: llama-3.1-70b-instruct}, runtime: vllm, image: x, allowedQuantizations: [none], gpus: {max: 4, maxNodes: 4}}",
+        )
+        .unwrap();
+        let input = vramfit_planner::resolve_job(&spec).unwrap();
+        let class = vramfit_planner::builtin_classes()
+            .into_iter()
+            .find(|c| c.name == "a10g-x4")
+            .unwrap();
+        let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default()).unwrap();
+        assert!(plan.nodes() > 1, "{:?}", plan.group);
+        let status = InferenceJobStatus {
+            phase: Some(Phase::Succeeded),
+            result: Some(JobResult {
+                items: 1,
+                seconds: 1.0,
+                items_per_hour: 3600.0,
+                peak_gpu_memory_mib: vec![1],
+                cost_per_item_cents: None,
+                steps: None,
+                tokens_per_second: None,
+                final_loss: None,
+                cost_per_million_tokens_cents: None,
+            }),
+            plan: Some(plan.clone()),
+            ..Default::default()
+        };
+        let Observation::Final(RunState::Finished(f)) = observe(Some(&job(status)), "a", true)
+        else {
+            panic!("finished");
+        };
+        assert_eq!(f.gpu_count, plan.gpu_count * plan.nodes());
+        assert_eq!(
+            f.hourly_price_cents,
+            class.hourly_price_cents_per_gpu.unwrap() * f.gpu_count
         );
     }
 

@@ -500,7 +500,7 @@ fn dry_run_table(comparison: &Comparison) -> String {
                 let [dtype, quantization, alloc_conf, _] =
                     crate::render::pytorch_cells(job.job.spec.runtime, p);
                 row.extend([
-                    p.gpu_count.to_string(),
+                    crate::render_group::gpus_cell(p),
                     dtype,
                     quantization,
                     if p.flash_attention { "on" } else { "off" }.into(),

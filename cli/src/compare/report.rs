@@ -20,9 +20,10 @@ pub struct Finished {
     pub seconds: f64,
     /// Peak GPU memory per GPU, MiB.
     pub peak_gpu_memory_mib: Vec<u64>,
-    /// GPUs the run took.
+    /// GPUs the run took, on every node of a group.
     pub gpu_count: u32,
-    /// The plan's price (class price per GPU × GPUs), cents per hour; 0 when unknown.
+    /// The plan's price (class price per GPU × GPUs of every node), cents per hour; 0 when
+    /// unknown.
     pub hourly_price_cents: u32,
     /// Steps the operator took down before this attempt ran (its settings then differ from
     /// the phase's), one line.
