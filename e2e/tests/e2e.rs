@@ -31,6 +31,8 @@ mod dashboards;
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
 mod garbage_collection;
+#[path = "scenarios/group_leader_success.rs"]
+mod group_leader_success;
 #[path = "scenarios/group_never_half.rs"]
 mod group_never_half;
 #[path = "scenarios/group_oom.rs"]
@@ -242,6 +244,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("group-oom-steps-down", |s| {
             Box::pin(group_oom::oom_steps_down(s))
+        }),
+        ("group-leader-success-ends-the-job", |s| {
+            Box::pin(group_leader_success::leader_success_ends_the_job(s))
         }),
         ("group-operator-restart-writes-nothing", |s| {
             Box::pin(group_operator_restart::restart_writes_nothing(s))
