@@ -4,10 +4,12 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use kube::ResourceExt as _;
-use vramfit_e2e::{Suite, check_group, conditions_of, consistently, eventually, two_node_job};
+use vramfit_e2e::{
+    Suite, check_group, conditions_of, consistently, eventually, group_class, two_node_job,
+};
 
 /// A 2-node job with one node of its class: no pod for 10 s, and a False condition saying
-/// why; a second node added: the whole group of 2 is created.
+/// why (no room in its class for the whole group); a second node added: the whole group of 2 is created.
 pub async fn never_half(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
     let nodes = s.group_nodes("half").await?;
@@ -46,13 +48,17 @@ pub async fn never_half(s: &mut Suite) -> Result<()> {
             },
         )
         .await?;
+        // Why: the class (planned, not refused) has no room for the whole group.
         let job = s.job(name).await?;
+        let class = group_class(4);
         ensure!(
-            job.status.as_ref().is_some_and(|st| st
-                .conditions
-                .iter()
-                .any(|c| c.status == "False" && c.message.contains("nodes"))),
-            "job {name} should say in a False condition that its group lacks nodes: {:?}",
+            job.status.as_ref().is_some_and(|st| st.conditions.iter().any(|c| {
+                c.status == "False"
+                    && c.message.contains(&class)
+                    && (c.message.contains("room") || c.message.contains("free"))
+                    && !c.message.contains("does not fit")
+            })),
+            "job {name} should say in a False condition that {class} lacks room for its group: {:?}",
             conditions_of(&job)
         );
 
