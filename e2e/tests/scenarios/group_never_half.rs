@@ -9,7 +9,8 @@ use vramfit_e2e::{
 };
 
 /// A 2-node job with one node of its class: no pod for 10 s, and a False condition saying
-/// why (no room in its class for the whole group); a second node added: the whole group of 2 is created.
+/// why (no room in its class for the whole group); a second node added: the whole group of 2
+/// is created.
 pub async fn never_half(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
     let nodes = s.group_nodes("half").await?;
