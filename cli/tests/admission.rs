@@ -152,6 +152,37 @@ fn a_served_job_whose_name_is_no_service_name_is_refused_with_exit_2() {
 }
 
 #[test]
+fn a_group_job_whose_name_is_no_service_name_or_that_is_served_is_refused_with_exit_2() {
+    let job = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadata: {{name: {name}}}\nspec: {{{MISTRAL}, gpus: {{maxNodes: 2}}{extra}}}\n"
+        )
+    };
+    let out = vramfit(&["plan", "-"], &job("7b-chat.v2", ""));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "vramfit: error: -: the API server would refuse this InferenceJob: metadata.name of a job \
+         with gpus.maxNodes above 1 must be a DNS-1035 label (lowercase letters, digits and '-', \
+         starting with a letter and ending with a letter or digit): its group's headless Service \
+         is named after it"
+    );
+    let out = vramfit(&["plan", "-"], &job("chat", ", serve: {}"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a served job cannot span nodes yet"),
+        "{}",
+        stderr(&out)
+    );
+    // Such a name is fine on one node, and a DNS-1035 name on several.
+    let one = "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadata: {name: 7b-chat.v2}\n";
+    let out = vramfit(&["plan", "-"], &format!("{one}spec: {{{MISTRAL}}}\n"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = vramfit(&["plan", "-"], &job("chat", ""));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
 fn too_large_or_too_deep_input_is_refused_before_it_is_parsed() {
     let deep = job(&format!(
         "{{{MISTRAL}, args: {}{}}}",
@@ -461,6 +492,11 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "serve.healthPath is required for runtime transformers and custom",
         ),
         (
+            "spec",
+            spec(json!({"serve": {}, "gpus": {"maxNodes": 2}})),
+            "a served job cannot span nodes yet",
+        ),
+        (
             "spec.model",
             spec(json!({"model": {"parameters": 7000000000u64}})),
             "model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads",
@@ -555,6 +591,13 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
         "",
         dotted_served,
         "metadata.name of a served job must be a DNS-1035 label",
+    ));
+    let mut dotted_group = spec(json!({"gpus": {"maxNodes": 2}}));
+    dotted_group["metadata"]["name"] = json!("7b-chat.v2");
+    job_examples.push((
+        "",
+        dotted_group,
+        "metadata.name of a job with gpus.maxNodes above 1 must be a DNS-1035 label",
     ));
     let class_examples: Vec<(&str, Value, &str)> = vec![(
         "spec.gpu",

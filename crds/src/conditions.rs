@@ -149,6 +149,9 @@ status_words! {
         /// Served jobs, Degraded=True: a PodDisruptionBudget of the job's name exists and is
         /// not this job's (vramfit leaves it alone).
         PodDisruptionBudgetNameTaken = "PodDisruptionBudgetNameTaken",
+        /// Groups, Degraded=True: a NetworkPolicy of the group's name exists and is not this
+        /// job's (vramfit leaves it alone and creates no pod of the group unguarded).
+        NetworkPolicyNameTaken = "NetworkPolicyNameTaken",
         /// Served jobs, Degraded=True: the API server refused the job's Service or
         /// PodDisruptionBudget (retried with backoff).
         ServiceRejected = "ServiceRejected",

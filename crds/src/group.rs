@@ -58,3 +58,16 @@ pub struct GroupPlan {
     /// Why this many nodes, one line.
     pub why: String,
 }
+
+/// One pod of a group, as an attempt's status lists it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupMember {
+    /// Its rank; 0 is the leader.
+    pub rank: u32,
+    /// Its pod (`<job>-<attempt>-<rank>`).
+    pub pod_name: String,
+    /// The node it is bound to, once bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+}

@@ -31,6 +31,8 @@ use crate::tuning::{TuningFallback, TuningSpec};
     // A served job's Service is named after it, and a Service's name is a DNS-1035 label: a
     // name such as `7b-chat.v2` would run its replicas while the Service is refused forever.
     validation = Rule::new("!has(self.spec.serve) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))").message("metadata.name of a served job must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit): its Service is named after it"),
+    // A group's headless Service is named `<job>-<attempt>`, so the job's name must start one.
+    validation = Rule::new("!has(self.spec.gpus) || !has(self.spec.gpus.maxNodes) || self.spec.gpus.maxNodes <= 1 || self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name of a job with gpus.maxNodes above 1 must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter and ending with a letter or digit): its group's headless Service is named after it"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.nodeClass"),
@@ -100,6 +102,7 @@ use crate::tuning::{TuningFallback, TuningSpec};
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.allowedQuantizations)").message("a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"))]
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.contextLength)").message("a tuning job sets tuning.sequenceLength, not contextLength"))]
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.serve)").message("a job is either served (spec.serve) or fine-tuned (spec.tuning), not both: a tuning job trains and ends; serve its adapter or weights from a separate InferenceJob"))]
+#[x_kube(validation = Rule::new("!has(self.serve) || !has(self.gpus.maxNodes) || self.gpus.maxNodes <= 1").message("a served job cannot span nodes yet (gpus.maxNodes above 1 is for batch and tuning jobs): served groups are not supported; keep gpus.maxNodes at 1"))]
 #[x_kube(validation = Rule::new("has(self.serve) == has(oldSelf.serve)").message("a batch job cannot become a served job, nor a served job a batch job (kubectl scale sets spec.serve.replicas): create a new InferenceJob"))]
 #[x_kube(validation = Rule::new("!has(self.serve) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.healthPath)").message("serve.healthPath is required for runtime transformers and custom (vLLM and llama.cpp answer GET /health)"))]
 #[serde(rename_all = "camelCase")]
@@ -737,6 +740,11 @@ pub struct Attempt {
     /// admission counts from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<Time>,
+    /// A group's pods (a plan that spans nodes): each rank, its pod and its node once bound,
+    /// leader (rank 0) first. Empty for an attempt of one pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub members: Vec<crate::group::GroupMember>,
 }
 
 /// Steps taken down after out-of-memory failures and failed output checks (docs/planning.md);

@@ -373,3 +373,38 @@ fn a_job_is_never_both_served_and_a_tuning_job() {
         .is_ok()
     );
 }
+
+/// A job that may span nodes is a batch or tuning job for now, and its name starts its
+/// group's headless Service's name (a DNS-1035 label).
+#[test]
+fn a_group_job_is_not_served_and_its_name_is_a_service_name() {
+    let schema = schema::<InferenceJob>();
+    let spec = |extra: Value| {
+        let mut spec = json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "vllm", "image": "x"});
+        for (key, value) in extra.as_object().unwrap() {
+            spec[key] = value.clone();
+        }
+        spec
+    };
+    let served = job(spec(json!({"gpus": {"maxNodes": 2}, "serve": {}})));
+    assert!(
+        rejection(&served).contains("a served job cannot span nodes yet"),
+        "{}",
+        rejection(&served)
+    );
+    let mut dotted = job(spec(json!({"gpus": {"maxNodes": 2}})));
+    dotted["metadata"]["name"] = json!("7b-chat.v2");
+    assert!(
+        rejection(&dotted)
+            .contains("metadata.name of a job with gpus.maxNodes above 1 must be a DNS-1035 label"),
+        "{}",
+        rejection(&dotted)
+    );
+    // One node: any name, served or not; several: a batch job with a DNS-1035 name.
+    let mut one = job(spec(json!({"gpus": {"maxNodes": 1}, "serve": {}})));
+    assert!(validate(&schema, &one, None).is_ok());
+    one["spec"] = spec(json!({}));
+    one["metadata"]["name"] = json!("7b-chat.v2");
+    assert!(validate(&schema, &one, None).is_ok());
+    assert!(validate(&schema, &job(spec(json!({"gpus": {"maxNodes": 16}}))), None).is_ok());
+}

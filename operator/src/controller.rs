@@ -548,13 +548,15 @@ mod tests {
                 "/api/v1/namespaces/team-b/services (vramfit.io/job)",
                 "/api/v1/nodes",
                 "/api/v1/pods (GPU accounting)",
+                "/apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies (vramfit.io/job)",
+                "/apis/networking.k8s.io/v1/namespaces/team-b/networkpolicies (vramfit.io/job)",
                 "/apis/policy/v1/namespaces/team-a/poddisruptionbudgets (vramfit.io/job)",
                 "/apis/policy/v1/namespaces/team-b/poddisruptionbudgets (vramfit.io/job)",
                 "/apis/vramfit.io/v1alpha1/gpunodeclasses",
                 &format!("{jobs}/team-a/inferencejobs"),
                 &format!("{jobs}/team-b/inferencejobs"),
             ],
-            "jobs, job pods and served jobs' Services and PDBs (by the job label) per namespace, the rest cluster-wide"
+            "jobs, job pods, served jobs' Services and PDBs and groups' NetworkPolicies (by the job label) per namespace, the rest cluster-wide"
         );
     }
 

@@ -31,6 +31,9 @@ pub enum Error {
     /// Writing a served job's Service or PodDisruptionBudget.
     #[error(transparent)]
     Serving(#[from] crate::serving::apply::ServingApplyError),
+    /// A group's Service, NetworkPolicy or pods could not be written.
+    #[error(transparent)]
+    Group(#[from] crate::group::apply::GroupApplyError),
 }
 
 impl Error {
@@ -47,6 +50,7 @@ impl Error {
             Error::Status(StatusError::StatusPatch { .. }) => "status_patch",
             Error::Panicked(_) => "panic",
             Error::Serving(error) => error.metric_label(),
+            Error::Group(error) => error.metric_label(),
         }
     }
 
@@ -57,6 +61,7 @@ impl Error {
             Error::Apply(error) => error.is_transient(),
             Error::Status(StatusError::StatusPatch { source, .. }) => is_transient(source),
             Error::Serving(error) => error.is_transient(),
+            Error::Group(error) => error.is_transient(),
             Error::Observe(_) | Error::Build(_) | Error::Panicked(_) => false,
         }
     }

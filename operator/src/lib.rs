@@ -33,6 +33,7 @@ pub mod fault_injection;
 // in the shipped binary.
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod group;
 pub mod health;
 pub mod hub_models;
 pub mod job_gauges;

@@ -93,15 +93,24 @@ pub const PERMISSIONS: &[Permission] = &[
     // server-side applied only onto the job's own (`patch`), watched so that a changed or
     // deleted one is put back; the budget is deleted below two live replicas. In their job's
     // namespace.
+    // Groups (jobs with gpus.maxNodes above 1) also get a headless Service and a NetworkPolicy
+    // per running group, named after it, created and watched the same way, and deleted once
+    // the group no longer runs.
     Permission {
         api_group: "",
         resource: "services",
-        verbs: &["get", "list", "watch", "create", "patch"],
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
         scope: Scope::JobNamespaces,
     },
     Permission {
         api_group: "policy",
         resource: "poddisruptionbudgets",
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        scope: Scope::JobNamespaces,
+    },
+    Permission {
+        api_group: "networking.k8s.io",
+        resource: "networkpolicies",
         verbs: &["get", "list", "watch", "create", "patch", "delete"],
         scope: Scope::JobNamespaces,
     },
@@ -226,6 +235,7 @@ mod tests {
                 "inferencejobs/finalizers",
                 "services",
                 "poddisruptionbudgets",
+                "networkpolicies",
                 "pods",
                 "events"
             ]

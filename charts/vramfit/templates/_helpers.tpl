@@ -144,11 +144,16 @@ in a Role per namespace of operator.watchNamespaces otherwise.
   verbs: ["update"]
 # Served jobs: the Service named after each job and, from two replicas, its
 # PodDisruptionBudget (server-side applied, owned by the job, watched to repair them).
+# Groups (gpus.maxNodes above 1): a headless Service and a NetworkPolicy per running group,
+# deleted once it no longer runs.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 {{- end }}
 

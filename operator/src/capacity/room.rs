@@ -150,9 +150,21 @@ impl Capacity {
 
     /// Whether some admitted node of `class` has `gpus` free.
     pub fn has_room(&self, class: &str, gpus: u32) -> bool {
-        self.rooms
-            .get(class)
-            .is_some_and(|room| room.free.range(gpus..).any(|(_, count)| *count > 0))
+        self.nodes_with_room(class, gpus) > 0
+    }
+
+    /// How many distinct admitted nodes of `class` each have `gpus` free: a group of N pods
+    /// (one per node, each with `gpus`) fits only where this is N or more.
+    pub fn nodes_with_room(&self, class: &str, gpus: u32) -> usize {
+        self.rooms.get(class).map_or(0, |room| {
+            room.free.range(gpus..).map(|(_, count)| *count).sum()
+        })
+    }
+
+    /// Whether `nodes` distinct admitted nodes of `class` each have `gpus` free (1: a plain
+    /// pod's test, [`Capacity::has_room`]).
+    pub fn has_room_on(&self, class: &str, gpus: u32, nodes: u32) -> bool {
+        self.nodes_with_room(class, gpus) >= nodes.max(1) as usize
     }
 
     /// Takes `gpus` from the node of `class` that fits them best, as a pod placed there would
@@ -161,6 +173,23 @@ impl Capacity {
         if let Some(room) = self.rooms.get_mut(class) {
             room.take(gpus);
         }
+    }
+
+    /// Why `class` lacks `nodes` nodes with `gpus` free each, in one line ([`Capacity::shortage`]
+    /// for one node).
+    pub fn shortage_on(&self, class: &str, gpus: u32, nodes: u32) -> String {
+        if nodes <= 1 {
+            return self.shortage(class, gpus);
+        }
+        let Some(room) = self.rooms.get(class).filter(|room| room.nodes > 0) else {
+            return "no nodes".to_string();
+        };
+        let plural = if gpus == 1 { "GPU" } else { "GPUs" };
+        format!(
+            "no room for a group of {nodes}: {} of {} usable node(s) have {gpus} {plural} free",
+            self.nodes_with_room(class, gpus),
+            room.admitted
+        )
     }
 
     /// Why `class` has no node with `gpus` free, in one line.

@@ -426,3 +426,49 @@ fn admin_selectors_are_reduced_to_what_tells_a_class_s_nodes_apart() {
         inventory.problems
     );
 }
+
+#[test]
+fn a_group_counts_distinct_nodes_with_the_gpus_of_one_pod_free() {
+    let nodes = vec![
+        Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4)),
+        Arc::new(fixtures::gpu_node("a-2", "a10g", 4, 4)),
+        Arc::new(fixtures::gpu_node("a-3", "a10g", 4, 4)),
+    ];
+    let inventory = build_inventory(&nodes, &[]);
+    // a-1 has 1 free, a-2 and a-3 have 4: 8 GPUs free in all, on two nodes with 4.
+    let usage = gpu_usage(&[Arc::new(fixtures::gpu_pod(
+        "other",
+        "train",
+        Some("a-1"),
+        3,
+    ))]);
+    let constraints = PodConstraints::of_job(&fixtures::job("j", fixtures::vllm_mistral_spec()));
+    let capacity = Capacity::compute(&inventory, &usage, &[], &constraints, &|_| true);
+    assert_eq!(capacity.nodes_with_room("a10g-x4", 4), 2);
+    assert_eq!(capacity.nodes_with_room("a10g-x4", 1), 3);
+    assert_eq!(capacity.nodes_with_room("no-such-class", 1), 0);
+    assert!(capacity.has_room_on("a10g-x4", 4, 2));
+    assert!(
+        !capacity.has_room_on("a10g-x4", 4, 3),
+        "9 GPUs free in all, but only two nodes hold a pod of 4"
+    );
+    assert_eq!(
+        capacity.shortage_on("a10g-x4", 4, 3),
+        "no room for a group of 3: 2 of 3 usable node(s) have 4 GPUs free"
+    );
+    assert_eq!(
+        capacity.shortage_on("a10g-x4", 4, 1),
+        capacity.shortage("a10g-x4", 4),
+        "one node: the plain pod's message"
+    );
+    // A pod of another job placed on a-2 (best fit takes a whole node) leaves one node.
+    let capacity = Capacity::compute(
+        &inventory,
+        &usage,
+        &[("a10g-x4".into(), 4)],
+        &constraints,
+        &|_| true,
+    );
+    assert_eq!(capacity.nodes_with_room("a10g-x4", 4), 1);
+    assert!(!capacity.has_room_on("a10g-x4", 4, 2));
+}

@@ -147,6 +147,11 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     if let Some(serve) = &job.spec.serve {
         return crate::serving::reconcile_served(job, serve, ctx, resolved).await;
     }
+    // A job that may span nodes runs each attempt as a group of pods (`group/`): the same
+    // attempts, planned and placed as here, each one pod per node with a headless Service.
+    if job.spec.gpus.max_nodes > 1 {
+        return crate::group::reconcile_group(job, ctx, resolved).await;
+    }
     let mut decision = {
         // Room is read and the chosen pod reserved under one lock, with no await between: a
         // burst of reconciles cannot all take the same last free GPUs.

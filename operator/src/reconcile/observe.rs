@@ -131,17 +131,35 @@ impl Snapshot<'_> {
 
     /// Free GPUs per class for this job's pods, after every reservation.
     pub fn capacity(&self) -> Capacity {
+        self.capacity_without(&[])
+    }
+
+    /// [`Snapshot::capacity`] with the GPUs of the pods named in `leaving` (this job's pods
+    /// about to be deleted) free again: a group that ends is deleted in the same reconcile
+    /// that places the next one.
+    pub fn capacity_without(&self, leaving: &[String]) -> Capacity {
         let stores = &self.ctx.stores;
-        let usage = stores.usage();
+        let all = stores.usage();
+        let freed;
+        let usage = if leaving.is_empty() {
+            &*all
+        } else {
+            let mut less = all.clone();
+            for pod in leaving {
+                less.remove(&pod_key(&self.namespace, pod));
+            }
+            freed = less;
+            &freed
+        };
         // A pod a store shows is no longer a reservation: the GPU watch counts it, or it
         // finished and takes no GPUs.
         let reserved = self
             .ctx
             .reservations
-            .pending(|key| usage.contains(key) || stores.job_pod_finished(key));
+            .pending(|key| all.contains(key) || stores.job_pod_finished(key));
         Capacity::compute(
             &self.inventory,
-            &usage,
+            usage,
             &reserved,
             &PodConstraints::of_job(self.job),
             &|owner| stores.is_job_of(owner),

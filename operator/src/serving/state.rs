@@ -1,11 +1,12 @@
 //! What served jobs add to the shared context: the caches of their Services and
-//! PodDisruptionBudgets (filled by [`super::watches`]), the served jobs that wait for room
+//! PodDisruptionBudgets, and of groups' NetworkPolicies (filled by [`super::watches`]), the served jobs that wait for room
 //! (woken with the batch jobs that wait), and the replicas' backoff.
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -34,6 +35,8 @@ pub struct ServingStores {
     pub services: Store<Service>,
     /// PodDisruptionBudgets.
     pub pdbs: Store<PodDisruptionBudget>,
+    /// NetworkPolicies (of groups, `operator/src/group/`).
+    pub network_policies: Store<NetworkPolicy>,
 }
 
 /// The writing side of [`ServingStores`] (the watches own it; tests write directly).
@@ -42,6 +45,8 @@ pub struct ServingWriters {
     pub services: Writer<Service>,
     /// PodDisruptionBudgets.
     pub pdbs: Writer<PodDisruptionBudget>,
+    /// NetworkPolicies.
+    pub network_policies: Writer<NetworkPolicy>,
 }
 
 impl ServingWriters {
@@ -49,6 +54,7 @@ impl ServingWriters {
     pub fn mark_ready(&mut self) {
         relist(&mut self.services);
         relist(&mut self.pdbs);
+        relist(&mut self.network_policies);
     }
 }
 
@@ -115,17 +121,26 @@ impl ServingState {
     pub fn writable() -> (Self, ServingWriters) {
         let services = Writer::<Service>::default();
         let pdbs = Writer::<PodDisruptionBudget>::default();
+        let network_policies = Writer::<NetworkPolicy>::default();
         let state = Self {
             stores: ServingStores {
                 services: services.as_reader(),
                 pdbs: pdbs.as_reader(),
+                network_policies: network_policies.as_reader(),
             },
             backoff: Backoff::default(),
             deleting: Deleting::default(),
             waiting: Arc::new(Waiting::default()),
             gauges: Arc::new(ServingGauges::default()),
         };
-        (state, ServingWriters { services, pdbs })
+        (
+            state,
+            ServingWriters {
+                services,
+                pdbs,
+                network_policies,
+            },
+        )
     }
 
     /// The Ready replicas by class, fed by the job watch, read by the gauge.
@@ -145,6 +160,13 @@ impl ServingState {
             .get(&ObjectRef::new(name).within(namespace))
     }
 
+    /// The NetworkPolicy named `name` in `namespace`, as the store shows it.
+    pub fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
+        self.stores
+            .network_policies
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
     /// The PodDisruptionBudget named `name` in `namespace`, as the store shows it.
     pub fn pdb(&self, namespace: &str, name: &str) -> Option<Arc<PodDisruptionBudget>> {
         self.stores
@@ -154,12 +176,13 @@ impl ServingState {
 }
 
 impl ServingStores {
-    /// Waits until both stores have their first full list.
+    /// Waits until every store has its first full list.
     pub async fn wait_until_ready(
         &self,
     ) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
         self.services.wait_until_ready().await?;
-        self.pdbs.wait_until_ready().await
+        self.pdbs.wait_until_ready().await?;
+        self.network_policies.wait_until_ready().await
     }
 }
 

@@ -1,4 +1,5 @@
-//! The watches of served jobs' Services and PodDisruptionBudgets (label `vramfit.io/job`):
+//! The watches of served jobs' Services and PodDisruptionBudgets, and of groups' Services and
+//! NetworkPolicies (label `vramfit.io/job`):
 //! they fill [`super::state::ServingStores`], and a change or deletion of one reconciles the
 //! job that controls it, once the store holds it — so an edited or deleted Service is put
 //! back. With `--watch-namespaces`, one watch per namespace, merged as the job pods' are.
@@ -6,6 +7,7 @@ use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
@@ -21,18 +23,34 @@ use crate::stores::reflectors::list_config;
 use crate::stores::watch_retry::with_backoff;
 use crate::stores::{JobRef, owning_job};
 
-/// Runs both watches; each change is sent on `changes` as the job that controls the object.
+/// Runs the three watches; each change is sent on `changes` as the job that controls the object.
 pub async fn drive_serving_watches(
     client: Client,
     writers: ServingWriters,
     namespaces: WatchNamespaces,
     changes: UnboundedSender<JobRef>,
 ) {
-    let ServingWriters { services, pdbs } = writers;
+    let ServingWriters {
+        services,
+        pdbs,
+        network_policies,
+    } = writers;
     let services = watch::<Service>(&client, services, &namespaces, changes.clone(), "services");
-    let pdbs =
-        watch::<PodDisruptionBudget>(&client, pdbs, &namespaces, changes, "poddisruptionbudgets");
-    futures::join!(services, pdbs);
+    let pdbs = watch::<PodDisruptionBudget>(
+        &client,
+        pdbs,
+        &namespaces,
+        changes.clone(),
+        "poddisruptionbudgets",
+    );
+    let network_policies = watch::<NetworkPolicy>(
+        &client,
+        network_policies,
+        &namespaces,
+        changes,
+        "networkpolicies",
+    );
+    futures::join!(services, pdbs, network_policies);
 }
 
 async fn watch<K>(

@@ -45,7 +45,8 @@ pub fn choose(
         .filter(|class| !is_excluded(class))
         .map(|class| (class, plan_for_class(job, class, fallback)));
     let choice = ranking::choose_class(job.preference, planned, |class, plan| {
-        capacity.has_room(&class.name, plan.gpu_count)
+        // A group needs that many distinct nodes with the GPUs of one pod free (all or nothing).
+        capacity.has_room_on(&class.name, plan.gpu_count, plan.nodes())
     });
     let mut chosen = None;
     let mut room_may_free = false;
@@ -59,7 +60,7 @@ pub fn choose(
             Verdict::RankedLower(_) => continue,
             Verdict::NoRoom(plan) => {
                 room_may_free = true;
-                capacity.shortage(&class.name, plan.gpu_count)
+                capacity.shortage_on(&class.name, plan.gpu_count, plan.nodes())
             }
             Verdict::CannotRun(why) => why.to_string(),
         };

@@ -326,6 +326,7 @@ impl Draft<'_> {
             outcome: None,
             message: None,
             end_time: None,
+            members: Vec::new(),
         });
         self.status.attempt_count = number;
         self.flags_condition(input, &plan);

@@ -1,0 +1,206 @@
+//! Apply a group job's decision (API), in order: the pods of ended groups deleted (their GPUs
+//! free), the running group's headless Service and NetworkPolicy created (never taking over an
+//! object of the same name that is not the job's: `serving::ownership`), then its pods — none
+//! of them unless both objects are the job's, so no rank runs unguarded — then metadata
+//! changes, and last the Services and NetworkPolicies of groups that no longer run.
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use thiserror::Error;
+use tracing::{info, warn};
+use vramfit_api::InferenceJob;
+
+use super::decide::GroupDecision;
+use crate::context::Context;
+use crate::reconcile::apply::{ApplyError, create_pod};
+use crate::serving::ownership::{ObjectWrite, Written, write_object};
+
+/// Why a group's Service or NetworkPolicy write failed.
+#[derive(Debug, Error)]
+pub enum GroupApplyError {
+    /// The API server refused a write of the object, or could not be reached.
+    #[error("writing {kind} {name}: {source}")]
+    Object {
+        /// `Service` or `NetworkPolicy`.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// An object of the group's name exists and is not the job's: left untouched, and the
+    /// group's pods are not created.
+    #[error("{kind} {name} exists but this job does not own it")]
+    NameTaken {
+        /// `Service` or `NetworkPolicy`.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// A pod write failed.
+    #[error(transparent)]
+    Pod(#[from] ApplyError),
+}
+
+impl GroupApplyError {
+    /// A stable label for `vramfit_reconcile_errors_total{kind}`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            GroupApplyError::Object {
+                kind: "Service", ..
+            } => "service_apply",
+            GroupApplyError::Object { .. } => "network_policy_apply",
+            GroupApplyError::NameTaken {
+                kind: "Service", ..
+            } => "service_name_taken",
+            GroupApplyError::NameTaken { .. } => "network_policy_name_taken",
+            GroupApplyError::Pod(ApplyError::PodApply { .. }) => "pod_apply",
+            GroupApplyError::Pod(ApplyError::PodNameTaken { .. }) => "pod_name_taken",
+            GroupApplyError::Pod(ApplyError::PodDelete { .. }) => "pod_delete",
+        }
+    }
+
+    /// Whether a retry soon is expected to succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            GroupApplyError::Object { source, .. } => crate::error::is_transient(source),
+            GroupApplyError::NameTaken { .. } => false,
+            GroupApplyError::Pod(error) => error.is_transient(),
+        }
+    }
+}
+
+/// Records the pods a decision creates, before the writes, so they count against their class
+/// (one node's GPUs each) and are found by name until a store shows them.
+pub fn reserve(job: &InferenceJob, namespace: &str, decision: &GroupDecision, ctx: &Context) {
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    if let Some(plan) = &decision.created_plan {
+        for pod in &decision.create_pods {
+            ctx.reservations
+                .record(namespace, &pod.name_any(), uid, plan);
+        }
+    }
+}
+
+/// Deletes the pods of groups that ended.
+pub async fn delete_pods(
+    job: &InferenceJob,
+    decision: &GroupDecision,
+    ctx: &Context,
+) -> Result<(), ApplyError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    for name in &decision.delete_pods {
+        match pods.delete(name, &DeleteParams::background()).await {
+            Ok(_) => info!(pod = %name, "deleted a pod of an ended group"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(ApplyError::PodDelete {
+                    pod: name.clone(),
+                    source,
+                });
+            }
+        }
+        ctx.serving.deleting.record(&namespace, name);
+        ctx.reservations.forget(&namespace, name);
+    }
+    Ok(())
+}
+
+/// The running group's Service and NetworkPolicy, then its pods (created, or their metadata
+/// applied). Pods not created are forgotten by the ledger.
+pub async fn write_group(
+    job: &InferenceJob,
+    decision: &GroupDecision,
+    ctx: &Context,
+) -> Result<(), GroupApplyError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let forget_created = || {
+        for pod in &decision.create_pods {
+            ctx.reservations.forget(&namespace, &pod.name_any());
+        }
+    };
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    let policies: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
+    let objects = async {
+        write_checked(&services, &decision.service, job, "Service").await?;
+        write_checked(&policies, &decision.network_policy, job, "NetworkPolicy").await
+    };
+    if let Err(error) = objects.await {
+        forget_created();
+        return Err(error);
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    for (index, pod) in decision.create_pods.iter().enumerate() {
+        if let Err(error) = create_pod(&pods, pod, job).await {
+            for later in &decision.create_pods[index..] {
+                ctx.reservations.forget(&namespace, &later.name_any());
+            }
+            return Err(error.into());
+        }
+        info!(pod = %pod.name_any(), "created a pod of a group");
+    }
+    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+    for pod in &decision.apply_pods {
+        let name = pod.name_any();
+        pods.patch(&name, &params, &Patch::Apply(pod))
+            .await
+            .map_err(|source| ApplyError::PodApply {
+                pod: name.clone(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// Deletes the Services and NetworkPolicies of groups that no longer run (by uid: another
+/// object that took the name since is left alone).
+pub async fn delete_stale_objects(
+    job: &InferenceJob,
+    decision: &GroupDecision,
+    ctx: &Context,
+) -> Result<(), GroupApplyError> {
+    let namespace = job.namespace().unwrap_or_default();
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    for write in &decision.delete_services {
+        write_checked(&services, write, job, "Service").await?;
+    }
+    let policies: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
+    for write in &decision.delete_network_policies {
+        write_checked(&policies, write, job, "NetworkPolicy").await?;
+    }
+    Ok(())
+}
+
+async fn write_checked<K>(
+    api: &Api<K>,
+    write: &ObjectWrite<K>,
+    job: &InferenceJob,
+    kind: &'static str,
+) -> Result<(), GroupApplyError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let name = match write {
+        ObjectWrite::Keep => return Ok(()),
+        ObjectWrite::Create(object) | ObjectWrite::Apply { object, .. } => object.name_any(),
+        ObjectWrite::Delete { name, .. } => name.clone(),
+    };
+    match write_object(api, write, job).await {
+        Ok(Written::Done) => {
+            info!(kind, %name, "written");
+            Ok(())
+        }
+        Ok(Written::NameTaken) => {
+            warn!(kind, %name, "the name is someone else's: left untouched");
+            Err(GroupApplyError::NameTaken { kind, name })
+        }
+        Err(source) => Err(GroupApplyError::Object { kind, name, source }),
+    }
+}

@@ -1,0 +1,204 @@
+//! The pods of a group (pure): the one pod of an attempt that `reconcile::build` makes, once
+//! per rank, with the group's labels, a stable DNS name (`hostname` = pod name, `subdomain` =
+//! the group's headless Service), one pod per node (required pod anti-affinity on
+//! `kubernetes.io/hostname` against the group's own pods), and what the rank runs
+//! (`vramfit_planner::group::launch::for_rank`: env, a worker's command, the leader's flags).
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, EnvVar, Pod, PodAffinityTerm, PodAntiAffinity};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use vramfit_api::Plan;
+use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL, group_name, group_pod_name};
+use vramfit_planner::JobInput;
+use vramfit_planner::group::launch::{RankAddress, for_rank};
+
+use crate::reconcile::build::BuildError;
+
+/// The node label that makes "one pod per node".
+pub const HOSTNAME_TOPOLOGY: &str = "kubernetes.io/hostname";
+
+/// The DNS name of the leader (rank 0) of `job_name`'s group for `attempt`:
+/// `<leader pod>.<group>.<namespace>` (the pod's hostname under the group's headless Service).
+pub fn leader_address(job_name: &str, namespace: &str, attempt: u32) -> String {
+    format!(
+        "{}.{}.{namespace}",
+        group_pod_name(job_name, attempt, 0),
+        group_name(job_name, attempt)
+    )
+}
+
+/// The group's pods, rank 0 (the leader) first, built from `base`: the attempt's one pod as
+/// `reconcile::build::desired_pod` makes it for `plan`. Each keeps `base`'s annotations, so
+/// the spec-hash annotation is the one-pod build's: a spec change replaces the group exactly
+/// when it would replace a single pod (the rank's additions follow from the plan and the rank).
+pub fn group_pods(
+    base: &Pod,
+    input: &JobInput,
+    plan: &Plan,
+    job_name: &str,
+    attempt: u32,
+) -> Result<Vec<Pod>, BuildError> {
+    let namespace = base
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(BuildError::MissingObjectKey("metadata.namespace"))?;
+    let group = group_name(job_name, attempt);
+    let leader = leader_address(job_name, &namespace, attempt);
+    (0..plan.nodes())
+        .map(|rank| {
+            let address = RankAddress {
+                leader_address: leader.clone(),
+                rank,
+            };
+            rank_pod(base, input, plan, &group, job_name, attempt, &address)
+        })
+        .collect()
+}
+
+fn rank_pod(
+    base: &Pod,
+    input: &JobInput,
+    plan: &Plan,
+    group: &str,
+    job_name: &str,
+    attempt: u32,
+    address: &RankAddress,
+) -> Result<Pod, BuildError> {
+    let mut pod = base.clone();
+    let name = group_pod_name(job_name, attempt, address.rank);
+    pod.metadata.name = Some(name.clone());
+    let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(GROUP_LABEL.to_string(), group.to_string());
+    labels.insert(GROUP_RANK_LABEL.to_string(), address.rank.to_string());
+
+    let spec = pod
+        .spec
+        .as_mut()
+        .ok_or(BuildError::MissingObjectKey("spec"))?;
+    // `<pod>.<group>.<namespace>` resolves to this pod through the headless Service.
+    spec.hostname = Some(name);
+    spec.subdomain = Some(group.to_string());
+    spec.affinity
+        .get_or_insert_with(Affinity::default)
+        .pod_anti_affinity = Some(one_pod_per_node(group));
+
+    let launch = for_rank(input, plan, address);
+    let container = spec
+        .containers
+        .first_mut()
+        .ok_or(BuildError::MissingObjectKey("spec.containers"))?;
+    if let Some(command) = launch.command {
+        // A worker that runs another program: its command line is the launch's alone.
+        container.command = Some(command);
+        container.args = None;
+    } else if !launch.args.is_empty() {
+        container
+            .args
+            .get_or_insert_with(Vec::new)
+            .extend(launch.args);
+    }
+    let env = container.env.get_or_insert_with(Vec::new);
+    for (name, value) in launch.env {
+        // The rank's values win over a job's variable of the same name.
+        env.retain(|var| var.name != name);
+        env.push(EnvVar {
+            name,
+            value: Some(value),
+            value_from: None,
+        });
+    }
+    Ok(pod)
+}
+
+/// Required anti-affinity to the group's own pods on the node's hostname: the scheduler puts
+/// no two pods of the group on one node (each pod takes a node's planned GPUs).
+fn one_pod_per_node(group: &str) -> PodAntiAffinity {
+    PodAntiAffinity {
+        required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    GROUP_LABEL.to_string(),
+                    group.to_string(),
+                )])),
+                match_expressions: None,
+            }),
+            topology_key: HOSTNAME_TOPOLOGY.to_string(),
+            ..PodAffinityTerm::default()
+        }]),
+        preferred_during_scheduling_ignored_during_execution: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use crate::group::testing::{group_job, two_node_plan};
+    use crate::reconcile::build::{desired_pod, recorded_spec_hash};
+    use vramfit_planner::resolve_job;
+
+    fn env(pod: &Pod) -> BTreeMap<String, String> {
+        pod.spec.as_ref().unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn each_rank_is_the_one_pod_build_with_its_group_identity() {
+        let job = group_job("big", 2);
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 3).unwrap();
+        let pods = group_pods(&base, &input, &plan, "big", 3).unwrap();
+        assert_eq!(pods.len(), 2);
+        for (rank, pod) in pods.iter().enumerate() {
+            let name = format!("big-3-{rank}");
+            assert_eq!(pod.metadata.name.as_deref(), Some(name.as_str()));
+            let labels = pod.metadata.labels.as_ref().unwrap();
+            assert_eq!(labels[GROUP_LABEL], "big-3");
+            assert_eq!(labels[GROUP_RANK_LABEL], rank.to_string());
+            assert_eq!(labels["vramfit.io/attempt"], "3");
+            assert_eq!(labels["vramfit.io/job"], "big");
+            let spec = pod.spec.as_ref().unwrap();
+            assert_eq!(spec.hostname.as_deref(), Some(name.as_str()));
+            assert_eq!(spec.subdomain.as_deref(), Some("big-3"));
+            let anti = spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                })
+                .unwrap();
+            assert_eq!(anti[0].topology_key, HOSTNAME_TOPOLOGY);
+            assert_eq!(
+                anti[0].label_selector.as_ref().unwrap().match_labels,
+                Some(BTreeMap::from([(GROUP_LABEL.into(), "big-3".into())]))
+            );
+            assert!(
+                spec.affinity.as_ref().unwrap().node_affinity.is_some(),
+                "still on the class's nodes"
+            );
+            let env = env(pod);
+            assert_eq!(env["LWS_LEADER_ADDRESS"], "big-3-0.big-3.ml");
+            assert_eq!(env["LWS_GROUP_SIZE"], "2");
+            assert_eq!(env["LWS_WORKER_INDEX"], rank.to_string());
+            assert_eq!(
+                env["VRAMFIT_NODE_CLASS"], class.name,
+                "the planned env of the one-pod build"
+            );
+            assert_eq!(
+                recorded_spec_hash(pod),
+                recorded_spec_hash(&base),
+                "the one-pod build's hash: a spec change replaces the group when it would replace the pod"
+            );
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! A group job's next state (pure). The batch state machine (`reconcile::decide::next_status`)
+//! decides the attempts: it sees each attempt's group as one pod ([`super::state`]) and plans,
+//! places (a class with the plan's node count of nodes with room: `placement::choose`), steps
+//! down, records and reports as for any batch job. This module turns its decision into the
+//! group's writes:
+//!
+//! - the attempt's one pod to create becomes the group's pods ([`super::build`]), with the
+//!   group's headless Service and NetworkPolicy;
+//! - all or nothing: every pod of the job that is not a member of the running attempt's group
+//!   is deleted (the group of an attempt that ended, whichever member ended it; the workers
+//!   once the leader succeeded, whose pod stays with the result), and so are the Services and
+//!   NetworkPolicies of groups that no longer run. A finished pod goes once the job's status
+//!   records its attempt's end, so that its outcome can always be read again;
+//! - the status names the group's pods: the attempt's `members` (rank, pod, node), the leader
+//!   as `podName`, "group `<job>-<n>`" where the batch words say "pod".
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use vramfit_api::group::GroupMember;
+use vramfit_api::pod_keys::{group_name, group_pod_name};
+use vramfit_api::{InferenceJob, InferenceJobStatus, Phase, Plan};
+use vramfit_planner::{JobInput, SpecError};
+
+use super::build::group_pods;
+use super::state::{Cause, group_seen};
+use super::{network_policy, service};
+use crate::capacity::{Capacity, Inventory};
+use crate::context::Requeues;
+use crate::reconcile::build::BuildError;
+use crate::reconcile::decide::{Decision, Observed, PodSeen, next_status};
+use crate::serving::ownership::ObjectWrite;
+
+/// One of the job's pods, as the store shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedPod {
+    /// Its name.
+    pub name: String,
+    /// Its attempt (from its name, `<job>-<attempt>-<rank>`).
+    pub attempt: Option<u32>,
+    /// Whether it ended (takes no GPUs).
+    pub finished: bool,
+}
+
+/// One of the job's group objects (a Service or NetworkPolicy), as a store shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedObject {
+    /// Its name (the group's).
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+}
+
+/// What the reconcile observed of a group job.
+pub struct GroupObserved<'a> {
+    /// The job.
+    pub job: &'a InferenceJob,
+    /// The validated spec, or why it is invalid.
+    pub input: &'a Result<JobInput, SpecError>,
+    /// Looks a pod of the job's namespace up by name.
+    pub pods: &'a dyn Fn(&str) -> PodSeen,
+    /// Whether this process deleted a pod of that name lately.
+    pub deleting: &'a dyn Fn(&str) -> bool,
+    /// The job's pods, less those being deleted.
+    pub owned: &'a [OwnedPod],
+    /// Looks the job's Service of a group up by name (the store's copy, anyone's).
+    pub service: &'a dyn Fn(&str) -> Option<Arc<Service>>,
+    /// Looks the NetworkPolicy of a group up by name (the store's copy, anyone's).
+    pub network_policy: &'a dyn Fn(&str) -> Option<Arc<NetworkPolicy>>,
+    /// The job's group Services.
+    pub owned_services: &'a [OwnedObject],
+    /// The job's group NetworkPolicies.
+    pub owned_network_policies: &'a [OwnedObject],
+    /// Classes and nodes.
+    pub inventory: &'a Inventory,
+    /// Free GPUs per class for a new group (the job's own pods count as leaving).
+    pub capacity: &'a dyn Fn() -> Capacity,
+    /// Now.
+    pub now: Time,
+}
+
+/// What to do for a group job.
+#[derive(Debug)]
+pub struct GroupDecision {
+    /// The batch decision: status, events, metrics, requeue (its one pod is the group's).
+    pub decision: Decision,
+    /// Pods to delete, before anything is created.
+    pub delete_pods: Vec<String>,
+    /// The group's pods to create, leader first, with their plan.
+    pub create_pods: Vec<Pod>,
+    /// The plan of the created pods (for the reservation ledger).
+    pub created_plan: Option<Plan>,
+    /// The group's pods whose labels or annotations change (server-side applied).
+    pub apply_pods: Vec<Pod>,
+    /// The running group's headless Service.
+    pub service: ObjectWrite<Service>,
+    /// The running group's NetworkPolicy.
+    pub network_policy: ObjectWrite<NetworkPolicy>,
+    /// Services of groups that no longer run.
+    pub delete_services: Vec<ObjectWrite<Service>>,
+    /// NetworkPolicies of groups that no longer run.
+    pub delete_network_policies: Vec<ObjectWrite<NetworkPolicy>>,
+}
+
+/// The attempt whose group runs (or is to run) after `status`, and its size.
+pub fn running_group(status: &InferenceJobStatus) -> Option<(u32, u32)> {
+    if status.phase.is_some_and(Phase::is_terminal) {
+        return None;
+    }
+    let last = status.attempts.last()?;
+    if last.outcome.is_some() || last.number != status.attempt_count {
+        return None;
+    }
+    let nodes = status.plan.as_ref().map_or(1, Plan::nodes);
+    Some((last.number, nodes))
+}
+
+/// Decides a group job's next state and writes.
+pub fn next_group(
+    obs: &GroupObserved<'_>,
+    requeues: &Requeues,
+) -> Result<GroupDecision, BuildError> {
+    let job_name = obs.job.name_any();
+    let old = obs.job.status.clone().unwrap_or_default();
+    let current = old.attempt_count;
+    let causes = std::cell::RefCell::new(Vec::<(u32, Cause)>::new());
+    // The batch machine looks an attempt's pod up by the group's name (or, once recorded, the
+    // leader's): it sees the group as one pod.
+    let as_one_pod = |name: &str| {
+        for attempt in [current, current + 1].into_iter().filter(|a| *a > 0) {
+            if name == group_name(&job_name, attempt)
+                || name == group_pod_name(&job_name, attempt, 0)
+            {
+                let seen = group_seen(&job_name, attempt, obs.pods, obs.deleting);
+                if let Some(cause) = seen.cause {
+                    causes.borrow_mut().push((attempt, cause));
+                }
+                return seen.seen;
+            }
+        }
+        (obs.pods)(name)
+    };
+    let batch = Observed {
+        job: obs.job,
+        input: obs.input,
+        pods: &as_one_pod,
+        inventory: obs.inventory,
+        capacity: obs.capacity,
+        now: obs.now.clone(),
+    };
+    let mut decision = next_status(&batch, requeues)?;
+    let running = running_group(&decision.status);
+
+    let mut create_pods = Vec::new();
+    let mut apply_pods = Vec::new();
+    if let (Some(base), Some(plan), Ok(input)) =
+        (&decision.apply_pod, &decision.applied_plan, obs.input)
+    {
+        let attempt = decision.status.attempt_count;
+        let pods = group_pods(base, input, plan, &job_name, attempt)?;
+        if decision.create_pod {
+            create_pods = pods;
+        } else {
+            apply_pods = pods;
+        }
+    }
+    let created_plan = (!create_pods.is_empty())
+        .then(|| decision.applied_plan.clone())
+        .flatten();
+
+    let delete_pods = pods_to_delete(obs, &old, &decision.status, running);
+    let (service, network_policy) = match running {
+        Some((attempt, _)) => {
+            let group = group_name(&job_name, attempt);
+            (
+                service_write(obs, &group)?,
+                network_policy_write(obs, &group)?,
+            )
+        }
+        None => (ObjectWrite::Keep, ObjectWrite::Keep),
+    };
+    let running_name = running.map(|(attempt, _)| group_name(&job_name, attempt));
+    let stale = |objects: &[OwnedObject]| -> Vec<(String, String)> {
+        let mut stale: Vec<(String, String)> = objects
+            .iter()
+            .filter(|o| Some(&o.name) != running_name.as_ref())
+            .map(|o| (o.name.clone(), o.uid.clone()))
+            .collect();
+        stale.sort();
+        stale
+    };
+    let delete_services = stale(obs.owned_services)
+        .into_iter()
+        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
+        .collect();
+    let delete_network_policies = stale(obs.owned_network_policies)
+        .into_iter()
+        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
+        .collect();
+
+    name_the_group(obs, &mut decision, &old, &causes.borrow(), running);
+    decision.delete_pod = None;
+    Ok(GroupDecision {
+        decision,
+        delete_pods,
+        create_pods,
+        created_plan,
+        apply_pods,
+        service,
+        network_policy,
+        delete_services,
+        delete_network_policies,
+    })
+}
+
+/// Every pod of the job but the running group's members (and a succeeded leader): live ones
+/// at once (they hold GPUs), finished ones once the stored status records their attempt's end
+/// (or the job ends now: a finished job is not reconciled again).
+fn pods_to_delete(
+    obs: &GroupObserved<'_>,
+    old: &InferenceJobStatus,
+    new: &InferenceJobStatus,
+    running: Option<(u32, u32)>,
+) -> Vec<String> {
+    let job_name = obs.job.name_any();
+    let members: Vec<String> = running
+        .map(|(attempt, nodes)| {
+            (0..nodes)
+                .map(|rank| group_pod_name(&job_name, attempt, rank))
+                .collect()
+        })
+        .unwrap_or_default();
+    let result = (new.phase == Some(Phase::Succeeded))
+        .then(|| group_pod_name(&job_name, new.attempt_count, 0));
+    let ending = new.phase.is_some_and(Phase::is_terminal);
+    let recorded_end = |attempt: Option<u32>| {
+        attempt.is_some_and(|a| {
+            old.attempts
+                .iter()
+                .any(|recorded| recorded.number == a && recorded.outcome.is_some())
+        })
+    };
+    let mut names: Vec<String> = obs
+        .owned
+        .iter()
+        .filter(|pod| !members.contains(&pod.name) && Some(&pod.name) != result.as_ref())
+        .filter(|pod| !pod.finished || ending || recorded_end(pod.attempt))
+        .map(|pod| pod.name.clone())
+        .collect();
+    // The store's order is a hash map's: sorted, the same decision makes the same requests.
+    names.sort();
+    names
+}
+
+fn service_write(obs: &GroupObserved<'_>, group: &str) -> Result<ObjectWrite<Service>, BuildError> {
+    let desired = service::desired_service(obs.job, group)?;
+    Ok(match (obs.service)(group) {
+        Some(observed) if service::as_desired(&observed, &desired, obs.job) => ObjectWrite::Keep,
+        Some(observed)
+            if crate::serving::service::controlled_by(observed.owner_references(), obs.job) =>
+        {
+            ObjectWrite::Apply {
+                uid: observed.uid().unwrap_or_default(),
+                object: Box::new(desired),
+            }
+        }
+        // Absent, or not shown as the job's: a create, which never takes over another's.
+        _ => ObjectWrite::Create(Box::new(desired)),
+    })
+}
+
+fn network_policy_write(
+    obs: &GroupObserved<'_>,
+    group: &str,
+) -> Result<ObjectWrite<NetworkPolicy>, BuildError> {
+    let desired = network_policy::desired_network_policy(obs.job, group)?;
+    Ok(match (obs.network_policy)(group) {
+        Some(observed) if network_policy::as_desired(&observed, &desired, obs.job) => {
+            ObjectWrite::Keep
+        }
+        Some(observed)
+            if crate::serving::service::controlled_by(observed.owner_references(), obs.job) =>
+        {
+            ObjectWrite::Apply {
+                uid: observed.uid().unwrap_or_default(),
+                object: Box::new(desired),
+            }
+        }
+        _ => ObjectWrite::Create(Box::new(desired)),
+    })
+}
+
+/// The status and events in the group's words: the leader's pod where the batch machine
+/// names the attempt's one pod, "group `<job>-<n>`" in messages, the member that ended an
+/// attempt in its message, and each attempt's members.
+fn name_the_group(
+    obs: &GroupObserved<'_>,
+    decision: &mut Decision,
+    old: &InferenceJobStatus,
+    causes: &[(u32, Cause)],
+    running: Option<(u32, u32)>,
+) {
+    let job_name = obs.job.name_any();
+    let status = &mut decision.status;
+    let recent: Vec<u32> = status
+        .attempts
+        .iter()
+        .rev()
+        .take(2)
+        .map(|a| a.number)
+        .collect();
+    for attempt in &recent {
+        let group = group_name(&job_name, *attempt);
+        let leader = group_pod_name(&job_name, *attempt, 0);
+        if status.pod_name.as_deref() == Some(group.as_str()) {
+            status.pod_name = Some(leader.clone());
+        }
+        for condition in &mut status.conditions {
+            condition.message = group_words(&condition.message, &group, &leader);
+        }
+        for event in &mut decision.events {
+            event.note = group_words(&event.note, &group, &leader);
+            if event.pod.as_deref() == Some(group.as_str()) {
+                event.pod = Some(leader.clone());
+            }
+        }
+        let newly_ended = |number: u32| {
+            !old.attempts
+                .iter()
+                .any(|a| a.number == number && a.outcome.is_some())
+        };
+        if let Some(entry) = status.attempts.iter_mut().find(|a| a.number == *attempt) {
+            if entry.pod_name == group {
+                entry.pod_name = leader.clone();
+            }
+            // Said once, as the attempt ends: the member that ended it, named first.
+            if let Some(message) = entry.message.as_mut().filter(|_| newly_ended(*attempt)) {
+                *message = group_words(message, &group, &leader);
+                let cause = causes.iter().find(|(a, _)| a == attempt).map(|(_, c)| c);
+                if let Some(cause) = cause
+                    && entry.outcome.is_some()
+                    && !message.contains(&cause.pod)
+                {
+                    *message = format!("pod {} (rank {}): {message}", cause.pod, cause.rank);
+                }
+            }
+        }
+    }
+    if let Some((attempt, nodes)) = running {
+        let members: Vec<GroupMember> = (0..nodes)
+            .map(|rank| {
+                let pod_name = group_pod_name(&job_name, attempt, rank);
+                let node_name = match (obs.pods)(&pod_name) {
+                    PodSeen::Observed(pod) => pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .filter(|n| !n.is_empty()),
+                    _ => None,
+                };
+                GroupMember {
+                    rank,
+                    pod_name,
+                    node_name,
+                }
+            })
+            .collect();
+        let leader_node = members.first().and_then(|m| m.node_name.clone());
+        if let Some(entry) = status.attempts.iter_mut().find(|a| a.number == attempt) {
+            entry.members = members;
+        }
+        if status.node_name.is_some() {
+            status.node_name = leader_node;
+        }
+    }
+}
+
+/// `text` with "pod `<group>`" and "pod `<leader>`" (the names the batch machine gives the
+/// attempt's one pod) said as "group `<group>`"; another member's name is left as it is.
+pub fn group_words(text: &str, group: &str, leader: &str) -> String {
+    let text = replace_pod(text, leader, group);
+    replace_pod(&text, group, group)
+}
+
+/// `text` with "pod `<name>`" (not followed by more of a name) said as "group `<group>`".
+fn replace_pod(text: &str, name: &str, group: &str) -> String {
+    let needle = format!("pod {name}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&needle) {
+        let after = &rest[at + needle.len()..];
+        let continues = after
+            .chars()
+            .next()
+            .is_some_and(|c| c == '-' || c.is_ascii_alphanumeric());
+        out.push_str(&rest[..at]);
+        if continues {
+            out.push_str(&needle);
+        } else {
+            out.push_str("group ");
+            out.push_str(group);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_is_named_as_a_group_and_its_members_as_pods() {
+        let words = |text: &str| group_words(text, "big-1", "big-1-0");
+        assert_eq!(
+            words("pod big-1 (attempt 1) created: x; pod big-1-1 failed"),
+            "group big-1 (attempt 1) created: x; pod big-1-1 failed"
+        );
+        assert_eq!(
+            words("pod big-1-0 is not running yet"),
+            "group big-1 is not running yet"
+        );
+        assert_eq!(words("pod big-1"), "group big-1");
+        assert_eq!(words("pod big-12 runs"), "pod big-12 runs");
+        assert_eq!(words("pod big-1-01 runs"), "pod big-1-01 runs");
+    }
+}

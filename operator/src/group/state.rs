@@ -1,0 +1,327 @@
+//! Where a group stands, from its pods (pure), told as one pod: the batch state machine
+//! (`reconcile::decide`) follows an attempt through one pod, so a group is shown to it as the
+//! one pod whose state is the group's:
+//!
+//! | the group's pods | the one pod shown |
+//! |---|---|
+//! | none exists | absent (the attempt's group is created, or created again) |
+//! | a name is taken by a pod the job does not control | foreign (the job waits for it to go) |
+//! | created moments ago, not all in the store yet | applied, with the plan |
+//! | the leader (rank 0) Succeeded | the leader: the job succeeds with its result |
+//! | a pod failed | that pod: the attempt ends with its outcome (out of memory → one step down) |
+//! | a pod is gone or being deleted | a pod ended by Kubernetes: the same plan again, in a new group |
+//! | not all bound | the first unbound pod: the schedule deadline counts from its creation |
+//! | all bound, one not running yet | that pod: the start deadline counts from its binding |
+//! | all running (a worker that ended well waits for the leader) | the leader, running |
+//!
+//! The pod shown carries the leader's name, labels and annotations (plan, spec hash), under
+//! the group's name (`<job>-<attempt>`, the name the batch machine gives the attempt's pod).
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use vramfit_api::group::MAX_GROUP_NODES;
+use vramfit_api::pod_keys::{group_name, group_pod_name};
+
+use crate::reconcile::build::recorded_plan;
+use crate::reconcile::decide::PodSeen;
+use crate::reconcile::pod_outcome::{PodState, classify};
+
+/// The pod of a group that decided how the group stands, when one did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// Its rank.
+    pub rank: u32,
+    /// Its name.
+    pub pod: String,
+}
+
+/// A group as one pod, and the pod that decided it (a failed, lost or waiting member).
+#[derive(Clone, Debug)]
+pub struct GroupSeen {
+    /// The group as one pod.
+    pub seen: PodSeen,
+    /// The member whose state is the group's, when it is not the leader's.
+    pub cause: Option<Cause>,
+}
+
+/// How `job_name`'s group of `attempt` stands. `pods` looks a pod up by name, `deleting` says
+/// whether this process deleted a pod lately (the store may not show it yet).
+pub fn group_seen(
+    job_name: &str,
+    attempt: u32,
+    pods: &dyn Fn(&str) -> PodSeen,
+    deleting: &dyn Fn(&str) -> bool,
+) -> GroupSeen {
+    let seen = |seen| GroupSeen { seen, cause: None };
+    // Every rank a group may have: a group's size is in its pods' plan, which a missing
+    // leader cannot tell.
+    let members: Vec<(u32, String, PodSeen)> = (0..MAX_GROUP_NODES)
+        .map(|rank| {
+            let name = group_pod_name(job_name, attempt, rank);
+            let found = pods(&name);
+            (rank, name, found)
+        })
+        .filter(|(_, _, found)| !matches!(found, PodSeen::Absent))
+        .collect();
+    if members.is_empty() {
+        return seen(PodSeen::Absent);
+    }
+    if members
+        .iter()
+        .any(|(_, _, found)| matches!(found, PodSeen::Foreign))
+    {
+        return seen(PodSeen::Foreign);
+    }
+    let plan = members.iter().find_map(|(_, _, found)| match found {
+        PodSeen::Observed(pod) => recorded_plan(pod).map(Arc::new),
+        PodSeen::Applied(plan) => Some(plan.clone()),
+        _ => None,
+    });
+    // A pod of the group's name without a plan is not one vramfit made: not adopted.
+    let Some(plan) = plan else {
+        return seen(PodSeen::Foreign);
+    };
+    let size = plan.nodes();
+    let observed: Vec<(u32, &String, &Arc<Pod>)> = members
+        .iter()
+        .filter_map(|(rank, name, found)| match found {
+            PodSeen::Observed(pod) => Some((*rank, name, pod)),
+            _ => None,
+        })
+        .collect();
+    let group = group_name(job_name, attempt);
+    let leader = observed.iter().find(|(rank, _, _)| *rank == 0);
+    let template = leader
+        .or(observed.first())
+        .map(|(_, _, pod)| (*pod).clone());
+    let Some(template) = template else {
+        // Every member was applied moments ago; no store shows one yet.
+        return seen(PodSeen::Applied(plan));
+    };
+    let as_group = |pod: &Pod| shown_as_group(pod, &template, &group);
+
+    // The leader's success ends the job well, whatever the workers do now.
+    if let Some((_, _, pod)) = leader
+        && matches!(classify(pod), PodState::Succeeded { .. })
+    {
+        return seen(PodSeen::Observed(Arc::new(as_group(pod))));
+    }
+    let failed = observed
+        .iter()
+        .find(|(_, _, pod)| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"));
+    if let Some((rank, name, pod)) = failed {
+        return GroupSeen {
+            seen: PodSeen::Observed(Arc::new(as_group(pod))),
+            cause: Some(Cause {
+                rank: *rank,
+                pod: (*name).clone(),
+            }),
+        };
+    }
+    let lost = (0..size).find_map(|rank| {
+        let name = group_pod_name(job_name, attempt, rank);
+        match members.iter().find(|(r, _, _)| *r == rank) {
+            None => Some((rank, name, "is gone")),
+            Some((_, _, PodSeen::Observed(pod)))
+                if pod.metadata.deletion_timestamp.is_some() || deleting(&name) =>
+            {
+                Some((rank, name, "is being deleted"))
+            }
+            _ => None,
+        }
+    });
+    if let Some((rank, name, what)) = lost {
+        let message = format!("pod {name} (rank {rank}) of group {group} {what}");
+        return GroupSeen {
+            seen: PodSeen::Observed(Arc::new(lost_group(&template, &group, message))),
+            cause: Some(Cause { rank, pod: name }),
+        };
+    }
+    if members
+        .iter()
+        .any(|(_, _, found)| matches!(found, PodSeen::Applied(_)))
+    {
+        return seen(PodSeen::Applied(plan));
+    }
+    // The member furthest behind: unbound first, then bound and not running.
+    let bound = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+    };
+    let waiting = |pod: &Pod| matches!(classify(pod), PodState::Waiting { .. });
+    let behind = observed
+        .iter()
+        .find(|(_, _, pod)| waiting(pod) && !bound(pod))
+        .or_else(|| observed.iter().find(|(_, _, pod)| waiting(pod)));
+    match behind {
+        Some((rank, name, pod)) => {
+            let mut shown = as_group(pod);
+            // Bound: every member is (unbound ones come first); the group's node is the
+            // leader's.
+            if bound(pod)
+                && let Some(spec) = shown.spec.as_mut()
+            {
+                spec.node_name = template.spec.as_ref().and_then(|s| s.node_name.clone());
+            }
+            GroupSeen {
+                seen: PodSeen::Observed(Arc::new(shown)),
+                cause: (*rank != 0).then(|| Cause {
+                    rank: *rank,
+                    pod: (*name).clone(),
+                }),
+            }
+        }
+        None => seen(PodSeen::Observed(Arc::new(as_group(&template)))),
+    }
+}
+
+/// `member`'s spec and status under the group's name, with the leader's (`template`'s)
+/// metadata: its plan and spec hash stand for the group's.
+fn shown_as_group(member: &Pod, template: &Pod, group: &str) -> Pod {
+    let mut pod = member.clone();
+    pod.metadata = template.metadata.clone();
+    pod.metadata.name = Some(group.to_string());
+    // The member's own times: the deadlines count from its creation.
+    pod.metadata.creation_timestamp = member.metadata.creation_timestamp.clone();
+    pod.metadata.deletion_timestamp = None;
+    pod
+}
+
+/// The group as a pod that Kubernetes ended: a member is gone or being deleted.
+fn lost_group(template: &Pod, group: &str, message: String) -> Pod {
+    let mut pod = shown_as_group(template, template, group);
+    pod.status = Some(PodStatus {
+        phase: Some("Failed".to_string()),
+        conditions: Some(vec![PodCondition {
+            type_: "DisruptionTarget".to_string(),
+            status: "True".to_string(),
+            reason: Some("GroupMemberLost".to_string()),
+            message: Some(message),
+            ..PodCondition::default()
+        }]),
+        ..PodStatus::default()
+    });
+    pod
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use crate::group::build::group_pods;
+    use crate::group::testing::{group_job, two_node_plan};
+    use crate::reconcile::build::desired_pod;
+    use vramfit_planner::resolve_job;
+
+    /// The two pods of `big`'s group for attempt 1, created.
+    fn pods() -> Vec<Pod> {
+        let job = group_job("big", 2);
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        group_pods(&base, &input, &plan, "big", 1)
+            .unwrap()
+            .into_iter()
+            .map(fixtures::created)
+            .collect()
+    }
+
+    fn seen(pods: &[Pod]) -> GroupSeen {
+        let lookup = |name: &str| match pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+        {
+            Some(pod) => PodSeen::Observed(Arc::new(pod.clone())),
+            None => PodSeen::Absent,
+        };
+        group_seen("big", 1, &lookup, &|_| false)
+    }
+
+    fn state(seen: &GroupSeen) -> PodState {
+        match &seen.seen {
+            PodSeen::Observed(pod) => {
+                assert_eq!(
+                    pod.metadata.name.as_deref(),
+                    Some("big-1"),
+                    "the group's name"
+                );
+                classify(pod)
+            }
+            other => panic!("not observed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_member_gone_ends_the_group_as_kubernetes_ended_it() {
+        let pods = pods();
+        let running = fixtures::as_running(pods[0].clone(), "a-1");
+        let seen = seen(&[running]);
+        match state(&seen) {
+            PodState::Disrupted { message, .. } => {
+                assert_eq!(message, "pod big-1-1 (rank 1) of group big-1 is gone");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(seen.cause.map(|c| c.rank), Some(1));
+    }
+
+    #[test]
+    fn a_worker_done_before_the_leader_is_no_failure_and_the_leader_decides() {
+        let pods = pods();
+        let leader = fixtures::as_running(pods[0].clone(), "a-1");
+        let worker = fixtures::as_succeeded(pods[1].clone(), "a-2");
+        assert!(matches!(
+            state(&seen(&[leader.clone(), worker.clone()])),
+            PodState::Running { .. }
+        ));
+        let done = fixtures::as_succeeded(leader, "a-1");
+        assert!(matches!(
+            state(&seen(&[done, worker])),
+            PodState::Succeeded { .. }
+        ));
+    }
+
+    #[test]
+    fn a_group_waits_as_its_first_unbound_member_and_runs_once_all_run() {
+        let pods = pods();
+        let leader = fixtures::as_running(pods[0].clone(), "a-1");
+        let unbound = fixtures::as_pending(pods[1].clone(), None);
+        let waiting = seen(&[leader.clone(), unbound]);
+        assert_eq!(
+            state(&waiting),
+            PodState::Waiting {
+                node: None,
+                detail: None
+            },
+            "not bound while one member is not"
+        );
+        assert_eq!(waiting.cause.map(|c| c.pod), Some("big-1-1".to_string()));
+        let worker = fixtures::as_running(pods[1].clone(), "a-2");
+        assert_eq!(
+            state(&seen(&[leader, worker])),
+            PodState::Running {
+                node: Some("a-1".into())
+            },
+            "the leader's node"
+        );
+    }
+
+    #[test]
+    fn no_pod_is_absent_and_a_pod_the_job_does_not_control_is_foreign() {
+        assert!(matches!(seen(&[]).seen, PodSeen::Absent));
+        let lookup = |name: &str| {
+            if name == "big-1-1" {
+                PodSeen::Foreign
+            } else {
+                PodSeen::Absent
+            }
+        };
+        assert!(matches!(
+            group_seen("big", 1, &lookup, &|_| false).seen,
+            PodSeen::Foreign
+        ));
+    }
+}

@@ -1,0 +1,334 @@
+//! The real `reconcile` of group jobs against the mock API server: every request in order
+//! (ended groups' pods deleted first, then the running group's Service, NetworkPolicy and
+//! pods, the status, the events, and last the ended groups' Service and NetworkPolicy).
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use vramfit_api::InferenceJob;
+use vramfit_planner::resolve_job;
+
+use super::build::group_pods;
+use super::network_policy::desired_network_policy;
+use super::service::desired_service;
+use super::testing::{group_job, two_node_plan};
+use crate::fixtures::{self, NAMESPACE};
+use crate::reconcile::build::desired_pod;
+use crate::reconcile::tests::{condition, run, with_status};
+use crate::serving::state::ServingWriters;
+use crate::stores::StoreWriters;
+use crate::verifier::{ApiServerVerifier, test_context_with_serving};
+
+fn services() -> String {
+    format!("/api/v1/namespaces/{NAMESPACE}/services")
+}
+
+fn policies() -> String {
+    format!("/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies")
+}
+
+/// Two A10G×4 nodes.
+fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
+    writers.apply_node(fixtures::gpu_node("a-1", "a10g", 4, 4));
+    writers.apply_node(fixtures::gpu_node("a-2", "a10g", 4, 4));
+    writers.mark_ready();
+    serving.mark_ready();
+}
+
+/// The pods of `job`'s group for `attempt` on two nodes, as the API server shows them once
+/// created (Pending, unbound), leader first.
+fn two_node_group(job: &InferenceJob, attempt: u32) -> Vec<Pod> {
+    let input = resolve_job(&job.spec).unwrap();
+    let class = fixtures::class("a10g", 4);
+    let plan = two_node_plan(&input, &class);
+    let base = desired_pod(job, &input, &plan, &class, attempt).unwrap();
+    group_pods(&base, &input, &plan, "big", attempt)
+        .unwrap()
+        .into_iter()
+        .map(fixtures::created)
+        .collect()
+}
+
+/// The group's Service and NetworkPolicy in the stores, as created.
+fn objects_in_store(serving: &mut ServingWriters, job: &InferenceJob, group: &str) {
+    let mut service = desired_service(job, group).unwrap();
+    service.metadata.uid = Some(ApiServerVerifier::object_uid(group));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(service));
+    let mut policy = desired_network_policy(job, group).unwrap();
+    policy.metadata.uid = Some(ApiServerVerifier::object_uid(group));
+    serving
+        .network_policies
+        .apply_watcher_event(&watcher::Event::Apply(policy));
+}
+
+/// The group's Service and NetworkPolicy gone from the stores.
+fn remove_objects_from_store(serving: &mut ServingWriters, job: &InferenceJob, group: &str) {
+    let service = desired_service(job, group).unwrap();
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Delete(service));
+    let policy = desired_network_policy(job, group).unwrap();
+    serving
+        .network_policies
+        .apply_watcher_event(&watcher::Event::Delete(policy));
+}
+
+/// A job whose two-node group for attempt 1 runs on a-1 and a-2 (adopted, then followed),
+/// with the status the operator wrote for it; the stores hold the pods and objects.
+async fn running_group(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    writers: &mut StoreWriters,
+    serving: &mut ServingWriters,
+) -> (InferenceJob, Vec<Pod>) {
+    let job = group_job("big", 2);
+    let pods: Vec<Pod> = two_node_group(&job, 1)
+        .into_iter()
+        .zip(["a-1", "a-2"])
+        .map(|(pod, node)| fixtures::as_running(pod, node))
+        .collect();
+    for pod in &pods {
+        writers.apply_pod(pod.clone());
+    }
+    objects_in_store(serving, &job, "big-1");
+    // A restarted operator finds the group it created before its status write landed: it
+    // adopts it (its plan from the pods), writing only the status.
+    let mut adopted = Value::Null;
+    run(ctx, &job, api, async |api| {
+        adopted = api.status_apply(&job).await;
+        api.events("big", &["PodCreated"]).await;
+    })
+    .await;
+    let s = &adopted["status"];
+    assert_eq!(s["attemptCount"], 1);
+    assert_eq!(s["podName"], "big-1-0", "the leader stands for the group");
+    assert_eq!(s["plan"]["group"]["nodes"], 2, "the plan the pods carry");
+    assert_eq!(
+        s["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0", "nodeName": "a-1" },
+               { "rank": 1, "podName": "big-1-1", "nodeName": "a-2" }])
+    );
+    assert!(
+        condition(&adopted, "Scheduled")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("group big-1 (attempt 1) created"),
+        "{adopted}"
+    );
+    let job = with_status(&job, &adopted);
+    let mut followed = Value::Null;
+    run(ctx, &job, api, async |api| {
+        followed = api.status_apply(&job).await;
+        api.events("big", &["Running"]).await;
+    })
+    .await;
+    assert_eq!(followed["status"]["phase"], "Running");
+    assert_eq!(followed["status"]["nodeName"], "a-1", "the leader's node");
+    (with_status(&job, &followed), pods)
+}
+
+/// The first reconcile: the group's headless Service, its NetworkPolicy, then its pods (as
+/// many as the plan's nodes: Mistral fits one A10G, a group of one), then the status.
+#[tokio::test]
+async fn a_first_reconcile_creates_the_service_the_policy_then_the_pods_then_the_status() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let job = group_job("big", 2);
+    let (mut service, mut policy, mut pod, mut status) =
+        (Value::Null, Value::Null, Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        service = api.object_create(&services(), "big-1").await;
+        policy = api.object_create(&policies(), "big-1").await;
+        pod = api.pod_create("big-1-0").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["PodCreated"]).await;
+    })
+    .await;
+    let owner = json!([{ "apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "name": "big",
+                         "uid": fixtures::uid("big"), "controller": true, "blockOwnerDeletion": true }]);
+    assert_eq!(
+        service["spec"],
+        json!({ "clusterIP": "None", "publishNotReadyAddresses": true,
+                "selector": { "vramfit.io/group": "big-1" } })
+    );
+    assert_eq!(service["metadata"]["ownerReferences"], owner);
+    assert_eq!(policy["apiVersion"], "networking.k8s.io/v1");
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([{ "from": [{ "podSelector": { "matchLabels": { "vramfit.io/group": "big-1" } } }] }])
+    );
+    assert_eq!(policy["metadata"]["ownerReferences"], owner);
+    assert_eq!(pod["metadata"]["ownerReferences"], owner);
+    assert_eq!(pod["metadata"]["labels"]["vramfit.io/group"], "big-1");
+    assert_eq!(pod["metadata"]["labels"]["vramfit.io/group-rank"], "0");
+    assert_eq!(pod["spec"]["hostname"], "big-1-0");
+    assert_eq!(pod["spec"]["subdomain"], "big-1");
+    assert_eq!(
+        pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            [0]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let s = &status["status"];
+    assert_eq!(s["phase"], "Scheduled");
+    assert_eq!(s["podName"], "big-1-0");
+    assert_eq!(
+        s["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0" }])
+    );
+}
+
+/// A restarted operator that finds the group, its Service and its policy in place writes
+/// nothing.
+#[tokio::test]
+async fn a_restart_with_everything_in_place_writes_nothing() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, _) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    run(&ctx, &job, &mut api, async |_| {}).await;
+}
+
+/// A worker that runs out of memory ends the group: the running leader is deleted at once,
+/// the next attempt (one step down) gets its own Service, policy and pods, the ended group's
+/// Service and policy go, and the failed worker goes once the status records its end.
+#[tokio::test]
+async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.apply_pod(fixtures::as_failed(
+        pods[1].clone(),
+        "a-2",
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ));
+    let (mut status, mut new_pod) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        api.object_create(&services(), "big-2").await;
+        api.object_create(&policies(), "big-2").await;
+        new_pod = api.pod_create("big-2-0").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["OutOfMemory", "SteppedDown", "PodCreated"])
+            .await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "OutOfMemory");
+    let message = s["attempts"][0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("pod big-1-1 (rank 1): ") && message.contains("CUDA out of memory"),
+        "the member that failed is named: {message}"
+    );
+    assert_eq!(
+        s["attempts"][0]["members"][1]["nodeName"], "a-2",
+        "the ended group's members stay listed"
+    );
+    assert_eq!(s["attemptCount"], 2);
+    assert!(s["fallback"] != Value::Null, "one step down: {s}");
+    assert_eq!(s["podName"], "big-2-0");
+
+    // The status records the end: the failed worker goes too (the deleted leader is no
+    // longer the job's to delete); the new group is in place.
+    let job = with_status(&job, &status);
+    writers.apply_pod(fixtures::created(serde_json::from_value(new_pod).unwrap()));
+    objects_in_store(&mut serving, &job, "big-2");
+    remove_objects_from_store(&mut serving, &job, "big-1");
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-1").await;
+    })
+    .await;
+}
+
+/// A group not all bound by the schedule deadline is deleted whole (the bound pod too); with
+/// no other class the job fails, as a single pod's would, and the group's objects go.
+#[tokio::test]
+async fn a_group_not_all_bound_by_the_deadline_is_deleted_together() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    let created = Time(Timestamp::now() - SignedDuration::from_secs(700));
+    let mut leader = fixtures::as_pending(pods[0].clone(), Some("a-1"));
+    leader.metadata.creation_timestamp = Some(created.clone());
+    let mut worker = fixtures::with_unschedulable_condition(
+        fixtures::as_pending(pods[1].clone(), None),
+        "0/2 nodes are available: 1 node(s) didn't match pod anti-affinity rules",
+    );
+    worker.metadata.creation_timestamp = Some(created);
+    if let Some(spec) = worker.spec.as_mut() {
+        spec.node_name = None;
+    }
+    writers.apply_pod(leader);
+    writers.apply_pod(worker);
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        api.pod_delete("big-1-1").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["ScheduleDeadlineExceeded", "Failed"])
+            .await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "ScheduleTimeout");
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("didn't match pod anti-affinity"),
+        "{s}"
+    );
+    assert_eq!(s["phase"], "Failed");
+}
+
+/// The leader's success ends the job: the workers are deleted, the leader's pod stays.
+#[tokio::test]
+async fn the_leader_succeeding_ends_the_job_and_deletes_the_workers() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.apply_pod(fixtures::as_succeeded(pods[0].clone(), "a-1"));
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-1").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["Succeeded"]).await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    assert_eq!(status["status"]["phase"], "Succeeded");
+    assert_eq!(status["status"]["attempts"][0]["outcome"], "Succeeded");
+}
+
+/// A Service of the group's name that is not the job's is never taken over, and no pod of the
+/// group is created unguarded: the job says why.
+#[tokio::test]
+async fn a_foreign_service_of_the_group_name_is_left_alone_and_no_pod_is_created() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let job = group_job("big", 2);
+    let foreign = json!({ "apiVersion": "v1", "kind": "Service",
+                          "metadata": { "name": "big-1", "namespace": NAMESPACE, "uid": "someone-else" } });
+    let mut status = Value::Null;
+    let ended = crate::reconcile::tests::run_to_end(&ctx, &job, &mut api, async |api| {
+        api.object_create_exists(&services(), "big-1").await;
+        api.object_get(&services(), "big-1", &foreign).await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["Degraded"]).await;
+    })
+    .await;
+    assert!(ended.is_err(), "retried with backoff");
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(degraded["reason"], "ServiceNameTaken");
+    assert_eq!(status["status"]["attemptCount"], 0, "no attempt recorded");
+}
