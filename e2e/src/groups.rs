@@ -211,9 +211,10 @@ impl Suite {
     }
 
     /// Waits until job `name`'s attempt `attempt` has its whole group: as many live pods, each
-    /// bound to a node, as its plan has nodes (one node: a group of one). Pods being deleted
-    /// are confirmed gone meanwhile, as a kubelet would (they hold their GPUs until then).
-    /// Returns the job and the pods by rank.
+    /// bound to a node, as its plan has nodes (one node: a group of one), each listed with its
+    /// rank and node in the attempt's `members`. Pods being deleted are confirmed gone
+    /// meanwhile, as a kubelet would (they hold their GPUs until then). Returns the job and the
+    /// pods by rank.
     pub async fn wait_group(&self, name: &str, attempt: u32) -> Result<(InferenceJob, Vec<Pod>)> {
         eventually(
             &format!("job {name} to have the whole group of attempt {attempt}, bound"),
@@ -228,11 +229,34 @@ impl Suite {
                     .iter()
                     .filter(|p| is_live(p) && node_of(p).is_some())
                     .count();
+                // The attempt's status lists each member: rank, pod and node.
+                let members: Vec<(u32, String, Option<String>)> = status
+                    .attempts
+                    .iter()
+                    .find(|a| a.number == attempt)
+                    .map(|a| {
+                        a.members
+                            .iter()
+                            .map(|m| (m.rank, m.pod_name.clone(), m.node_name.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let expected: Vec<(u32, String, Option<String>)> = pods
+                    .iter()
+                    .map(|p| {
+                        (
+                            rank_of(p).unwrap_or(u32::MAX),
+                            p.name_any(),
+                            node_of(p).map(str::to_string),
+                        )
+                    })
+                    .collect();
                 ensure!(
                     status.attempt_count == attempt
                         && nodes.is_some_and(|n| n as usize == bound)
-                        && bound == pods.len(),
-                    "attemptCount {}, plan nodes {nodes:?}, group pods (name, node, live) {:?}, conditions {:?}",
+                        && bound == pods.len()
+                        && members == expected,
+                    "attemptCount {}, plan nodes {nodes:?}, group pods (name, node, live) {:?}, attempt {attempt}'s members (rank, pod, node) {members:?}, conditions {:?}",
                     status.attempt_count,
                     pods.iter()
                         .map(|p| (p.name_any(), node_of(p).map(str::to_string), is_live(p)))
