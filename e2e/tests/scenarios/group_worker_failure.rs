@@ -1,5 +1,8 @@
-//! A worker's failure ends its group: every pod of the group is deleted, and the next attempt
-//! is a new group, created whole.
+//! A worker's failure ends its group: every pod of the group is deleted. A worker Kubernetes
+//! ended (evicted: not the plan's fault) makes the next attempt a new group, created whole; a
+//! worker whose program failed fails the job, as a one-pod job's failure does.
+use std::time::Duration;
+
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -7,11 +10,12 @@ use kube::ResourceExt as _;
 use kube::api::Api;
 use vramfit_api::pod_keys::group_name;
 use vramfit_api::{AttemptOutcome, Phase};
-use vramfit_e2e::{SETTLE, Suite, check_group, eventually, two_node_job};
+use vramfit_e2e::{SETTLE, Suite, check_group, consistently, eventually, expect_eq, two_node_job};
 
-/// A 2-node group runs; its worker (rank 1) fails with exit code 1: both pods are deleted,
-/// attempt 1's outcome is the failure, attempt 2's group of 2 is created whole with its own
-/// Service and NetworkPolicy, and attempt 1's are removed.
+/// A 2-node group runs; its worker (rank 1) is evicted by the kubelet: both pods are deleted,
+/// attempt 1's outcome is `Disrupted`, attempt 2's group of 2 is created whole with its own
+/// Service and NetworkPolicy, and attempt 1's are removed. Then attempt 2's worker ends with
+/// exit code 1: both pods are deleted, the job is Failed, and no attempt 3 is created.
 pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
     let nodes = s.group_nodes("worker").await?;
@@ -24,11 +28,10 @@ pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
             s.set_pod_running(pod).await?;
         }
         s.wait_phase(name, &[Phase::Running]).await?;
-        s.set_pod_ended(
+        s.set_pod_failed_by_kubelet(
             &pods[1],
-            1,
-            "Error",
-            "ray worker: lost connection to the GCS",
+            "Evicted",
+            "The node was low on resource: ephemeral-storage.",
         )
         .await?;
 
@@ -42,44 +45,74 @@ pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
             "status.attempts should have 2 entries: {:?}",
             status.attempts
         );
-        ensure!(
-            status.attempts[0]
-                .outcome
-                .as_ref()
-                .is_some_and(|o| *o != AttemptOutcome::Succeeded),
-            "attempt 1 should end with the worker's failure: {:?}",
-            status.attempts[0]
-        );
-        println!("     attempt 1: {:?}", status.attempts[0]);
+        expect_eq(
+            "attempts[0].outcome",
+            status.attempts[0].outcome.clone(),
+            Some(AttemptOutcome::Disrupted),
+        )?;
+        println!("     attempt 1: {:?}", status.attempts[0].message);
+        objects_deleted(s, &group_name(name, 1)).await?;
 
-        // Attempt 1's Service and NetworkPolicy go with its pods.
-        let first = group_name(name, 1);
-        let services: Api<Service> = Api::namespaced(s.client.clone(), &s.ns);
-        let policies: Api<NetworkPolicy> = Api::namespaced(s.client.clone(), &s.ns);
-        eventually(
-            &format!("the Service and NetworkPolicy of group {first} to be deleted"),
-            SETTLE,
-            || async {
-                let service = services.get_opt(&first).await?;
-                let policy = policies.get_opt(&first).await?;
-                ensure!(
-                    service
-                        .as_ref()
-                        .is_none_or(|o| o.metadata.deletion_timestamp.is_some())
-                        && policy
-                            .as_ref()
-                            .is_none_or(|o| o.metadata.deletion_timestamp.is_some()),
-                    "Service {:?}, NetworkPolicy {:?}",
-                    service.map(|o| o.name_any()),
-                    policy.map(|o| o.name_any())
-                );
-                Ok(())
-            },
+        // A program's failure on a worker is the job's, as on a one-pod job.
+        for pod in &second {
+            s.set_pod_running(pod).await?;
+        }
+        s.wait_phase(name, &[Phase::Running]).await?;
+        s.set_pod_ended(
+            &second[1],
+            1,
+            "Error",
+            "ray worker: lost connection to the GCS",
         )
+        .await?;
+        s.wait_group_deleted(&job, 2).await?;
+        let job = s.wait_phase(name, &[Phase::Failed]).await?;
+        let status = job.status.clone().unwrap_or_default();
+        expect_eq(
+            "attempts[1].outcome",
+            status.attempts.get(1).and_then(|a| a.outcome.clone()),
+            Some(AttemptOutcome::Failed),
+        )?;
+        consistently("no attempt 3", Duration::from_secs(5), || async {
+            let job = s.job(name).await?;
+            let attempts = job.status.as_ref().map_or(0, |st| st.attempt_count);
+            ensure!(
+                attempts == 2 && s.group_pods(&job, 3).await?.is_empty(),
+                "attemptCount {attempts}"
+            );
+            Ok(())
+        })
         .await
     }
     .await;
     s.delete_jobs(&[name.to_string()]).await?;
     nodes.remove_all(s).await?;
     outcome
+}
+
+/// Waits until the group's Service and NetworkPolicy are deleted (they go with its pods).
+async fn objects_deleted(s: &Suite, group: &str) -> Result<()> {
+    let services: Api<Service> = Api::namespaced(s.client.clone(), &s.ns);
+    let policies: Api<NetworkPolicy> = Api::namespaced(s.client.clone(), &s.ns);
+    eventually(
+        &format!("the Service and NetworkPolicy of group {group} to be deleted"),
+        SETTLE,
+        || async {
+            let service = services.get_opt(group).await?;
+            let policy = policies.get_opt(group).await?;
+            ensure!(
+                service
+                    .as_ref()
+                    .is_none_or(|o| o.metadata.deletion_timestamp.is_some())
+                    && policy
+                        .as_ref()
+                        .is_none_or(|o| o.metadata.deletion_timestamp.is_some()),
+                "Service {:?}, NetworkPolicy {:?}",
+                service.map(|o| o.name_any()),
+                policy.map(|o| o.name_any())
+            );
+            Ok(())
+        },
+    )
+    .await
 }
