@@ -625,10 +625,10 @@ pub struct InferenceJobStatus {
     /// passed over).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected_classes: Vec<ClassRejection>,
-    /// The pod of the current attempt.
+    /// The pod of the current attempt (a group's: its leader, rank 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_name: Option<String>,
-    /// The node the pod runs on, once bound.
+    /// The node the pod runs on, once bound (a group's: its leader's, once every pod is bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
     /// Number of attempts so far.
@@ -716,7 +716,7 @@ pub struct ClassRejection {
 pub struct Attempt {
     /// 1 for the first pod.
     pub number: u32,
-    /// The pod.
+    /// The pod (a group's: its leader, rank 0; `members` lists every rank).
     pub pod_name: String,
     /// The class it was planned for.
     pub node_class: String,

@@ -239,6 +239,17 @@ impl ApiServerVerifier {
         (body, send)
     }
 
+    /// Expects the creation of object `name` at `collection` alone (an object whose fields
+    /// never change, such as a group's Service), answered with it, created with
+    /// [`Self::object_uid`]. Returns the posted body.
+    pub async fn object_create_only(&mut self, collection: &str, name: &str) -> Value {
+        let (body, send) = self.object_create_request(collection, name).await;
+        let mut created = body.clone();
+        created["metadata"]["uid"] = json!(Self::object_uid(name));
+        respond(send, 201, &created);
+        body
+    }
+
     /// Expects the creation (a plain create, never an apply) of object `name` at `collection`,
     /// answered with it, created with [`Self::object_uid`]; then the apply onto that uid, and
     /// the patch that leaves the apply's entry as the only owner of the object's fields (the

@@ -14,7 +14,7 @@ use vramfit_api::InferenceJob;
 use super::decide::GroupDecision;
 use crate::context::Context;
 use crate::reconcile::apply::{ApplyError, create_pod};
-use crate::serving::ownership::{ObjectWrite, Written, write_object};
+use crate::serving::ownership::{ObjectWrite, Written, create_fixed, write_object};
 
 /// Why a group's Service or NetworkPolicy write failed.
 #[derive(Debug, Error)]
@@ -192,7 +192,12 @@ where
         ObjectWrite::Create(object) | ObjectWrite::Apply { object, .. } => object.name_any(),
         ObjectWrite::Delete { name, .. } => name.clone(),
     };
-    match write_object(api, write, job).await {
+    let written = match write {
+        // Named per attempt, never changed: created in one write.
+        ObjectWrite::Create(object) => create_fixed(api, object, job).await,
+        _ => write_object(api, write, job).await,
+    };
+    match written {
         Ok(Written::Done) => {
             info!(kind, %name, "written");
             Ok(())

@@ -10,7 +10,8 @@
 //!   is deleted (the group of an attempt that ended, whichever member ended it; the workers
 //!   once the leader succeeded, whose pod stays with the result), and so are the Services and
 //!   NetworkPolicies of groups that no longer run. A finished pod goes once the job's status
-//!   records its attempt's end, so that its outcome can always be read again;
+//!   records its attempt's end, so that its outcome can always be read again; a job that
+//!   fails for good keeps its finished pods (no GPUs) for their logs;
 //! - the status names the group's pods: the attempt's `members` (rank, pod, node), the leader
 //!   as `podName`, "group `<job>-<n>`" where the batch words say "pod".
 use std::sync::Arc;
@@ -217,7 +218,8 @@ pub fn next_group(
 
 /// Every pod of the job but the running group's members (and a succeeded leader): live ones
 /// at once (they hold GPUs), finished ones once the stored status records their attempt's end
-/// (or the job ends now: a finished job is not reconciled again).
+/// (or the job succeeds now: a finished job is not reconciled again); a job that fails for
+/// good keeps its finished pods.
 fn pods_to_delete(
     obs: &GroupObserved<'_>,
     old: &InferenceJobStatus,
@@ -232,9 +234,11 @@ fn pods_to_delete(
                 .collect()
         })
         .unwrap_or_default();
-    let result = (new.phase == Some(Phase::Succeeded))
-        .then(|| group_pod_name(&job_name, new.attempt_count, 0));
-    let ending = new.phase.is_some_and(Phase::is_terminal);
+    let succeeded = new.phase == Some(Phase::Succeeded);
+    let result = succeeded.then(|| group_pod_name(&job_name, new.attempt_count, 0));
+    // A job failed for good keeps its finished pods (they hold no GPUs) for `kubectl logs`:
+    // no group follows that would be confused with them.
+    let failed_for_good = new.phase == Some(Phase::Failed);
     let recorded_end = |attempt: Option<u32>| {
         attempt.is_some_and(|a| {
             old.attempts
@@ -246,7 +250,9 @@ fn pods_to_delete(
         .owned
         .iter()
         .filter(|pod| !members.contains(&pod.name) && Some(&pod.name) != result.as_ref())
-        .filter(|pod| !pod.finished || ending || recorded_end(pod.attempt))
+        .filter(|pod| {
+            !pod.finished || (!failed_for_good && (succeeded || recorded_end(pod.attempt)))
+        })
         .map(|pod| pod.name.clone())
         .collect();
     // The store's order is a hash map's: sorted, the same decision makes the same requests.

@@ -8,8 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use vramfit_api::InferenceJob;
-use vramfit_planner::resolve_job;
+use vramfit_api::{Fallback, InferenceJob};
+use vramfit_planner::fallback::next_step;
+use vramfit_planner::{plan_for_class, resolve_job};
 
 use super::build::group_pods;
 use super::network_policy::desired_network_policy;
@@ -142,8 +143,8 @@ async fn a_first_reconcile_creates_the_service_the_policy_then_the_pods_then_the
     let (mut service, mut policy, mut pod, mut status) =
         (Value::Null, Value::Null, Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        service = api.object_create(&services(), "big-1").await;
-        policy = api.object_create(&policies(), "big-1").await;
+        service = api.object_create_only(&services(), "big-1").await;
+        policy = api.object_create_only(&policies(), "big-1").await;
         pod = api.pod_create("big-1-0").await;
         status = api.status_apply(&job).await;
         api.events("big", &["PodCreated"]).await;
@@ -207,12 +208,28 @@ async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
         1,
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ));
-    let (mut status, mut new_pod) = (Value::Null, Value::Null);
+    // The planner's step down from the failed plan says how many nodes the next group has.
+    let input = resolve_job(&job.spec).unwrap();
+    let class = fixtures::class("a10g", 4);
+    let failed = job.status.as_ref().and_then(|s| s.plan.clone()).unwrap();
+    let (fallback, _) = next_step(
+        &input,
+        &failed,
+        &Fallback::default(),
+        class.max_gpus_per_pod(),
+        Some(class.capability),
+    )
+    .unwrap();
+    let nodes = plan_for_class(&input, &class, &fallback).unwrap().nodes();
+    assert!(nodes <= 2, "the two nodes hold the next group");
+    let (mut status, mut new_pods) = (Value::Null, Vec::new());
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
-        api.object_create(&services(), "big-2").await;
-        api.object_create(&policies(), "big-2").await;
-        new_pod = api.pod_create("big-2-0").await;
+        api.object_create_only(&services(), "big-2").await;
+        api.object_create_only(&policies(), "big-2").await;
+        for rank in 0..nodes {
+            new_pods.push(api.pod_create(&format!("big-2-{rank}")).await);
+        }
         status = api.status_apply(&job).await;
         api.events("big", &["OutOfMemory", "SteppedDown", "PodCreated"])
             .await;
@@ -238,7 +255,9 @@ async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
     // The status records the end: the failed worker goes too (the deleted leader is no
     // longer the job's to delete); the new group is in place.
     let job = with_status(&job, &status);
-    writers.apply_pod(fixtures::created(serde_json::from_value(new_pod).unwrap()));
+    for pod in new_pods {
+        writers.apply_pod(fixtures::created(serde_json::from_value(pod).unwrap()));
+    }
     objects_in_store(&mut serving, &job, "big-2");
     remove_objects_from_store(&mut serving, &job, "big-1");
     run(&ctx, &job, &mut api, async |api| {
@@ -331,4 +350,86 @@ async fn a_foreign_service_of_the_group_name_is_left_alone_and_no_pod_is_created
     let degraded = condition(&status, "Degraded");
     assert_eq!(degraded["reason"], "ServiceNameTaken");
     assert_eq!(status["status"]["attemptCount"], 0, "no attempt recorded");
+}
+
+/// A worker that fails for another reason fails the job (as a single pod's failure does): the
+/// running leader is deleted, the failed worker stays for its logs, the objects go.
+#[tokio::test]
+async fn a_worker_failing_fails_the_job_and_deletes_the_running_leader() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.apply_pod(fixtures::as_failed(
+        pods[1].clone(),
+        "a-2",
+        "Error",
+        2,
+        "RuntimeError: connection refused by the leader",
+    ));
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        status = api.status_apply(&job).await;
+        api.events("big", &["Failed"]).await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["phase"], "Failed");
+    assert_eq!(s["attempts"][0]["outcome"], "Failed");
+    let ready = condition(&status, "Ready");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("attempt 1 (group big-1) failed:"),
+        "{ready}"
+    );
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pod big-1-1 (rank 1): "),
+        "{s}"
+    );
+}
+
+/// A worker deleted behind the operator's back ends the group as Kubernetes ended it: the
+/// leader is deleted and the job is placed again at once, in a new group.
+#[tokio::test]
+async fn a_lost_worker_replaces_the_group_with_the_same_fallback() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.delete_pod(pods[1].clone());
+    let input = resolve_job(&job.spec).unwrap();
+    let nodes = plan_for_class(&input, &fixtures::class("a10g", 4), &Fallback::default())
+        .unwrap()
+        .nodes();
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        api.object_create_only(&services(), "big-2").await;
+        api.object_create_only(&policies(), "big-2").await;
+        for rank in 0..nodes {
+            api.pod_create(&format!("big-2-{rank}")).await;
+        }
+        status = api.status_apply(&job).await;
+        api.events("big", &["Disrupted", "PodCreated"]).await;
+        api.object_delete(&services(), "big-1").await;
+        api.object_delete(&policies(), "big-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "Disrupted");
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pod big-1-1 (rank 1) of group big-1 is gone"),
+        "{s}"
+    );
+    assert_eq!(s["fallback"], Value::Null, "no step down");
+    assert_eq!(s["attemptCount"], 2);
 }

@@ -62,7 +62,7 @@ where
 {
     match write {
         ObjectWrite::Keep => Ok(Written::Done),
-        ObjectWrite::Create(object) => create_or_apply(api, object, job).await,
+        ObjectWrite::Create(object) => create_or_apply(api, object, job, true).await,
         ObjectWrite::Apply { object, uid } => {
             apply(api, object, uid).await?;
             Ok(Written::Done)
@@ -87,12 +87,27 @@ where
     }
 }
 
-/// Creates `object`; when its name is taken, applies it only if the object there is the
-/// job's.
+/// Creates an object whose spec never changes after its creation (a group's Service and
+/// NetworkPolicy, named per attempt) as [`write_object`] creates one, but without taking its
+/// fields over from the create (no field will ever have to be dropped): one write, not three.
+pub async fn create_fixed<K>(
+    api: &Api<K>,
+    object: &K,
+    job: &InferenceJob,
+) -> Result<Written, kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    create_or_apply(api, object, job, false).await
+}
+
+/// Creates `object` (then, with `take_fields`, makes the apply the only owner of its fields);
+/// when its name is taken, applies it only if the object there is the job's.
 async fn create_or_apply<K>(
     api: &Api<K>,
     object: &K,
     job: &InferenceJob,
+    take_fields: bool,
 ) -> Result<Written, kube::Error>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
@@ -106,7 +121,9 @@ where
     for _ in 0..2 {
         match api.create(&params, object).await {
             Ok(created) => {
-                take_field_ownership(api, object, &created.uid().unwrap_or_default()).await?;
+                if take_fields {
+                    take_field_ownership(api, object, &created.uid().unwrap_or_default()).await?;
+                }
                 return Ok(Written::Done);
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {}
