@@ -489,7 +489,8 @@ pub fn check_group(job: &InferenceJob, attempt: u32, pods: &[Pod], nodes: &[Node
                 Some(&value),
             )?;
         }
-        check_pod_of_plan(job, pod, plan, &class, nodes)?;
+        let as_planned = leader_flags_checked(job, plan, rank, pod)?;
+        check_pod_of_plan(job, &as_planned, plan, &class, nodes)?;
         let spec = pod
             .spec
             .as_ref()
@@ -542,6 +543,76 @@ pub fn check_group(job: &InferenceJob, attempt: u32, pods: &[Pod], nodes: &[Node
         group_plan.map(|g| (g.engine, &g.why))
     );
     Ok(())
+}
+
+/// The env that describes the runtime's flags.
+const RUNTIME_ARGS_ENV: &str = "VRAMFIT_RUNTIME_ARGS";
+
+/// The leader of a group gets its engine's flags (vLLM: `--pipeline-parallel-size <nodes>`…)
+/// after the plan's, in its container's args and in `VRAMFIT_RUNTIME_ARGS`. Checks that the env
+/// is the plan's flags followed by exactly the flags appended to the args (and, for vLLM, the
+/// pipeline over the group's nodes); returns the pod with the plan's own value there, for the
+/// checks every planned pod passes. Any other pod must carry the plan's value unchanged.
+fn leader_flags_checked(job: &InferenceJob, plan: &Plan, rank: u32, pod: &Pod) -> Result<Pod> {
+    let pod_name = pod.name_any();
+    let input = vramfit_planner::resolve_job(&job.spec).map_err(|e| anyhow!("{e}"))?;
+    let planned = vramfit_planner::workload::plan_env(&input, plan)
+        .into_iter()
+        .find(|(k, _)| k == RUNTIME_ARGS_ENV)
+        .map(|(_, v)| v);
+    let mut pod = pod.clone();
+    let Some(container) = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.iter_mut().find(|c| c.name == CONTAINER))
+    else {
+        bail!("pod {pod_name} has no container {CONTAINER}");
+    };
+    let args = container.args.clone().unwrap_or_default();
+    let Some(var) = container
+        .env
+        .iter_mut()
+        .flatten()
+        .find(|e| e.name == RUNTIME_ARGS_ENV)
+    else {
+        return Ok(pod);
+    };
+    let (Some(planned), Some(seen)) = (planned, var.value.clone()) else {
+        return Ok(pod);
+    };
+    if seen == planned {
+        return Ok(pod);
+    }
+    ensure!(
+        rank == 0,
+        "pod {pod_name} (rank {rank}) env {RUNTIME_ARGS_ENV} = {seen:?}, the plan's is {planned:?}"
+    );
+    let extra: Vec<&str> = seen
+        .strip_prefix(planned.as_str())
+        .ok_or_else(|| {
+            anyhow!("leader {pod_name} env {RUNTIME_ARGS_ENV} = {seen:?} does not start with the plan's {planned:?}")
+        })?
+        .split_whitespace()
+        .collect();
+    ensure!(
+        args.len() >= extra.len() && args[args.len() - extra.len()..] == extra[..],
+        "leader {pod_name}: the flags {extra:?} that {RUNTIME_ARGS_ENV} adds to the plan's are not the last of its args {args:?}"
+    );
+    if let Some(group) = plan
+        .group
+        .as_ref()
+        .filter(|g| g.engine == vramfit_api::group::GroupEngine::VllmRay)
+    {
+        let pipeline = format!("--pipeline-parallel-size {}", group.nodes);
+        ensure!(
+            extra.join(" ").contains(&pipeline),
+            "leader {pod_name}: vLLM over {} nodes without {pipeline:?} in {extra:?}",
+            group.nodes
+        );
+    }
+    println!("     leader {pod_name}: the plan's flags, then {extra:?}");
+    var.value = Some(planned);
+    Ok(pod)
 }
 
 /// A required pod anti-affinity on `kubernetes.io/hostname` against the group's own pods: the
