@@ -1,6 +1,7 @@
 //! A worker's failure ends its group: every pod of the group is deleted. A worker Kubernetes
 //! ended (evicted: not the plan's fault) makes the next attempt a new group, created whole; a
-//! worker whose program failed fails the job, as a one-pod job's failure does.
+//! worker whose program failed fails the job, as a one-pod job's failure does (the running
+//! pods deleted, the finished ones kept for their logs).
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
@@ -10,12 +11,15 @@ use kube::ResourceExt as _;
 use kube::api::Api;
 use vramfit_api::pod_keys::group_name;
 use vramfit_api::{AttemptOutcome, Phase};
-use vramfit_e2e::{SETTLE, Suite, check_group, consistently, eventually, expect_eq, two_node_job};
+use vramfit_e2e::{
+    SETTLE, Suite, check_group, consistently, eventually, expect_eq, is_live, two_node_job,
+};
 
 /// A 2-node group runs; its worker (rank 1) is evicted by the kubelet: both pods are deleted,
 /// attempt 1's outcome is `Disrupted`, attempt 2's group of 2 is created whole with its own
 /// Service and NetworkPolicy, and attempt 1's are removed. Then attempt 2's worker ends with
-/// exit code 1: both pods are deleted, the job is Failed, and no attempt 3 is created.
+/// exit code 1: the job is Failed, its running leader is deleted, the failed worker is kept for
+/// its logs, and no attempt 3 is created.
 pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
     s.ensure_single_operator().await?;
     let nodes = s.group_nodes("worker").await?;
@@ -65,8 +69,48 @@ pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
             "ray worker: lost connection to the GCS",
         )
         .await?;
-        s.wait_group_deleted(&job, 2).await?;
         let job = s.wait_phase(name, &[Phase::Failed]).await?;
+        // Its running leader is deleted; the failed worker (no GPUs) stays for its logs.
+        let leader = second[0].name_any();
+        eventually(
+            &format!("leader {leader} of the failed job to be deleted"),
+            SETTLE,
+            || async {
+                let left = s.pods().get_opt(&leader).await?;
+                ensure!(
+                    left.as_ref()
+                        .is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
+                    "leader {leader} is neither deleted nor being deleted"
+                );
+                s.confirm_deletions(&job).await?;
+                Ok(())
+            },
+        )
+        .await?;
+        let live: Vec<String> = s
+            .group_pods(&job, 2)
+            .await?
+            .iter()
+            .filter(|p| is_live(p))
+            .map(|p| p.name_any())
+            .collect();
+        ensure!(
+            live.is_empty(),
+            "live pods of the failed job's group: {live:?}"
+        );
+        let worker = s.pods().get_opt(&second[1].name_any()).await?;
+        ensure!(
+            worker
+                .as_ref()
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none()
+                    && p.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Failed")),
+            "the failed worker {} should be kept, Failed, for its logs: {:?}",
+            second[1].name_any(),
+            worker.map(|p| (
+                p.metadata.deletion_timestamp,
+                p.status.and_then(|st| st.phase)
+            ))
+        );
         let status = job.status.clone().unwrap_or_default();
         expect_eq(
             "attempts[1].outcome",
