@@ -6,6 +6,8 @@
 //!   removing it.
 //! * [`crds`], [`namespaces`]: the CRDs and the test namespace on the cluster.
 //! * [`nodes`]: the simulated GPU nodes; [`pods`]: their pods and the simulated kubelet.
+//! * [`groups`](mod@groups): groups of pods across nodes, the nodes their scenarios add, and
+//!   what a placed group must look like.
 //! * [`jobs`]: creating, reading, waiting for and deleting InferenceJobs; [`volumes`]: the
 //!   storage the examples mount.
 //! * [`processes`]: the operator and agent binaries as child processes; [`http`]: their
@@ -26,6 +28,7 @@ pub mod cleanup;
 pub mod cluster;
 pub mod crds;
 pub mod dashboards;
+pub mod groups;
 pub mod http;
 pub mod hub;
 pub mod jobs;
@@ -46,6 +49,7 @@ pub mod volumes;
 pub use checks::*;
 pub use cleanup::*;
 pub use cluster::*;
+pub use groups::*;
 pub use http::*;
 pub use jobs::*;
 pub use kubectl::*;

@@ -304,9 +304,9 @@ impl Suite {
     }
 
     /// Deletes the test namespace's jobs that still wait for a node (Pending,
-    /// Unschedulable): once the real node is labelled they could take its GPUs, and their
-    /// images are not on it.
-    async fn drop_waiting_jobs(&self) -> Result<()> {
+    /// Unschedulable): once a node is added or labelled they could take its GPUs (and, on
+    /// the real node, their images are not there).
+    pub(crate) async fn drop_waiting_jobs(&self) -> Result<()> {
         let waiting: Vec<String> = self
             .jobs()
             .list(&ListParams::default())

@@ -31,6 +31,18 @@ mod dashboards;
 mod faults;
 #[path = "scenarios/garbage_collection.rs"]
 mod garbage_collection;
+#[path = "scenarios/group_leader_success.rs"]
+mod group_leader_success;
+#[path = "scenarios/group_never_half.rs"]
+mod group_never_half;
+#[path = "scenarios/group_oom.rs"]
+mod group_oom;
+#[path = "scenarios/group_operator_restart.rs"]
+mod group_operator_restart;
+#[path = "scenarios/group_placed_whole.rs"]
+mod group_placed_whole;
+#[path = "scenarios/group_worker_failure.rs"]
+mod group_worker_failure;
 #[path = "scenarios/hub_models.rs"]
 mod hub_models;
 #[path = "scenarios/invalid_manifests.rs"]
@@ -218,6 +230,26 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         // After the simulated scenarios: it checks the dashboards against what their operator did.
         ("dashboards-show-data", |s| {
             Box::pin(dashboards::dashboards_show_data(s))
+        }),
+        // Groups on nodes of their own, added and removed by each scenario; after the
+        // dashboards (one restarts the operator), before the real node.
+        ("group-placed-whole", |s| {
+            Box::pin(group_placed_whole::placed_whole(s))
+        }),
+        ("group-never-half", |s| {
+            Box::pin(group_never_half::never_half(s))
+        }),
+        ("group-worker-failure-replaces-group", |s| {
+            Box::pin(group_worker_failure::worker_failure_replaces_group(s))
+        }),
+        ("group-oom-steps-down", |s| {
+            Box::pin(group_oom::oom_steps_down(s))
+        }),
+        ("group-leader-success-ends-the-job", |s| {
+            Box::pin(group_leader_success::leader_success_ends_the_job(s))
+        }),
+        ("group-operator-restart-writes-nothing", |s| {
+            Box::pin(group_operator_restart::restart_writes_nothing(s))
         }),
         // Last: they label a real node, which the simulated scenarios above must not see.
         ("real-node-runs-a-job", |s| {
