@@ -336,3 +336,29 @@ async fn a_failed_worker_ends_its_group_and_its_leader_goes_at_once() {
         "{s}"
     );
 }
+
+/// Scaling down removes a replica's whole group: both its pods, then (after the status) its
+/// Service and policy; the budget goes below two replicas.
+#[tokio::test]
+async fn scaling_down_removes_a_replica_s_whole_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let (mut job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    if let Some(serve) = job.spec.serve.as_mut() {
+        serve.replicas = 1;
+    }
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r1-2-0").await;
+        api.pod_delete("chat-r1-2-1").await;
+        api.object_delete(&pdbs(), "chat").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["ScaledDown"]).await;
+        api.object_delete(&services(), "chat-r1-2").await;
+        api.object_delete(&policies(), "chat-r1-2").await;
+    })
+    .await;
+    let lines = status["status"]["replicaStatuses"].as_array().unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["podName"], "chat-r0-1");
+}
