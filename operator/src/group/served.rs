@@ -173,28 +173,13 @@ pub fn into_groups(
             delete_pods.push(name.clone());
         }
     }
-    // A group that ended (a member failed, exited or is lost) keeps nothing worth its GPUs,
-    // and its leader may still answer its health route: its running members go at once,
-    // whenever the replica's next group comes (after a backoff, or when room frees up); the
-    // finished ones stay for their logs until then.
-    for group in owned_as_groups(&job_name, obs.owned) {
-        let Some((slot, incarnation)) = replica_of(&job_name, &group) else {
-            continue;
-        };
-        let replica = GroupOf::Replica {
-            job: &job_name,
-            slot,
-            incarnation,
-        };
-        let seen = group_seen_of(&replica, Ends::WithAnyMember, obs.pods, obs.deleting);
-        let ended = matches!(&seen.seen, PodSeen::Observed(pod) if finished(pod));
-        if ended {
-            let running = members_of(&group).into_iter().filter(
-                |name| !matches!((obs.pods)(name), PodSeen::Observed(pod) if finished(&pod)),
-            );
-            delete_pods.extend(running);
-        }
-    }
+    // A group that ended keeps nothing worth its GPUs: its running members go at once.
+    delete_pods.extend(running_members_of_ended_groups(
+        &job_name,
+        obs.owned,
+        obs.pods,
+        obs.deleting,
+    ));
     let mut seen_names = BTreeSet::new();
     delete_pods.retain(|name| seen_names.insert(name.clone()));
 
@@ -363,6 +348,42 @@ fn list_members(
             })
             .collect();
     }
+}
+
+/// The running members of the job's groups that ended (a member failed, exited or is lost):
+/// such a group keeps nothing worth its GPUs, and its leader may still answer its health
+/// route, so they go at once, whenever the replica's next group comes (after a backoff, or
+/// when room frees up); the finished members stay for their logs until then. Their GPUs count
+/// as free for the replica's next group (`owned`: the job's pods not being deleted).
+pub fn running_members_of_ended_groups(
+    job_name: &str,
+    owned: &[String],
+    pods: &dyn Fn(&str) -> PodSeen,
+    deleting: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    let mut running = Vec::new();
+    for group in owned_as_groups(job_name, owned) {
+        let Some((slot, incarnation)) = replica_of(job_name, &group) else {
+            continue;
+        };
+        let replica = GroupOf::Replica {
+            job: job_name,
+            slot,
+            incarnation,
+        };
+        let seen = group_seen_of(&replica, Ends::WithAnyMember, pods, deleting);
+        if !matches!(&seen.seen, PodSeen::Observed(pod) if finished(pod)) {
+            continue;
+        }
+        let mut members: Vec<&String> = owned
+            .iter()
+            .filter(|pod| group_of_member(job_name, pod).as_deref() == Some(group.as_str()))
+            .filter(|name| !matches!(pods(name), PodSeen::Observed(pod) if finished(&pod)))
+            .collect();
+        members.sort();
+        running.extend(members.into_iter().cloned());
+    }
+    running
 }
 
 /// Whether a pod ended (it holds no GPUs).

@@ -18,7 +18,8 @@ use vramfit_api::{InferenceJob, ServeSpec};
 
 use super::apply::{GroupApplyError, write_checked};
 use super::served::{
-    ServedGroupDecision, ServedGroupObserved, into_groups, owned_as_groups, seen_as_one_pod,
+    ServedGroupDecision, ServedGroupObserved, into_groups, owned_as_groups,
+    running_members_of_ended_groups, seen_as_one_pod,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -47,7 +48,11 @@ pub async fn reconcile_served_group(
         let as_one_pod = |name: &str| seen_as_one_pod(&job_name, name, &pods, &deleting);
         let groups = owned_as_groups(&job_name, snapshot.owned());
         // Pure: the serving decision on the groups as one pod each, then in the groups' terms.
-        let served = snapshot.decide_as(Time(Timestamp::now()), &as_one_pod, &groups)?;
+        // The running members of ended groups go whatever is decided: their GPUs are free for
+        // the replicas' next groups.
+        let leaving =
+            running_members_of_ended_groups(&job_name, snapshot.owned(), &pods, &deleting);
+        let served = snapshot.decide_as(Time(Timestamp::now()), &as_one_pod, &groups, &leaving)?;
         let services = group_objects::<Service>(ctx, &namespace, job);
         let policies = group_objects::<NetworkPolicy>(ctx, &namespace, job);
         let service = |name: &str| ctx.serving.service(&namespace, name);

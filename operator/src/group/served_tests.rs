@@ -33,12 +33,22 @@ fn pdbs() -> String {
 /// Qwen3-32B in 16 bits on vLLM, two replicas, each allowed two nodes: it needs two A10G×2
 /// nodes per replica.
 fn served_group_job() -> InferenceJob {
-    let spec = fixtures::spec_from_json(
+    served_group_job_quantized(&["none"])
+}
+
+/// [`served_group_job`] allowed the `quantizations`.
+fn served_group_job_quantized(quantizations: &[&str]) -> InferenceJob {
+    let mut spec = fixtures::spec_from_json(
         r#"{"model": {"preset": "qwen3-32b"}, "runtime": "vllm",
-            "image": "vllm/vllm-openai:v0.10.2", "allowedQuantizations": ["none"],
+            "image": "vllm/vllm-openai:v0.10.2",
             "contextLength": 2048, "gpus": {"max": 2, "maxNodes": 2}}"#,
     );
-    let mut spec = spec;
+    spec.allowed_quantizations = Some(
+        quantizations
+            .iter()
+            .map(|q| serde_json::from_value(json!(q)).unwrap())
+            .collect(),
+    );
     spec.serve = Some(ServeSpec {
         replicas: 2,
         ..ServeSpec::default()
@@ -209,7 +219,17 @@ async fn serving_groups(
     writers: &mut StoreWriters,
     serving: &mut ServingWriters,
 ) -> (InferenceJob, Vec<Pod>) {
-    let job = served_group_job();
+    serving_groups_of(ctx, api, writers, serving, served_group_job()).await
+}
+
+/// [`serving_groups`] of `job`.
+async fn serving_groups_of(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    writers: &mut StoreWriters,
+    serving: &mut ServingWriters,
+    job: InferenceJob,
+) -> (InferenceJob, Vec<Pod>) {
     let out = first(ctx, api, &job).await;
     let job = with_status(&job, &out.status);
     let pods: Vec<Pod> = out
@@ -361,4 +381,121 @@ async fn scaling_down_removes_a_replica_s_whole_group() {
     let lines = status["status"]["replicaStatuses"].as_array().unwrap();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["podName"], "chat-r0-1");
+}
+
+/// A spec change rolls the replicas group by group: a Ready replica gets a surge group (its
+/// own Service, policy and pods, where two more nodes have room) and keeps serving meanwhile.
+#[tokio::test]
+async fn a_spec_change_rolls_a_replica_onto_a_surge_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 6);
+    let (mut job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    job.spec.image = "vllm/vllm-openai:v0.11.0".to_string();
+    let mut status = Value::Null;
+    let mut pods = Vec::new();
+    run(&ctx, &job, &mut api, async |api| {
+        api.object_create_only(&services(), "chat-r0-3").await;
+        api.object_create_only(&policies(), "chat-r0-3").await;
+        pods.push(api.pod_create("chat-r0-3-0").await);
+        pods.push(api.pod_create("chat-r0-3-1").await);
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(
+        pods[1]["spec"]["containers"][0]["image"],
+        "vllm/vllm-openai:v0.11.0"
+    );
+    let line = &status["status"]["replicaStatuses"][0];
+    assert_eq!(
+        line["podName"], "chat-r0-1",
+        "the old group serves meanwhile"
+    );
+    assert_eq!(line["ready"], true);
+    assert_eq!(line["surge"]["podName"], "chat-r0-3");
+
+    // The surge group Ready: it takes the slot, and the old group goes whole, its objects
+    // after the status.
+    let job = with_status(&job, &status);
+    for (body, node) in pods.iter().zip(["a-5", "a-6"]) {
+        writers.apply_pod(ready(created_pod(body), node));
+    }
+    objects_in_store(&mut serving, &job, "chat-r0-3");
+    let mut rolled = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r0-1-0").await;
+        api.pod_delete("chat-r0-1-1").await;
+        rolled = api.status_apply(&job).await;
+        api.events("chat", &["RollingUpdate"]).await;
+        api.object_delete(&services(), "chat-r0-1").await;
+        api.object_delete(&policies(), "chat-r0-1").await;
+    })
+    .await;
+    let line = &rolled["status"]["replicaStatuses"][0];
+    assert_eq!(line["podName"], "chat-r0-3");
+    assert_eq!(
+        line["members"],
+        json!([{ "rank": 0, "podName": "chat-r0-3-0", "nodeName": "a-5" },
+               { "rank": 1, "podName": "chat-r0-3-1", "nodeName": "a-6" }])
+    );
+}
+
+/// A worker out of memory steps its replica down (the planner's next step from the group's
+/// plan) and replaces that replica's whole group at once, on the nodes its ended group frees;
+/// replica 0 keeps its plan.
+#[tokio::test]
+async fn a_worker_out_of_memory_steps_only_its_replica_down() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let job = served_group_job_quantized(&["none", "int8"]);
+    let (job, pods) = serving_groups_of(&ctx, &mut api, &mut writers, &mut serving, job).await;
+    writers.apply_pod(fixtures::as_failed(
+        pods[3].clone(),
+        "a-4",
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ));
+    // The planner's step down from the failed plan says how many nodes the next group has.
+    let input = resolve_job(&job.spec).unwrap();
+    let class = fixtures::class("a10g", 2);
+    let failed = crate::reconcile::build::recorded_plan(&pods[2]).unwrap();
+    let (fallback, _) = vramfit_planner::fallback::next_step(
+        &input,
+        &failed,
+        &Fallback::default(),
+        class.max_gpus_per_pod(),
+        Some(class.capability),
+    )
+    .unwrap();
+    let nodes = plan_for_class(&input, &class, &fallback).unwrap().nodes();
+    let mut status = Value::Null;
+    let mut created = Vec::new();
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r1-2-0").await;
+        api.pod_delete("chat-r1-2-1").await;
+        api.object_create_only(&services(), "chat-r1-3").await;
+        api.object_create_only(&policies(), "chat-r1-3").await;
+        for rank in 0..nodes {
+            created.push(api.pod_create(&format!("chat-r1-3-{rank}")).await);
+        }
+        status = api.status_apply(&job).await;
+        api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
+            .await;
+        api.object_delete(&services(), "chat-r1-2").await;
+        api.object_delete(&policies(), "chat-r1-2").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["replicaStatuses"][0]["podName"], "chat-r0-1");
+    assert_eq!(s["replicaStatuses"][0]["fallback"], Value::Null);
+    let line = &s["replicaStatuses"][1];
+    assert_eq!(line["podName"], "chat-r1-3");
+    assert!(line["fallback"] != Value::Null, "one step down: {line}");
+    assert_eq!(line["members"].as_array().unwrap().len(), nodes as usize);
+    assert_eq!(
+        created[0]["metadata"]["labels"]["vramfit.io/group-rank"],
+        "0"
+    );
+    assert_eq!(s["recentRestarts"][0]["reason"], "OutOfMemory");
 }
