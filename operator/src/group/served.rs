@@ -333,10 +333,9 @@ fn list_members(
                         .and_then(|s| s.node_name.clone())
                         .filter(|n| !n.is_empty()),
                     PodSeen::Applied(_) => None,
+                    // Created by this decision, or no member of this rank.
                     PodSeen::Absent | PodSeen::Foreign => {
-                        if !created.iter().any(|(p, _)| p.name_any() == pod_name) {
-                            return None;
-                        }
+                        created.iter().find(|(p, _)| p.name_any() == pod_name)?;
                         None
                     }
                 };
