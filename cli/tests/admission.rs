@@ -152,7 +152,7 @@ fn a_served_job_whose_name_is_no_service_name_is_refused_with_exit_2() {
 }
 
 #[test]
-fn a_group_job_whose_name_is_no_service_name_or_that_is_served_is_refused_with_exit_2() {
+fn a_group_job_whose_name_is_no_service_name_is_refused_with_exit_2_and_a_served_one_is_admitted() {
     let job = |name: &str, extra: &str| {
         format!(
             "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadata: {{name: {name}}}\nspec: {{{MISTRAL}, gpus: {{maxNodes: 2}}{extra}}}\n"
@@ -167,13 +167,9 @@ fn a_group_job_whose_name_is_no_service_name_or_that_is_served_is_refused_with_e
          starting with a letter and ending with a letter or digit): its group's headless Service \
          is named after it"
     );
+    // A served job may span nodes: each replica is a group.
     let out = vramfit(&["plan", "-"], &job("chat", ", serve: {}"));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("a served job cannot span nodes yet"),
-        "{}",
-        stderr(&out)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Such a name is fine on one node, and a DNS-1035 name on several.
     let one = "apiVersion: vramfit.io/v1alpha1\nkind: InferenceJob\nmetadata: {name: 7b-chat.v2}\n";
     let out = vramfit(&["plan", "-"], &format!("{one}spec: {{{MISTRAL}}}\n"));
@@ -490,11 +486,6 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "spec",
             spec(json!({"runtime": "custom", "serve": {"port": 8080}})),
             "serve.healthPath is required for runtime transformers and custom",
-        ),
-        (
-            "spec",
-            spec(json!({"serve": {}, "gpus": {"maxNodes": 2}})),
-            "a served job cannot span nodes yet",
         ),
         (
             "spec.model",

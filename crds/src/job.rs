@@ -102,7 +102,6 @@ use crate::tuning::{TuningFallback, TuningSpec};
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.allowedQuantizations)").message("a tuning job chooses its method with tuning.method (qlora trains on a 4-bit base), not allowedQuantizations"))]
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.contextLength)").message("a tuning job sets tuning.sequenceLength, not contextLength"))]
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.serve)").message("a job is either served (spec.serve) or fine-tuned (spec.tuning), not both: a tuning job trains and ends; serve its adapter or weights from a separate InferenceJob"))]
-#[x_kube(validation = Rule::new("!has(self.serve) || !has(self.gpus.maxNodes) || self.gpus.maxNodes <= 1").message("a served job cannot span nodes yet (gpus.maxNodes above 1 is for batch and tuning jobs): served groups are not supported; keep gpus.maxNodes at 1"))]
 #[x_kube(validation = Rule::new("has(self.serve) == has(oldSelf.serve)").message("a batch job cannot become a served job, nor a served job a batch job (kubectl scale sets spec.serve.replicas): create a new InferenceJob"))]
 #[x_kube(validation = Rule::new("!has(self.serve) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.healthPath)").message("serve.healthPath is required for runtime transformers and custom (vLLM and llama.cpp answer GET /health)"))]
 #[serde(rename_all = "camelCase")]

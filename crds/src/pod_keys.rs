@@ -63,6 +63,20 @@ pub fn group_pod_name(job_name: &str, attempt: u32, rank: u32) -> String {
     name_with_suffix(job_name, &format!("-{attempt}-{rank}"))
 }
 
+/// The name of the group that serves as pod number `incarnation` of a served job's replica
+/// `slot` (also its headless Service and NetworkPolicy): the replica's pod name,
+/// `<job>-r<slot>-<incarnation>`.
+pub fn replica_group_name(job_name: &str, slot: u32, incarnation: u32) -> String {
+    replica_pod_name(job_name, slot, incarnation)
+}
+
+/// The name of rank `rank`'s pod in the group of a served job's replica `slot`, number
+/// `incarnation`: `<job>-r<slot>-<incarnation>-<rank>` (long job names truncated with a hash,
+/// as [`pod_name`]).
+pub fn replica_group_pod_name(job_name: &str, slot: u32, incarnation: u32, rank: u32) -> String {
+    name_with_suffix(job_name, &format!("-r{slot}-{incarnation}-{rank}"))
+}
+
 fn name_with_suffix(job_name: &str, suffix: &str) -> String {
     let plain = format!("{job_name}{suffix}");
     if plain.len() <= MAX_NAME {
@@ -133,5 +147,12 @@ mod tests {
             "{replica}"
         );
         assert_ne!(replica, replica_pod_name(&long_b, 12, 345));
+        assert_eq!(replica_group_name("chat", 2, 7), "chat-r2-7");
+        assert_eq!(replica_group_pod_name("chat", 2, 7, 1), "chat-r2-7-1");
+        let member = replica_group_pod_name(&long_a, 12, 345, 15);
+        assert!(
+            member.len() <= 63 && member.ends_with("-r12-345-15"),
+            "{member}"
+        );
     }
 }

@@ -173,6 +173,11 @@ pub struct ReplicaStatus {
     /// The pod a rolling update started for this slot: it replaces `podName` once Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub surge: Option<SurgePod>,
+    /// A replica that spans nodes (`gpus.maxNodes` above 1): its group's pods, one per node,
+    /// rank 0 the leader (`podName` names the group: `<job>-r<slot>-<n>`, its pods
+    /// `<job>-r<slot>-<n>-<rank>`). Empty for a replica of one pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<crate::group::GroupMember>,
 }
 
 /// A rolling update's new pod for a slot, until it replaces the old one.

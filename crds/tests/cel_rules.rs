@@ -374,10 +374,10 @@ fn a_job_is_never_both_served_and_a_tuning_job() {
     );
 }
 
-/// A job that may span nodes is a batch or tuning job for now, and its name starts its
+/// A job that may span nodes may be served (each replica a group), and its name starts its
 /// group's headless Service's name (a DNS-1035 label).
 #[test]
-fn a_group_job_is_not_served_and_its_name_is_a_service_name() {
+fn a_group_job_may_be_served_and_its_name_is_a_service_name() {
     let schema = schema::<InferenceJob>();
     let spec = |extra: Value| {
         let mut spec = json!({"model": {"preset": "mistral-7b-instruct-v0.3"}, "runtime": "vllm", "image": "x"});
@@ -386,12 +386,9 @@ fn a_group_job_is_not_served_and_its_name_is_a_service_name() {
         }
         spec
     };
+    // A served job's replicas may be groups (each replica a group of pods).
     let served = job(spec(json!({"gpus": {"maxNodes": 2}, "serve": {}})));
-    assert!(
-        rejection(&served).contains("a served job cannot span nodes yet"),
-        "{}",
-        rejection(&served)
-    );
+    assert!(validate(&schema, &served, None).is_ok());
     let mut dotted = job(spec(json!({"gpus": {"maxNodes": 2}})));
     dotted["metadata"]["name"] = json!("7b-chat.v2");
     assert!(

@@ -75,6 +75,8 @@ mod real_node_serving;
 mod scheduling;
 #[path = "scenarios/serving.rs"]
 mod serving;
+#[path = "scenarios/serving_groups.rs"]
+mod serving_groups;
 #[path = "scenarios/serving_owned.rs"]
 mod serving_owned;
 #[path = "scenarios/status_and_events.rs"]
@@ -226,6 +228,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("served-drain-evicts-while-a-replica-waits-for-room", |s| {
             Box::pin(serving_owned::drain_evicts_a_replica_while_another_waits_for_room(s))
+        }),
+        ("served-group-service-has-only-leaders", |s| {
+            Box::pin(serving_groups::served_group_service_has_only_leaders(s))
         }),
         // After the simulated scenarios: it checks the dashboards against what their operator did.
         ("dashboards-show-data", |s| {

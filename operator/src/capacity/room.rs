@@ -175,6 +175,14 @@ impl Capacity {
         }
     }
 
+    /// Takes `gpus` from each of `nodes` distinct nodes of `class` (a group, one pod per
+    /// node), the best-fitting first; [`Capacity::take`] for one node.
+    pub fn take_on(&mut self, class: &str, gpus: u32, nodes: u32) {
+        if let Some(room) = self.rooms.get_mut(class) {
+            room.take_distinct(gpus, nodes.max(1));
+        }
+    }
+
     /// Why `class` lacks `nodes` nodes with `gpus` free each, in one line ([`Capacity::shortage`]
     /// for one node).
     pub fn shortage_on(&self, class: &str, gpus: u32, nodes: u32) -> String {
@@ -233,5 +241,24 @@ impl ClassRoom {
             }
         }
         *self.free.entry(free - gpus).or_default() += 1;
+    }
+
+    /// Best fit on `nodes` distinct nodes: the nodes are chosen before any gives its GPUs up,
+    /// so that one node's remainder is never taken twice.
+    fn take_distinct(&mut self, gpus: u32, nodes: u32) {
+        let mut chosen = Vec::new();
+        for (free, count) in self.free.range(gpus..) {
+            let wanted = (nodes as usize).saturating_sub(chosen.len());
+            chosen.extend(std::iter::repeat_n(*free, (*count).min(wanted)));
+        }
+        for free in chosen {
+            if let Some(count) = self.free.get_mut(&free) {
+                *count -= 1;
+                if *count == 0 {
+                    self.free.remove(&free);
+                }
+            }
+            *self.free.entry(free - gpus).or_default() += 1;
+        }
     }
 }

@@ -472,3 +472,31 @@ fn a_group_counts_distinct_nodes_with_the_gpus_of_one_pod_free() {
     assert_eq!(capacity.nodes_with_room("a10g-x4", 4), 1);
     assert!(!capacity.has_room_on("a10g-x4", 4, 2));
 }
+
+/// A replica that is a group takes one pod's GPUs on as many distinct nodes: never twice the
+/// same node's remainder, so a second group does not count GPUs the first one holds.
+#[test]
+fn a_group_takes_its_gpus_on_distinct_nodes() {
+    let nodes = vec![
+        Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4)),
+        Arc::new(fixtures::gpu_node("a-2", "a10g", 4, 4)),
+    ];
+    let inventory = build_inventory(&nodes, &[]);
+    let job = fixtures::job("big", fixtures::vllm_mistral_spec());
+    let mut capacity = Capacity::compute(
+        &inventory,
+        &GpuUsage::default(),
+        &[],
+        &PodConstraints::of_job(&job),
+        &|_| true,
+    );
+    assert!(capacity.has_room_on("a10g-x4", 2, 2));
+    capacity.take_on("a10g-x4", 2, 2);
+    assert_eq!(
+        capacity.nodes_with_room("a10g-x4", 2),
+        2,
+        "2 GPUs left on each"
+    );
+    capacity.take_on("a10g-x4", 2, 2);
+    assert!(!capacity.has_room("a10g-x4", 1), "both nodes full");
+}

@@ -174,7 +174,7 @@ pub async fn delete_stale_objects(
     Ok(())
 }
 
-async fn write_checked<K>(
+pub(crate) async fn write_checked<K>(
     api: &Api<K>,
     write: &ObjectWrite<K>,
     job: &InferenceJob,

@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Affinity, EnvVar, Pod, PodAffinityTerm, PodAntiAffinity};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use vramfit_api::Plan;
-use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL, group_name, group_pod_name};
+use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL};
 use vramfit_planner::JobInput;
 use vramfit_planner::group::launch::{RankAddress, for_rank};
+
+use super::names::GroupOf;
 
 use crate::reconcile::build::BuildError;
 
@@ -28,18 +30,31 @@ pub fn group_pods(
     job_name: &str,
     attempt: u32,
 ) -> Result<Vec<Pod>, BuildError> {
+    let group = GroupOf::Attempt {
+        job: job_name,
+        attempt,
+    };
+    group_pods_of(base, input, plan, &group)
+}
+
+/// The pods of `group` (any kind: an attempt's, a served replica's), rank 0 first, built
+/// from `base` as [`group_pods`] says.
+pub fn group_pods_of(
+    base: &Pod,
+    input: &JobInput,
+    plan: &Plan,
+    group: &GroupOf<'_>,
+) -> Result<Vec<Pod>, BuildError> {
     let namespace = base
         .metadata
         .namespace
         .clone()
         .ok_or(BuildError::MissingObjectKey("metadata.namespace"))?;
-    let group = group_name(job_name, attempt);
     (0..plan.nodes())
         .map(|rank| {
             // Each rank's peers by DNS name: `<pod>.<group>.<namespace>`.
-            let address =
-                RankAddress::of_batch_group(job_name, &namespace, attempt, plan.nodes(), rank);
-            rank_pod(base, input, plan, &group, job_name, attempt, &address)
+            let address = group.address(&namespace, plan.nodes(), rank);
+            rank_pod(base, input, plan, group, &address)
         })
         .collect()
 }
@@ -48,13 +63,13 @@ fn rank_pod(
     base: &Pod,
     input: &JobInput,
     plan: &Plan,
-    group: &str,
-    job_name: &str,
-    attempt: u32,
+    group_of: &GroupOf<'_>,
     address: &RankAddress,
 ) -> Result<Pod, BuildError> {
     let mut pod = base.clone();
-    let name = group_pod_name(job_name, attempt, address.rank);
+    let group = group_of.name();
+    let group = group.as_str();
+    let name = group_of.member(address.rank);
     pod.metadata.name = Some(name.clone());
     let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
     labels.insert(GROUP_LABEL.to_string(), group.to_string());

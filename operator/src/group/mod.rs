@@ -34,11 +34,16 @@ use crate::reconcile::{apply as batch_apply, update_status};
 pub mod apply;
 pub mod build;
 pub mod decide;
+pub mod names;
 pub mod network_policy;
 pub mod observe;
+pub mod served;
+pub mod served_reconcile;
 pub mod service;
 pub mod state;
 
+#[cfg(test)]
+mod served_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -102,7 +107,7 @@ pub async fn reconcile_group(
 /// Tells the user that the group's Service or NetworkPolicy name is someone else's:
 /// `Degraded=True` (the status otherwise as it was: no attempt is recorded for a group that
 /// was not created) and a Warning event.
-async fn report_name_taken(job: &InferenceJob, ctx: &Context, kind: &str, name: &str) {
+pub(crate) async fn report_name_taken(job: &InferenceJob, ctx: &Context, kind: &str, name: &str) {
     let (Some(namespace), job_name) = (job.namespace(), job.name_any()) else {
         return;
     };

@@ -4,9 +4,11 @@
 //! Enforcement is the cluster's network plugin's: one that ignores NetworkPolicies (a plain
 //! bridge) leaves the ports open.
 use k8s_openapi::api::networking::v1::{
-    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicySpec,
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use vramfit_api::InferenceJob;
 
@@ -19,6 +21,25 @@ use crate::serving::service::{controlled_by, labels_hold, owner};
 pub fn desired_network_policy(
     job: &InferenceJob,
     group: &str,
+) -> Result<NetworkPolicy, BuildError> {
+    network_policy_of(job, group, None)
+}
+
+/// The NetworkPolicy of `group`, a served replica's group: as [`desired_network_policy`], and
+/// the server's `port` (TCP) open to any client, as the job's Service sends them there (the
+/// leader serves on it; a worker listens on it for nothing).
+pub fn desired_served_network_policy(
+    job: &InferenceJob,
+    group: &str,
+    port: u16,
+) -> Result<NetworkPolicy, BuildError> {
+    network_policy_of(job, group, Some(port))
+}
+
+fn network_policy_of(
+    job: &InferenceJob,
+    group: &str,
+    served_port: Option<u16>,
 ) -> Result<NetworkPolicy, BuildError> {
     let namespace = job
         .namespace()
@@ -38,13 +59,24 @@ pub fn desired_network_policy(
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(members.clone()),
             policy_types: Some(vec!["Ingress".to_string()]),
-            ingress: Some(vec![NetworkPolicyIngressRule {
-                from: Some(vec![NetworkPolicyPeer {
-                    pod_selector: Some(members),
-                    ..NetworkPolicyPeer::default()
-                }]),
-                ports: None,
-            }]),
+            ingress: Some(
+                std::iter::once(NetworkPolicyIngressRule {
+                    from: Some(vec![NetworkPolicyPeer {
+                        pod_selector: Some(members),
+                        ..NetworkPolicyPeer::default()
+                    }]),
+                    ports: None,
+                })
+                .chain(served_port.map(|port| NetworkPolicyIngressRule {
+                    from: None,
+                    ports: Some(vec![NetworkPolicyPort {
+                        port: Some(IntOrString::Int(i32::from(port))),
+                        protocol: Some("TCP".to_string()),
+                        end_port: None,
+                    }]),
+                }))
+                .collect(),
+            ),
             egress: None,
         }),
     })
@@ -81,5 +113,22 @@ mod tests {
         let mut opened = policy.clone();
         opened.spec.as_mut().unwrap().ingress = Some(vec![NetworkPolicyIngressRule::default()]);
         assert!(!as_desired(&opened, &policy, &job), "an edit is put back");
+    }
+
+    #[test]
+    fn a_served_group_s_policy_also_opens_the_server_s_port_to_its_clients() {
+        let job = group_job("chat", 2);
+        let policy = desired_served_network_policy(&job, "chat-r0-1", 8000).unwrap();
+        assert_eq!(
+            serde_json::to_value(policy.spec.as_ref().unwrap()).unwrap(),
+            json!({
+                "podSelector": { "matchLabels": { "vramfit.io/group": "chat-r0-1" } },
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    { "from": [{ "podSelector": { "matchLabels": { "vramfit.io/group": "chat-r0-1" } } }] },
+                    { "ports": [{ "port": 8000, "protocol": "TCP" }] }
+                ]
+            })
+        );
     }
 }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use vramfit_api::group::MAX_GROUP_NODES;
-use vramfit_api::pod_keys::{group_name, group_pod_name};
 
+use super::names::GroupOf;
 use crate::reconcile::build::recorded_plan;
 use crate::reconcile::decide::PodSeen;
 use crate::reconcile::pod_outcome::{PodState, classify};
@@ -52,12 +52,36 @@ pub fn group_seen(
     pods: &dyn Fn(&str) -> PodSeen,
     deleting: &dyn Fn(&str) -> bool,
 ) -> GroupSeen {
+    let group = GroupOf::Attempt {
+        job: job_name,
+        attempt,
+    };
+    group_seen_of(&group, Ends::WithTheLeader, pods, deleting)
+}
+
+/// When a member that exited well ends its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ends {
+    /// A batch run: a worker done before the leader waits for it; the leader's success ends
+    /// the group well.
+    WithTheLeader,
+    /// A server: any member that exits, even well, ends the group (it serves no more).
+    WithAnyMember,
+}
+
+/// How `group` stands, as [`group_seen`] says, with `ends` saying what a member's exit means.
+pub fn group_seen_of(
+    group_of: &GroupOf<'_>,
+    ends: Ends,
+    pods: &dyn Fn(&str) -> PodSeen,
+    deleting: &dyn Fn(&str) -> bool,
+) -> GroupSeen {
     let seen = |seen| GroupSeen { seen, cause: None };
     // Every rank a group may have: a group's size is in its pods' plan, which a missing
     // leader cannot tell.
     let members: Vec<(u32, String, PodSeen)> = (0..MAX_GROUP_NODES)
         .map(|rank| {
-            let name = group_pod_name(job_name, attempt, rank);
+            let name = group_of.member(rank);
             let found = pods(&name);
             (rank, name, found)
         })
@@ -89,7 +113,7 @@ pub fn group_seen(
             _ => None,
         })
         .collect();
-    let group = group_name(job_name, attempt);
+    let group = group_of.name();
     let leader = observed.iter().find(|(rank, _, _)| *rank == 0);
     let template = leader
         .or(observed.first())
@@ -106,9 +130,12 @@ pub fn group_seen(
     {
         return seen(PodSeen::Observed(Arc::new(as_group(pod))));
     }
-    let failed = observed
-        .iter()
-        .find(|(_, _, pod)| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"));
+    let ended = |pod: &Pod| match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Failed") => true,
+        Some("Succeeded") => ends == Ends::WithAnyMember,
+        _ => false,
+    };
+    let failed = observed.iter().find(|(_, _, pod)| ended(pod));
     if let Some((rank, name, pod)) = failed {
         return GroupSeen {
             seen: PodSeen::Observed(Arc::new(as_group(pod))),
@@ -119,7 +146,7 @@ pub fn group_seen(
         };
     }
     let lost = (0..size).find_map(|rank| {
-        let name = group_pod_name(job_name, attempt, rank);
+        let name = group_of.member(rank);
         match members.iter().find(|(r, _, _)| *r == rank) {
             None => Some((rank, name, "is gone")),
             Some((_, _, PodSeen::Observed(pod)))

@@ -145,6 +145,13 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates;
     // its replicas are planned from the same filled numbers.
     if let Some(serve) = &job.spec.serve {
+        // Replicas that may span nodes: each replica a group of pods (`group/served.rs`).
+        if job.spec.gpus.max_nodes > 1 {
+            return crate::group::served_reconcile::reconcile_served_group(
+                job, serve, ctx, resolved,
+            )
+            .await;
+        }
         return crate::serving::reconcile_served(job, serve, ctx, resolved).await;
     }
     // A job that may span nodes runs each attempt as a group of pods (`group/`): the same

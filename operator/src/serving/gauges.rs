@@ -120,6 +120,7 @@ mod tests {
                     reason: None,
                     message: None,
                     surge: None,
+                    members: Vec::new(),
                 })
                 .collect(),
             ..Default::default()

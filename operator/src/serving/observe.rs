@@ -84,7 +84,31 @@ impl ServedSnapshot<'_> {
     /// The next state of the job from this snapshot (pure: [`next_served`]).
     pub fn decide(&self, now: Time) -> Result<ServedDecision, BuildError> {
         let pods = |name: &str| self.base.pod(name);
-        let capacity = || self.base.capacity();
+        self.decide_as(now, &pods, &self.owned, &[])
+    }
+
+    /// The names of the pods the job controls that are not being deleted.
+    pub fn owned(&self) -> &[String] {
+        &self.owned
+    }
+
+    /// [`Self::decide`] with the pods seen through `pods` and `owned` (a job whose replicas
+    /// are groups shows each group as one pod: `group::served`), and the GPUs of the pods
+    /// `leaving` (deleted by this decision whatever it decides) counted as free.
+    pub fn decide_as(
+        &self,
+        now: Time,
+        pods: &dyn Fn(&str) -> crate::reconcile::decide::PodSeen,
+        owned: &[String],
+        leaving: &[String],
+    ) -> Result<ServedDecision, BuildError> {
+        let capacity = || {
+            if leaving.is_empty() {
+                self.base.capacity()
+            } else {
+                self.base.capacity_without(leaving)
+            }
+        };
         let requeues = &self.ctx.settings.requeues;
         let deadline = self
             .job
@@ -100,8 +124,8 @@ impl ServedSnapshot<'_> {
             job: self.job,
             serve: self.serve,
             input: self.base.input(),
-            pods: &pods,
-            owned: &self.owned,
+            pods,
+            owned,
             terminating: self.terminating,
             inventory: self.base.inventory(),
             capacity: &capacity,

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use vramfit_api::InferenceJob;
 
 use super::ownership::ObjectWrite;
-use super::service::{controlled_by, labels_hold, object_labels, owner, selector};
+use super::service::{controlled_by, labels_hold, object_labels, owner, serving_selector};
 use crate::reconcile::build::BuildError;
 
 /// The live replicas from which a served job gets a PodDisruptionBudget.
@@ -49,7 +49,7 @@ pub fn desired_pdb(
         spec: Some(PodDisruptionBudgetSpec {
             min_available: Some(IntOrString::Int(min_available)),
             selector: Some(LabelSelector {
-                match_labels: Some(selector(job)?),
+                match_labels: Some(serving_selector(job)?),
                 match_expressions: None,
             }),
             // A replica that is not Ready (crash-looping, loading) may always be evicted: it

@@ -2,7 +2,8 @@
 //! that class still has room for its plan; otherwise, and for a new replica or a surge pod,
 //! the batch placement chooses ([`choose`]: every class planned, the best with room by the
 //! job's preference). With `replicaClasses: Single`, only the class of the job's replicas.
-//! Each placement takes its GPUs from the capacity, so several replicas placed in one reconcile
+//! A replica whose plan spans nodes needs that many distinct nodes of its class with room
+//! (all or nothing). Each placement takes its GPUs from the capacity, so several replicas placed in one reconcile
 //! do not count the same free GPUs twice.
 use vramfit_api::{Fallback, Plan};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
@@ -34,9 +35,9 @@ pub fn place(
         .and_then(|name| inventory.class(name));
     if let Some(class) = preferred
         && let Ok(plan) = plan_for_class(job, class, fallback)
-        && capacity.has_room(&class.name, plan.gpu_count)
+        && capacity.has_room_on(&class.name, plan.gpu_count, plan.nodes())
     {
-        capacity.take(&class.name, plan.gpu_count);
+        capacity.take_on(&class.name, plan.gpu_count, plan.nodes());
         return Ok((plan, class.clone()));
     }
     let restricted;
@@ -54,7 +55,8 @@ pub fn place(
         None => job,
     };
     let Choice { plan, class, .. } = choose(job, inventory, capacity, fallback, &[])?;
-    capacity.take(&class.name, plan.gpu_count);
+    // A replica that is a group takes one pod's GPUs on each of its nodes.
+    capacity.take_on(&class.name, plan.gpu_count, plan.nodes());
     Ok((plan, class))
 }
 

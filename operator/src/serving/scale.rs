@@ -101,6 +101,7 @@ impl Draft<'_> {
                 retry_after: None,
                 reason: None,
                 surge: None,
+                members: Vec::new(),
             });
         }
         self.lines.sort_by_key(|l| l.slot);

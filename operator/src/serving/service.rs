@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
-use vramfit_api::pod_keys::{APP_NAME, JOB_LABEL, JOB_UID_LABEL, label_value};
+use vramfit_api::pod_keys::{APP_NAME, GROUP_RANK_LABEL, JOB_LABEL, JOB_UID_LABEL, label_value};
 use vramfit_api::{InferenceJob, ServeSpec};
 
 use crate::reconcile::build::BuildError;
@@ -26,6 +26,18 @@ pub fn selector(job: &InferenceJob) -> Result<BTreeMap<String, String>, BuildErr
         (JOB_LABEL.to_string(), label_value(&job.name_any())),
         (JOB_UID_LABEL.to_string(), uid),
     ]))
+}
+
+/// The labels that select the pods that serve a job's clients: [`selector`]'s, and for a job
+/// whose replicas are groups (`gpus.maxNodes` above 1) the leaders' rank: a group's workers
+/// are the leader's, not the clients'. The Service, the PodDisruptionBudget (one per replica)
+/// and `status.selector` use it; a job of one-pod replicas keeps [`selector`] exactly.
+pub fn serving_selector(job: &InferenceJob) -> Result<BTreeMap<String, String>, BuildError> {
+    let mut labels = selector(job)?;
+    if job.spec.gpus.max_nodes > 1 {
+        labels.insert(GROUP_RANK_LABEL.to_string(), "0".to_string());
+    }
+    Ok(labels)
 }
 
 /// The selector as `status.selector` (and `kubectl get pods -l`) writes it.
@@ -101,7 +113,7 @@ pub fn desired_service(job: &InferenceJob, serve: &ServeSpec) -> Result<Service,
         },
         spec: Some(ServiceSpec {
             type_: Some(serve.service_type.as_str().to_string()),
-            selector: Some(selector(job)?),
+            selector: Some(serving_selector(job)?),
             ports: Some(vec![ServicePort {
                 name: Some(PORT_NAME.to_string()),
                 port: i32::from(serve.port),

@@ -28,7 +28,9 @@ use super::decide::{Draft, ServedDecision};
 use super::ownership::ObjectWrite;
 use super::pdb::{PdbWrite, desired_pdb, pdb_write};
 use super::pod_state::{ReplicaPod, replica_pod as read_pod};
-use super::service::{ServiceSeen, compare, desired_service, endpoint, selector, selector_string};
+use super::service::{
+    ServiceSeen, compare, desired_service, endpoint, selector_string, serving_selector,
+};
 use crate::events::JobEvent;
 use crate::reconcile::decide::PodSeen;
 
@@ -112,7 +114,9 @@ impl Draft<'_> {
         status.ready_replicas = Some(ready);
         status.ready = Some(format!("{ready}/{desired}"));
         status.endpoint = Some(endpoint(self.obs.job, self.obs.serve));
-        status.selector = selector(self.obs.job).ok().map(|s| selector_string(&s));
+        status.selector = serving_selector(self.obs.job)
+            .ok()
+            .map(|s| selector_string(&s));
         let mut classes: Vec<&str> = self.lines.iter().map(|l| l.node_class.as_str()).collect();
         classes.sort_unstable();
         classes.dedup();

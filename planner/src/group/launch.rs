@@ -3,7 +3,9 @@
 //! (docs/runtime-contracts.md, "Groups across nodes").
 use vramfit_api::Plan;
 use vramfit_api::group::GroupEngine;
-use vramfit_api::pod_keys::{group_name, group_pod_name};
+use vramfit_api::pod_keys::{
+    group_name, group_pod_name, replica_group_name, replica_group_pod_name,
+};
 
 use crate::group::{llamacpp_rpc, torchrun, vllm_ray};
 use crate::job_input::JobInput;
@@ -32,12 +34,38 @@ impl RankAddress {
         rank: u32,
     ) -> Self {
         let group = group_name(job_name, attempt);
-        let address = |r: u32| {
-            format!(
-                "{}.{group}.{namespace}",
-                group_pod_name(job_name, attempt, r)
-            )
-        };
+        Self::of_group(
+            &group,
+            &|r| group_pod_name(job_name, attempt, r),
+            namespace,
+            nodes,
+            rank,
+        )
+    }
+
+    /// The address of `rank` in the group of `nodes` pods that serves as pod number
+    /// `incarnation` of a served job's replica `slot` (names of `vramfit_api::pod_keys`).
+    pub fn of_replica_group(
+        job_name: &str,
+        namespace: &str,
+        (slot, incarnation): (u32, u32),
+        nodes: u32,
+        rank: u32,
+    ) -> Self {
+        let group = replica_group_name(job_name, slot, incarnation);
+        let member = |r| replica_group_pod_name(job_name, slot, incarnation, r);
+        Self::of_group(&group, &member, namespace, nodes, rank)
+    }
+
+    /// `<member(r)>.<group>.<namespace>` for every rank `r` of a group of `nodes` pods.
+    fn of_group(
+        group: &str,
+        member: &dyn Fn(u32) -> String,
+        namespace: &str,
+        nodes: u32,
+        rank: u32,
+    ) -> Self {
+        let address = |r: u32| format!("{}.{group}.{namespace}", member(r));
         RankAddress {
             leader_address: address(0),
             rank,
@@ -128,4 +156,23 @@ pub(crate) fn flags(pairs: &[(&str, String)]) -> Vec<String> {
         .iter()
         .flat_map(|(name, value)| [name.to_string(), value.clone()])
         .collect()
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::RankAddress;
+
+    #[test]
+    fn a_replica_group_s_ranks_are_named_under_the_replica_s_group() {
+        let worker = RankAddress::of_replica_group("chat", "ml", (1, 4), 3, 2);
+        assert_eq!(worker.leader_address, "chat-r1-4-0.chat-r1-4.ml");
+        assert_eq!(worker.rank, 2);
+        assert_eq!(
+            worker.worker_addresses,
+            vec!["chat-r1-4-1.chat-r1-4.ml", "chat-r1-4-2.chat-r1-4.ml"]
+        );
+        let batch = RankAddress::of_batch_group("big", "ml", 3, 2, 0);
+        assert_eq!(batch.leader_address, "big-3-0.big-3.ml");
+        assert_eq!(batch.worker_addresses, vec!["big-3-1.big-3.ml"]);
+    }
 }

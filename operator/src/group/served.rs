@@ -1,0 +1,552 @@
+//! Served jobs whose replicas are groups (`spec.serve` with `gpus.maxNodes` above 1), pure.
+//! The serving pipeline (`serving::decide`) follows, replaces, rolls and scales replicas
+//! through one pod each; this module shows it each replica's group as that one pod and turns
+//! its one-pod decisions into the group's writes, as [`super::decide`] does for batch attempts:
+//!
+//! | the serving pipeline sees / decides | the group |
+//! |---|---|
+//! | pod `<job>-r<slot>-<n>` | group `<job>-r<slot>-<n>`: pods `<job>-r<slot>-<n>-<rank>`, seen as one pod by [`group_seen_of`] (a member failed, lost or exited: the replica ended; Ready: the leader's readiness, once every member runs) |
+//! | the job's pods | each group once, by its name |
+//! | create a pod with its plan | the group's headless Service and NetworkPolicy, then one pod per node ([`group_pods_of`]); the workers without the server's probes (the leader answers for the group) |
+//! | delete a pod | every pod of its group, then its Service and NetworkPolicy |
+//! | apply a pod's labels | every member's |
+//!
+//! The placement (`serving::placement`) asks for `plan.nodes()` distinct nodes with room, the
+//! job's Service and PodDisruptionBudget select the leaders only (`serving::service::
+//! serving_selector`), and each replica's status line lists its members.
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::ResourceExt;
+use vramfit_api::group::{GroupMember, MAX_GROUP_NODES};
+use vramfit_api::pod_keys::{SPEC_HASH_ANNOTATION, replica_group_name, replica_group_pod_name};
+use vramfit_api::{InferenceJob, InferenceJobStatus, Plan, ServeSpec};
+use vramfit_planner::JobInput;
+
+use super::build::group_pods_of;
+use super::names::GroupOf;
+use super::state::{Ends, group_seen_of};
+use super::{network_policy, service};
+use crate::reconcile::build::BuildError;
+use crate::reconcile::decide::PodSeen;
+use crate::serving::decide::ServedDecision;
+use crate::serving::ownership::ObjectWrite;
+use crate::serving::service::controlled_by;
+
+/// The replica (slot, incarnation) whose group is named `name`, for `job_name`'s groups.
+pub fn replica_of(job_name: &str, name: &str) -> Option<(u32, u32)> {
+    let (rest, incarnation) = name.rsplit_once('-')?;
+    let (_, slot) = rest.rsplit_once("-r")?;
+    let (slot, incarnation) = (slot.parse().ok()?, incarnation.parse().ok()?);
+    (replica_group_name(job_name, slot, incarnation) == name).then_some((slot, incarnation))
+}
+
+/// The group (its name) of `job_name`'s replica group pod `pod`, if it is one.
+/// (Read from the name's end: a long job name is shortened to fit each name, so the member's
+/// name does not start with the group's.)
+pub fn group_of_member(job_name: &str, pod: &str) -> Option<String> {
+    let mut parts = pod.rsplitn(3, '-');
+    let rank: u32 = parts.next()?.parse().ok()?;
+    let incarnation: u32 = parts.next()?.parse().ok()?;
+    let (_, slot) = parts.next()?.rsplit_once("-r")?;
+    let slot: u32 = slot.parse().ok()?;
+    (replica_group_pod_name(job_name, slot, incarnation, rank) == pod)
+        .then(|| replica_group_name(job_name, slot, incarnation))
+}
+
+/// How the serving pipeline sees `name`: a replica's group as one pod; any other name (a pod
+/// of one node left from before the job spanned nodes) as it is, with no spec hash, so that a
+/// rolling update replaces it with a group.
+pub fn seen_as_one_pod(
+    job_name: &str,
+    name: &str,
+    pods: &dyn Fn(&str) -> PodSeen,
+    deleting: &dyn Fn(&str) -> bool,
+) -> PodSeen {
+    if let Some((slot, incarnation)) = replica_of(job_name, name) {
+        let group = GroupOf::Replica {
+            job: job_name,
+            slot,
+            incarnation,
+        };
+        let seen = group_seen_of(&group, Ends::WithAnyMember, pods, deleting).seen;
+        if !matches!(seen, PodSeen::Absent) {
+            return seen;
+        }
+    }
+    match pods(name) {
+        PodSeen::Observed(pod) => {
+            let mut pod = Arc::unwrap_or_clone(pod);
+            if let Some(annotations) = pod.metadata.annotations.as_mut() {
+                annotations.remove(SPEC_HASH_ANNOTATION);
+            }
+            PodSeen::Observed(Arc::new(pod))
+        }
+        other => other,
+    }
+}
+
+/// The job's pods as the serving pipeline counts them: each group once, by its name.
+pub fn owned_as_groups(job_name: &str, owned: &[String]) -> Vec<String> {
+    let names: BTreeSet<String> = owned
+        .iter()
+        .map(|pod| group_of_member(job_name, pod).unwrap_or_else(|| pod.clone()))
+        .collect();
+    names.into_iter().collect()
+}
+
+/// What the served group reconcile observed beside the serving pipeline's view.
+pub struct ServedGroupObserved<'a> {
+    /// The job.
+    pub job: &'a InferenceJob,
+    /// Its `serve` section.
+    pub serve: &'a ServeSpec,
+    /// The validated spec.
+    pub input: Option<&'a JobInput>,
+    /// Looks a pod of the job's namespace up by name (members, not groups).
+    pub pods: &'a dyn Fn(&str) -> PodSeen,
+    /// Whether this process deleted a pod of that name lately.
+    pub deleting: &'a dyn Fn(&str) -> bool,
+    /// The job's pods (members) that are not being deleted.
+    pub owned: &'a [String],
+    /// Looks a Service of the namespace up by name.
+    pub service: &'a dyn Fn(&str) -> Option<Arc<Service>>,
+    /// Looks a NetworkPolicy of the namespace up by name.
+    pub network_policy: &'a dyn Fn(&str) -> Option<Arc<NetworkPolicy>>,
+    /// The job's group Services (name, uid).
+    pub owned_services: &'a [(String, String)],
+    /// The job's group NetworkPolicies (name, uid).
+    pub owned_network_policies: &'a [(String, String)],
+}
+
+/// A group's headless Service and NetworkPolicy writes.
+#[derive(Debug)]
+pub struct GroupObjects {
+    /// The group's name.
+    pub group: String,
+    /// Its Service.
+    pub service: ObjectWrite<Service>,
+    /// Its NetworkPolicy.
+    pub network_policy: ObjectWrite<NetworkPolicy>,
+}
+
+/// The serving decision in the groups' terms.
+#[derive(Debug)]
+pub struct ServedGroupDecision {
+    /// The serving decision, its pods the members (status lines list their groups' members).
+    pub served: ServedDecision,
+    /// The Service and NetworkPolicy of every group that has pods (written before its pods).
+    pub objects: Vec<GroupObjects>,
+    /// Services of groups that have no pods left (deleted after the status write).
+    pub delete_services: Vec<ObjectWrite<Service>>,
+    /// NetworkPolicies of groups that have no pods left.
+    pub delete_network_policies: Vec<ObjectWrite<NetworkPolicy>>,
+}
+
+/// Turns the serving pipeline's one-pod decision into the groups' writes.
+pub fn into_groups(
+    obs: &ServedGroupObserved<'_>,
+    mut served: ServedDecision,
+) -> Result<ServedGroupDecision, BuildError> {
+    let job_name = obs.job.name_any();
+    let members_of = |group: &str| -> Vec<String> {
+        let mut members: Vec<String> = obs
+            .owned
+            .iter()
+            .filter(|pod| group_of_member(&job_name, pod).as_deref() == Some(group))
+            .cloned()
+            .collect();
+        members.sort();
+        members
+    };
+
+    // Deletions: every member of a deleted group.
+    let mut delete_pods = Vec::new();
+    for name in &served.delete_pods {
+        if replica_of(&job_name, name).is_some() {
+            delete_pods.extend(members_of(name));
+        }
+        if obs.owned.contains(name) {
+            // A pod of that very name (one node, from before the job spanned nodes).
+            delete_pods.push(name.clone());
+        }
+    }
+    // A group that ended keeps nothing worth its GPUs: its running members go at once.
+    delete_pods.extend(running_members_of_ended_groups(
+        &job_name,
+        obs.owned,
+        obs.pods,
+        obs.deleting,
+    ));
+    let mut seen_names = BTreeSet::new();
+    delete_pods.retain(|name| seen_names.insert(name.clone()));
+
+    // Creations: the group's pods, each with the plan.
+    let mut create_pods = Vec::new();
+    let mut created_groups = BTreeSet::new();
+    if let Some(input) = obs.input {
+        for (base, plan) in &served.create_pods {
+            let group_name = base.name_any();
+            let Some((slot, incarnation)) = replica_of(&job_name, &group_name) else {
+                continue;
+            };
+            let group = GroupOf::Replica {
+                job: &job_name,
+                slot,
+                incarnation,
+            };
+            for pod in replica_group_pods(base, input, plan, &group)? {
+                create_pods.push((pod, plan.clone()));
+            }
+            created_groups.insert(group_name);
+        }
+    }
+
+    // Metadata changes: every member's, built as the group's pods.
+    let mut apply_pods = Vec::new();
+    if let Some(input) = obs.input {
+        for base in &served.apply_pods {
+            let group_name = base.name_any();
+            let (Some((slot, incarnation)), Some(plan)) = (
+                replica_of(&job_name, &group_name),
+                crate::reconcile::build::recorded_plan(base),
+            ) else {
+                continue;
+            };
+            let group = GroupOf::Replica {
+                job: &job_name,
+                slot,
+                incarnation,
+            };
+            let existing = members_of(&group_name);
+            apply_pods.extend(
+                replica_group_pods(base, input, &plan, &group)?
+                    .into_iter()
+                    .filter(|pod| existing.contains(&pod.name_any())),
+            );
+        }
+    }
+
+    // Groups that keep or get pods: their objects stay or are written.
+    let mut live: BTreeSet<String> = obs
+        .owned
+        .iter()
+        .filter(|pod| !delete_pods.contains(pod))
+        .filter_map(|pod| group_of_member(&job_name, pod))
+        .collect();
+    live.extend(created_groups);
+    let mut objects = Vec::new();
+    for group in &live {
+        let desired_service = service::desired_service(obs.job, group)?;
+        let desired_policy =
+            network_policy::desired_served_network_policy(obs.job, group, obs.serve.port)?;
+        objects.push(GroupObjects {
+            group: group.clone(),
+            service: object_write(
+                obs.job,
+                (obs.service)(group),
+                desired_service,
+                service::as_desired,
+            ),
+            network_policy: object_write(
+                obs.job,
+                (obs.network_policy)(group),
+                desired_policy,
+                network_policy::as_desired,
+            ),
+        });
+    }
+    let stale = |objects: &[(String, String)]| -> Vec<(String, String)> {
+        let mut stale: Vec<(String, String)> = objects
+            .iter()
+            .filter(|(name, _)| !live.contains(name))
+            .cloned()
+            .collect();
+        stale.sort();
+        stale
+    };
+    let delete_services = stale(obs.owned_services)
+        .into_iter()
+        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
+        .collect();
+    let delete_network_policies = stale(obs.owned_network_policies)
+        .into_iter()
+        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
+        .collect();
+
+    list_members(&job_name, &mut served.status, obs.pods, &create_pods);
+    served.delete_pods = delete_pods;
+    served.create_pods = create_pods;
+    served.apply_pods = apply_pods;
+    Ok(ServedGroupDecision {
+        served,
+        objects,
+        delete_services,
+        delete_network_policies,
+    })
+}
+
+/// The pods of a replica's group from its one pod `base`: rank 0 serves (the server's port
+/// and probes: Ready once the model is loaded across the group); the workers run the engine's
+/// worker process, which does not answer the health route, so they have no probes.
+pub fn replica_group_pods(
+    base: &Pod,
+    input: &JobInput,
+    plan: &Plan,
+    group: &GroupOf<'_>,
+) -> Result<Vec<Pod>, BuildError> {
+    let mut pods = group_pods_of(base, input, plan, group)?;
+    for worker in pods.iter_mut().skip(1) {
+        if let Some(spec) = worker.spec.as_mut() {
+            for container in &mut spec.containers {
+                container.startup_probe = None;
+                container.readiness_probe = None;
+                container.liveness_probe = None;
+            }
+        }
+    }
+    Ok(pods)
+}
+
+/// Each replica line's members: rank, pod and node of its group's pods (those that exist or
+/// are created now).
+fn list_members(
+    job_name: &str,
+    status: &mut InferenceJobStatus,
+    pods: &dyn Fn(&str) -> PodSeen,
+    created: &[(Pod, Plan)],
+) {
+    for line in &mut status.replica_statuses {
+        let Some((slot, incarnation)) = replica_of(job_name, &line.pod_name) else {
+            line.members = Vec::new();
+            continue;
+        };
+        line.members = (0..MAX_GROUP_NODES)
+            .filter_map(|rank| {
+                let pod_name = replica_group_pod_name(job_name, slot, incarnation, rank);
+                let node_name = match pods(&pod_name) {
+                    PodSeen::Observed(pod) => pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .filter(|n| !n.is_empty()),
+                    PodSeen::Applied(_) => None,
+                    // Created by this decision, or no member of this rank.
+                    PodSeen::Absent | PodSeen::Foreign => {
+                        created.iter().find(|(p, _)| p.name_any() == pod_name)?;
+                        None
+                    }
+                };
+                Some(GroupMember {
+                    rank,
+                    pod_name,
+                    node_name,
+                })
+            })
+            .collect();
+    }
+}
+
+/// The running members of the job's groups that ended (a member failed, exited or is lost):
+/// such a group keeps nothing worth its GPUs, and its leader may still answer its health
+/// route, so they go at once, whenever the replica's next group comes (after a backoff, or
+/// when room frees up); the finished members stay for their logs until then. Their GPUs count
+/// as free for the replica's next group (`owned`: the job's pods not being deleted).
+pub fn running_members_of_ended_groups(
+    job_name: &str,
+    owned: &[String],
+    pods: &dyn Fn(&str) -> PodSeen,
+    deleting: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    let mut running = Vec::new();
+    for group in owned_as_groups(job_name, owned) {
+        let Some((slot, incarnation)) = replica_of(job_name, &group) else {
+            continue;
+        };
+        let replica = GroupOf::Replica {
+            job: job_name,
+            slot,
+            incarnation,
+        };
+        let seen = group_seen_of(&replica, Ends::WithAnyMember, pods, deleting);
+        if !matches!(&seen.seen, PodSeen::Observed(pod) if finished(pod)) {
+            continue;
+        }
+        let mut members: Vec<&String> = owned
+            .iter()
+            .filter(|pod| group_of_member(job_name, pod).as_deref() == Some(group.as_str()))
+            .filter(|name| !matches!(pods(name), PodSeen::Observed(pod) if finished(&pod)))
+            .collect();
+        members.sort();
+        running.extend(members.into_iter().cloned());
+    }
+    running
+}
+
+/// Whether a pod ended (it holds no GPUs).
+fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Keep an object that is the job's and as desired, apply the desired one onto the job's own
+/// that drifted (by uid), create it where the store shows none of the job's.
+fn object_write<K: kube::Resource + Clone>(
+    job: &InferenceJob,
+    observed: Option<Arc<K>>,
+    desired: K,
+    as_desired: fn(&K, &K, &InferenceJob) -> bool,
+) -> ObjectWrite<K> {
+    match observed {
+        Some(observed) if as_desired(&observed, &desired, job) => ObjectWrite::Keep,
+        Some(observed)
+            if controlled_by(
+                observed
+                    .meta()
+                    .owner_references
+                    .as_deref()
+                    .unwrap_or_default(),
+                job,
+            ) =>
+        {
+            ObjectWrite::Apply {
+                uid: observed.meta().uid.clone().unwrap_or_default(),
+                object: Box::new(desired),
+            }
+        }
+        // Absent, or not shown as the job's: a create, which never takes over another's.
+        _ => ObjectWrite::Create(Box::new(desired)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[test]
+    fn a_replica_group_and_its_members_are_read_from_their_names() {
+        assert_eq!(replica_of("chat", "chat-r1-4"), Some((1, 4)));
+        assert_eq!(replica_of("chat", "chat-r1-4-0"), None, "a member");
+        assert_eq!(replica_of("chat-r1", "chat-r1-4"), None, "another job's");
+        assert_eq!(replica_of("chat", "chat-4"), None);
+        assert_eq!(
+            group_of_member("chat", "chat-r1-4-0").as_deref(),
+            Some("chat-r1-4")
+        );
+        assert_eq!(group_of_member("chat", "chat-r1-4"), None, "a group");
+        let long = "c".repeat(70);
+        let member = replica_group_pod_name(&long, 3, 12, 1);
+        assert_eq!(
+            group_of_member(&long, &member),
+            Some(replica_group_name(&long, 3, 12))
+        );
+        assert_eq!(
+            owned_as_groups(
+                "chat",
+                &[
+                    "chat-r0-1-1".into(),
+                    "chat-r0-1-0".into(),
+                    "chat-r1-2-0".into(),
+                    "stray".into()
+                ]
+            ),
+            vec!["chat-r0-1", "chat-r1-2", "stray"]
+        );
+    }
+
+    /// The group's pods of replica 0, number 1, created: Qwen-like plan on two nodes.
+    fn group() -> (Vec<Pod>, Pod) {
+        let mut spec = fixtures::vllm_mistral_spec();
+        spec.gpus.max_nodes = 2;
+        spec.serve = Some(ServeSpec::default());
+        let job = fixtures::job("chat", spec);
+        let input = vramfit_planner::resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = crate::group::testing::two_node_plan(&input, &class);
+        let serve = job.spec.serve.clone().unwrap();
+        let base =
+            crate::serving::pod::replica_pod(&job, &input, &serve, &plan, &class, (0, 1)).unwrap();
+        let group = GroupOf::Replica {
+            job: "chat",
+            slot: 0,
+            incarnation: 1,
+        };
+        let pods = replica_group_pods(&base, &input, &plan, &group)
+            .unwrap()
+            .into_iter()
+            .map(fixtures::created)
+            .collect();
+        (pods, base)
+    }
+
+    fn seen(pods: &[Pod]) -> PodSeen {
+        let lookup = |name: &str| match pods.iter().find(|p| p.name_any() == name) {
+            Some(pod) => PodSeen::Observed(Arc::new(pod.clone())),
+            None => PodSeen::Absent,
+        };
+        seen_as_one_pod("chat", "chat-r0-1", &lookup, &|_| false)
+    }
+
+    fn ready(pod: Pod, node: &str) -> Pod {
+        let mut pod = fixtures::as_running(pod, node);
+        pod.status.get_or_insert_default().conditions =
+            Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]);
+        pod
+    }
+
+    fn replica(seen: &PodSeen) -> crate::serving::pod_state::ReplicaPod {
+        match seen {
+            PodSeen::Observed(pod) => {
+                assert_eq!(pod.name_any(), "chat-r0-1", "the group's name");
+                crate::serving::pod_state::replica_pod(pod)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_replica_is_ready_when_its_leader_is_and_every_member_runs() {
+        let (pods, base) = group();
+        assert_eq!(pods.len(), 2);
+        let probes = |pod: &Pod| {
+            pod.spec.as_ref().unwrap().containers[0]
+                .readiness_probe
+                .clone()
+        };
+        assert!(probes(&pods[0]).is_some(), "the leader serves");
+        assert!(probes(&pods[1]).is_none(), "a worker has no health route");
+        assert_eq!(
+            crate::reconcile::build::recorded_spec_hash(&pods[1]),
+            crate::reconcile::build::recorded_spec_hash(&base),
+            "the one pod's hash: a spec change rolls the group as it would the pod"
+        );
+        let leader = ready(pods[0].clone(), "a-1");
+        let pending = fixtures::as_pending(pods[1].clone(), None);
+        assert!(!replica(&seen(&[leader.clone(), pending])).is_ready());
+        let worker = fixtures::as_running(pods[1].clone(), "a-2");
+        assert!(replica(&seen(&[leader.clone(), worker.clone()])).is_ready());
+        let loading = fixtures::as_running(pods[0].clone(), "a-1");
+        assert!(
+            !replica(&seen(&[loading, worker])).is_ready(),
+            "the leader's readiness"
+        );
+        let exited = fixtures::as_succeeded(pods[1].clone(), "a-2");
+        assert!(
+            matches!(
+                replica(&seen(&[leader, exited])),
+                crate::serving::pod_state::ReplicaPod::Ended(_)
+            ),
+            "a server's worker that exits ends the replica"
+        );
+        assert!(matches!(seen(&[]), PodSeen::Absent));
+    }
+}

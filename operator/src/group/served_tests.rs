@@ -1,0 +1,501 @@
+//! The real `reconcile` of a served job whose replicas are groups against the mock API
+//! server: every request in order (ended groups' pods deleted first, then each group's
+//! Service and NetworkPolicy, then the new pods, the job's Service and budget, the status, the
+//! events, and last the objects of groups whose pods are gone).
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use vramfit_api::{Fallback, InferenceJob, ServeSpec};
+use vramfit_planner::{plan_for_class, resolve_job};
+
+use super::network_policy::desired_served_network_policy;
+use super::service::desired_service;
+use crate::fixtures::{self, NAMESPACE};
+use crate::reconcile::tests::{created_pod, run, with_status};
+use crate::serving::state::ServingWriters;
+use crate::stores::StoreWriters;
+use crate::verifier::{ApiServerVerifier, test_context_with_serving};
+
+fn services() -> String {
+    format!("/api/v1/namespaces/{NAMESPACE}/services")
+}
+
+fn policies() -> String {
+    format!("/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies")
+}
+
+fn pdbs() -> String {
+    format!("/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets")
+}
+
+/// Qwen3-32B in 16 bits on vLLM, two replicas, each allowed two nodes: it needs two A10G×2
+/// nodes per replica.
+fn served_group_job() -> InferenceJob {
+    served_group_job_quantized(&["none"])
+}
+
+/// [`served_group_job`] allowed the `quantizations`.
+fn served_group_job_quantized(quantizations: &[&str]) -> InferenceJob {
+    let mut spec = fixtures::spec_from_json(
+        r#"{"model": {"preset": "qwen3-32b"}, "runtime": "vllm",
+            "image": "vllm/vllm-openai:v0.10.2",
+            "contextLength": 2048, "gpus": {"max": 2, "maxNodes": 2}}"#,
+    );
+    spec.allowed_quantizations = Some(
+        quantizations
+            .iter()
+            .map(|q| serde_json::from_value(json!(q)).unwrap())
+            .collect(),
+    );
+    spec.serve = Some(ServeSpec {
+        replicas: 2,
+        ..ServeSpec::default()
+    });
+    fixtures::job("chat", spec)
+}
+
+/// `nodes` A10G×2 nodes, `a-1`….
+fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters, nodes: u32) {
+    for node in 1..=nodes {
+        writers.apply_node(fixtures::gpu_node(&format!("a-{node}"), "a10g", 2, 2));
+    }
+    writers.mark_ready();
+    serving.mark_ready();
+}
+
+fn ready(pod: Pod, node: &str) -> Pod {
+    let mut pod = fixtures::as_running(pod, node);
+    pod.status.get_or_insert_default().conditions = Some(vec![PodCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        ..PodCondition::default()
+    }]);
+    pod
+}
+
+/// The group's Service and NetworkPolicy in the stores, as created.
+fn objects_in_store(serving: &mut ServingWriters, job: &InferenceJob, group: &str) {
+    let mut service = desired_service(job, group).unwrap();
+    service.metadata.uid = Some(ApiServerVerifier::object_uid(group));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(service));
+    let mut policy = desired_served_network_policy(job, group, 8000).unwrap();
+    policy.metadata.uid = Some(ApiServerVerifier::object_uid(group));
+    serving
+        .network_policies
+        .apply_watcher_event(&watcher::Event::Apply(policy));
+}
+
+/// The first reconcile's writes, in order.
+struct First {
+    services: Vec<Value>,
+    policies: Vec<Value>,
+    pods: Vec<Value>,
+    service: Value,
+    pdb: Value,
+    status: Value,
+}
+
+async fn first(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    job: &InferenceJob,
+) -> First {
+    let mut out = First {
+        services: Vec::new(),
+        policies: Vec::new(),
+        pods: Vec::new(),
+        service: Value::Null,
+        pdb: Value::Null,
+        status: Value::Null,
+    };
+    run(ctx, job, api, async |api| {
+        for group in ["chat-r0-1", "chat-r1-2"] {
+            out.services
+                .push(api.object_create_only(&services(), group).await);
+            out.policies
+                .push(api.object_create_only(&policies(), group).await);
+        }
+        for pod in ["chat-r0-1-0", "chat-r0-1-1", "chat-r1-2-0", "chat-r1-2-1"] {
+            out.pods.push(api.pod_create(pod).await);
+        }
+        out.service = api.object_create(&services(), "chat").await;
+        out.pdb = api.object_create(&pdbs(), "chat").await;
+        out.status = api.status_apply(job).await;
+        api.events("chat", &["PodCreated", "PodCreated"]).await;
+    })
+    .await;
+    out
+}
+
+#[test]
+fn the_test_job_needs_two_nodes_per_replica() {
+    let job = served_group_job();
+    let input = resolve_job(&job.spec).unwrap();
+    let plan = plan_for_class(&input, &fixtures::class("a10g", 2), &Fallback::default()).unwrap();
+    assert_eq!(plan.nodes(), 2, "{plan:?}");
+}
+
+/// The first reconcile of two replicas of two nodes: per replica its group's headless
+/// Service and NetworkPolicy, then its two pods; the job's Service and budget select the
+/// leaders only; each replica's line lists its members.
+#[tokio::test]
+async fn a_first_reconcile_creates_each_replica_s_group_and_a_service_of_leaders() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let job = served_group_job();
+    let out = first(&ctx, &mut api, &job).await;
+    assert_eq!(
+        out.services[0]["spec"],
+        json!({ "clusterIP": "None", "publishNotReadyAddresses": true,
+                "selector": { "vramfit.io/group": "chat-r0-1" } })
+    );
+    assert_eq!(
+        out.policies[1]["spec"]["ingress"],
+        json!([{ "from": [{ "podSelector": { "matchLabels": { "vramfit.io/group": "chat-r1-2" } } }] },
+               { "ports": [{ "port": 8000, "protocol": "TCP" }] }])
+    );
+    let leader = &out.pods[0];
+    let worker = &out.pods[1];
+    assert_eq!(
+        leader["metadata"]["labels"]["vramfit.io/group"],
+        "chat-r0-1"
+    );
+    assert_eq!(leader["metadata"]["labels"]["vramfit.io/group-rank"], "0");
+    assert_eq!(leader["metadata"]["labels"]["vramfit.io/replica"], "0");
+    assert_eq!(worker["metadata"]["labels"]["vramfit.io/group-rank"], "1");
+    assert_eq!(worker["spec"]["hostname"], "chat-r0-1-1");
+    assert_eq!(worker["spec"]["subdomain"], "chat-r0-1");
+    let container = |pod: &Value| pod["spec"]["containers"][0].clone();
+    assert!(
+        container(leader)["readinessProbe"].is_object(),
+        "the leader answers for the group"
+    );
+    assert_eq!(
+        container(worker)["readinessProbe"],
+        Value::Null,
+        "a worker does not serve the health route"
+    );
+    let env = |pod: &Value, name: &str| {
+        container(pod)["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        env(worker, "LWS_LEADER_ADDRESS"),
+        Some(json!(format!("chat-r0-1-0.chat-r0-1.{NAMESPACE}")))
+    );
+    let leaders = json!({ "vramfit.io/job": "chat", "vramfit.io/job-uid": fixtures::uid("chat"),
+                          "vramfit.io/group-rank": "0" });
+    assert_eq!(out.service["spec"]["selector"], leaders);
+    assert_eq!(out.pdb["spec"]["selector"]["matchLabels"], leaders);
+    assert_eq!(out.pdb["spec"]["minAvailable"], 1, "replicas, not members");
+    let s = &out.status["status"];
+    assert_eq!(
+        s["selector"],
+        format!(
+            "vramfit.io/group-rank=0,vramfit.io/job=chat,vramfit.io/job-uid={}",
+            fixtures::uid("chat")
+        )
+    );
+    assert_eq!(s["replicaStatuses"][1]["podName"], "chat-r1-2");
+    assert_eq!(
+        s["replicaStatuses"][1]["members"],
+        json!([{ "rank": 0, "podName": "chat-r1-2-0" }, { "rank": 1, "podName": "chat-r1-2-1" }])
+    );
+}
+
+/// Two replicas of two nodes each, running and Ready on a-1…a-4, with the status the operator
+/// wrote for them and their objects in the stores.
+async fn serving_groups(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    writers: &mut StoreWriters,
+    serving: &mut ServingWriters,
+) -> (InferenceJob, Vec<Pod>) {
+    serving_groups_of(ctx, api, writers, serving, served_group_job()).await
+}
+
+/// [`serving_groups`] of `job`.
+async fn serving_groups_of(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    writers: &mut StoreWriters,
+    serving: &mut ServingWriters,
+    job: InferenceJob,
+) -> (InferenceJob, Vec<Pod>) {
+    let out = first(ctx, api, &job).await;
+    let job = with_status(&job, &out.status);
+    let pods: Vec<Pod> = out
+        .pods
+        .iter()
+        .zip(["a-1", "a-2", "a-3", "a-4"])
+        .map(|(body, node)| ready(created_pod(body), node))
+        .collect();
+    for pod in &pods {
+        writers.apply_pod(pod.clone());
+    }
+    for group in ["chat-r0-1", "chat-r1-2"] {
+        objects_in_store(serving, &job, group);
+    }
+    let mut service =
+        crate::serving::service::desired_service(&job, job.spec.serve.as_ref().unwrap()).unwrap();
+    service.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(service));
+    let live = crate::serving::pdb::desired_pdb(&job, 2).unwrap().unwrap();
+    let mut pdb = live;
+    pdb.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
+    serving
+        .pdbs
+        .apply_watcher_event(&watcher::Event::Apply(pdb));
+    let mut followed = Value::Null;
+    run(ctx, &job, api, async |api| {
+        followed = api.status_apply(&job).await;
+        api.events("chat", &["Available"]).await;
+    })
+    .await;
+    let s = &followed["status"];
+    assert_eq!(s["readyReplicas"], 2, "{s}");
+    assert_eq!(
+        s["replicaStatuses"][0]["members"],
+        json!([{ "rank": 0, "podName": "chat-r0-1-0", "nodeName": "a-1" },
+               { "rank": 1, "podName": "chat-r0-1-1", "nodeName": "a-2" }])
+    );
+    (with_status(&job, &followed), pods)
+}
+
+/// A restarted operator that finds every group, its objects, the Service and the budget in
+/// place writes nothing.
+#[tokio::test]
+async fn a_restart_with_everything_in_place_writes_nothing() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let (job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    run(&ctx, &job, &mut api, async |_| {}).await;
+}
+
+/// A worker lost from replica 1's group replaces that group whole, at once and with the same
+/// plan, where two more nodes have room: its leader is deleted, the new group gets its own
+/// Service, policy and pods, the old group's objects go; replica 0 is not touched.
+#[tokio::test]
+async fn a_lost_worker_replaces_only_its_replica_s_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 6);
+    let (job, pods) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.delete_pod(pods[3].clone());
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r1-2-0").await;
+        api.object_create_only(&services(), "chat-r1-3").await;
+        api.object_create_only(&policies(), "chat-r1-3").await;
+        api.pod_create("chat-r1-3-0").await;
+        api.pod_create("chat-r1-3-1").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["Disrupted", "PodCreated"]).await;
+        api.object_delete(&services(), "chat-r1-2").await;
+        api.object_delete(&policies(), "chat-r1-2").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["replicaStatuses"][0]["podName"], "chat-r0-1");
+    assert_eq!(
+        s["replicaStatuses"][0]["ready"], true,
+        "replica 0 serves on"
+    );
+    assert_eq!(s["replicaStatuses"][1]["podName"], "chat-r1-3");
+    assert_eq!(s["recentRestarts"][0]["reason"], "Disrupted");
+    assert!(
+        s["recentRestarts"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pod chat-r1-2-1 (rank 1) of group chat-r1-2 is gone"),
+        "{s}"
+    );
+}
+
+/// A worker that fails ends its group: the running leader leaves at once (it holds GPUs and
+/// must not stay in the endpoints), the failed worker stays for its logs while the replica
+/// backs off; replica 0 is not touched.
+#[tokio::test]
+async fn a_failed_worker_ends_its_group_and_its_leader_goes_at_once() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let (job, pods) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.apply_pod(fixtures::as_failed(
+        pods[3].clone(),
+        "a-4",
+        "Error",
+        1,
+        "RuntimeError: Ray worker lost its leader",
+    ));
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r1-2-0").await;
+        api.object_delete(&pdbs(), "chat").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["ReplicaFailed"]).await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["readyReplicas"], 1);
+    assert_eq!(s["replicaStatuses"][0]["ready"], true);
+    assert_eq!(s["replicaStatuses"][1]["reason"], "Failed");
+    assert!(
+        s["replicaStatuses"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("next pod in 10 s"),
+        "{s}"
+    );
+}
+
+/// Scaling down removes a replica's whole group: both its pods, then (after the status) its
+/// Service and policy; the budget goes below two replicas.
+#[tokio::test]
+async fn scaling_down_removes_a_replica_s_whole_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let (mut job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    if let Some(serve) = job.spec.serve.as_mut() {
+        serve.replicas = 1;
+    }
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r1-2-0").await;
+        api.pod_delete("chat-r1-2-1").await;
+        api.object_delete(&pdbs(), "chat").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["ScaledDown"]).await;
+        api.object_delete(&services(), "chat-r1-2").await;
+        api.object_delete(&policies(), "chat-r1-2").await;
+    })
+    .await;
+    let lines = status["status"]["replicaStatuses"].as_array().unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["podName"], "chat-r0-1");
+}
+
+/// A spec change rolls the replicas group by group: a Ready replica gets a surge group (its
+/// own Service, policy and pods, where two more nodes have room) and keeps serving meanwhile.
+#[tokio::test]
+async fn a_spec_change_rolls_a_replica_onto_a_surge_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 6);
+    let (mut job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    job.spec.image = "vllm/vllm-openai:v0.11.0".to_string();
+    let mut status = Value::Null;
+    let mut pods = Vec::new();
+    run(&ctx, &job, &mut api, async |api| {
+        api.object_create_only(&services(), "chat-r0-3").await;
+        api.object_create_only(&policies(), "chat-r0-3").await;
+        pods.push(api.pod_create("chat-r0-3-0").await);
+        pods.push(api.pod_create("chat-r0-3-1").await);
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(
+        pods[1]["spec"]["containers"][0]["image"],
+        "vllm/vllm-openai:v0.11.0"
+    );
+    let line = &status["status"]["replicaStatuses"][0];
+    assert_eq!(
+        line["podName"], "chat-r0-1",
+        "the old group serves meanwhile"
+    );
+    assert_eq!(line["ready"], true);
+    assert_eq!(line["surge"]["podName"], "chat-r0-3");
+
+    // The surge group Ready: it takes the slot, and the old group goes whole, its objects
+    // after the status.
+    let job = with_status(&job, &status);
+    for (body, node) in pods.iter().zip(["a-5", "a-6"]) {
+        writers.apply_pod(ready(created_pod(body), node));
+    }
+    objects_in_store(&mut serving, &job, "chat-r0-3");
+    let mut rolled = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r0-1-0").await;
+        api.pod_delete("chat-r0-1-1").await;
+        rolled = api.status_apply(&job).await;
+        api.events("chat", &["RollingUpdate"]).await;
+        api.object_delete(&services(), "chat-r0-1").await;
+        api.object_delete(&policies(), "chat-r0-1").await;
+    })
+    .await;
+    let line = &rolled["status"]["replicaStatuses"][0];
+    assert_eq!(line["podName"], "chat-r0-3");
+    assert_eq!(
+        line["members"],
+        json!([{ "rank": 0, "podName": "chat-r0-3-0", "nodeName": "a-5" },
+               { "rank": 1, "podName": "chat-r0-3-1", "nodeName": "a-6" }])
+    );
+}
+
+/// A worker out of memory steps its replica down (the planner's next step from the group's
+/// plan) and replaces that replica's whole group at once, on the nodes its ended group frees;
+/// replica 0 keeps its plan.
+#[tokio::test]
+async fn a_worker_out_of_memory_steps_only_its_replica_down() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let job = served_group_job_quantized(&["none", "int8"]);
+    let (job, pods) = serving_groups_of(&ctx, &mut api, &mut writers, &mut serving, job).await;
+    writers.apply_pod(fixtures::as_failed(
+        pods[3].clone(),
+        "a-4",
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ));
+    // The planner's step down from the failed plan says how many nodes the next group has.
+    let input = resolve_job(&job.spec).unwrap();
+    let class = fixtures::class("a10g", 2);
+    let failed = crate::reconcile::build::recorded_plan(&pods[2]).unwrap();
+    let (fallback, _) = vramfit_planner::fallback::next_step(
+        &input,
+        &failed,
+        &Fallback::default(),
+        class.max_gpus_per_pod(),
+        Some(class.capability),
+    )
+    .unwrap();
+    let nodes = plan_for_class(&input, &class, &fallback).unwrap().nodes();
+    let mut status = Value::Null;
+    let mut created = Vec::new();
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r1-2-0").await;
+        api.pod_delete("chat-r1-2-1").await;
+        api.object_create_only(&services(), "chat-r1-3").await;
+        api.object_create_only(&policies(), "chat-r1-3").await;
+        for rank in 0..nodes {
+            created.push(api.pod_create(&format!("chat-r1-3-{rank}")).await);
+        }
+        status = api.status_apply(&job).await;
+        api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
+            .await;
+        api.object_delete(&services(), "chat-r1-2").await;
+        api.object_delete(&policies(), "chat-r1-2").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["replicaStatuses"][0]["podName"], "chat-r0-1");
+    assert_eq!(s["replicaStatuses"][0]["fallback"], Value::Null);
+    let line = &s["replicaStatuses"][1];
+    assert_eq!(line["podName"], "chat-r1-3");
+    assert!(line["fallback"] != Value::Null, "one step down: {line}");
+    assert_eq!(line["members"].as_array().unwrap().len(), nodes as usize);
+    assert_eq!(
+        created[0]["metadata"]["labels"]["vramfit.io/group-rank"],
+        "0"
+    );
+    assert_eq!(s["recentRestarts"][0]["reason"], "OutOfMemory");
+}
