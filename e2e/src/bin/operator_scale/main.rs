@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 mod groups;
+mod measure;
 mod serving;
 
 use std::collections::{BTreeMap, HashMap};
