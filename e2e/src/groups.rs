@@ -13,7 +13,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL, group_name, group_pod_name};
-use vramfit_api::{InferenceJob, Plan};
+use vramfit_api::{AttemptOutcome, InferenceJob, Phase, Plan};
 
 use crate::{
     ATTEMPT_LABEL, CONTAINER, JOB_LABEL, SETTLE, Suite, check_pod_of_plan, conditions_of,
@@ -295,6 +295,63 @@ impl Suite {
             },
         )
         .await
+    }
+
+    /// Writes every pod of a group Running (as its kubelet would) and waits until job `name`
+    /// says `Running`.
+    pub async fn set_group_running(&self, name: &str, pods: &[Pod]) -> Result<InferenceJob> {
+        for pod in pods {
+            self.set_pod_running(pod).await?;
+        }
+        self.wait_phase(name, &[Phase::Running]).await
+    }
+
+    /// Waits until the operator deletes `pod` of `job`'s group (a deletion timestamp, or
+    /// gone), confirming the deletions as a kubelet would; `role` names it in messages.
+    pub async fn wait_member_deleted(
+        &self,
+        job: &InferenceJob,
+        pod: &Pod,
+        role: &str,
+    ) -> Result<()> {
+        let name = pod.name_any();
+        eventually(&format!("{role} {name} to be deleted"), SETTLE, || async {
+            let left = self.pods().get_opt(&name).await?;
+            ensure!(
+                left.as_ref()
+                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
+                "{role} {name} is neither deleted nor being deleted"
+            );
+            self.confirm_deletions(job).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Waits until attempt 1's group of `job` is deleted and attempt 2's is whole, as
+    /// [`check_group`] and [`Suite::check_group_objects`] want it, with attempt 1's outcome
+    /// `outcome`. Returns the job and attempt 2's pods by rank.
+    pub async fn wait_group_replaced(
+        &self,
+        job: &InferenceJob,
+        outcome: AttemptOutcome,
+    ) -> Result<(InferenceJob, Vec<Pod>)> {
+        self.wait_group_deleted(job, 1).await?;
+        let (job, second) = self.wait_group(&job.name_any(), 2).await?;
+        check_group(&job, 2, &second, &self.sim_nodes().await?)?;
+        self.check_group_objects(&job, 2, &second).await?;
+        let status = job.status.clone().unwrap_or_default();
+        ensure!(
+            status.attempts.len() == 2,
+            "status.attempts should have 2 entries: {:?}",
+            status.attempts
+        );
+        expect_eq(
+            "attempts[0].outcome",
+            status.attempts[0].outcome.clone(),
+            Some(outcome),
+        )?;
+        Ok((job, second))
     }
 
     /// The names of the pods in `namespace` that `selector` selects.

@@ -6,6 +6,7 @@
 //!   removing it.
 //! * [`crds`], [`namespaces`]: the CRDs and the test namespace on the cluster.
 //! * [`nodes`]: the simulated GPU nodes; [`pods`]: their pods and the simulated kubelet.
+//! * [`endpoints`]: the addresses a Service's EndpointSlices list as ready.
 //! * [`groups`](mod@groups): groups of pods across nodes, the nodes their scenarios add, and
 //!   what a placed group must look like.
 //! * [`jobs`]: creating, reading, waiting for and deleting InferenceJobs; [`volumes`]: the
@@ -28,6 +29,7 @@ pub mod cleanup;
 pub mod cluster;
 pub mod crds;
 pub mod dashboards;
+pub mod endpoints;
 pub mod groups;
 pub mod http;
 pub mod hub;

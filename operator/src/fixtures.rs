@@ -493,3 +493,13 @@ pub fn gpu_pod(namespace: &str, name: &str, node: Option<&str>, gpus: u32) -> Po
 pub fn succeeded_gpu_pod(namespace: &str, name: &str, node: &str, gpus: u32) -> Pod {
     as_succeeded(gpu_pod(namespace, name, Some(node), gpus), node)
 }
+
+/// The first container's environment, name → value (a value taken from elsewhere reads empty).
+pub fn container_env(pod: &Pod) -> BTreeMap<String, String> {
+    pod.spec
+        .iter()
+        .filter_map(|spec| spec.containers.first())
+        .flat_map(|container| container.env.iter().flatten())
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
+}

@@ -1,9 +1,8 @@
 //! The leader's success is the job's: a group whose rank 0 ends with exit code 0 makes the job
 //! Succeeded, and its workers (still running) are deleted, freeing their GPUs.
 use anyhow::{Result, ensure};
-use kube::ResourceExt as _;
 use vramfit_api::Phase;
-use vramfit_e2e::{SETTLE, Suite, eventually, two_node_job};
+use vramfit_e2e::{Suite, two_node_job};
 
 /// A 2-node group Running; the leader ends with exit code 0: the job is Succeeded, the worker
 /// is deleted, and no attempt 2 is created.
@@ -15,28 +14,10 @@ pub async fn leader_success_ends_the_job(s: &mut Suite) -> Result<()> {
         nodes.add(s, 4, 2).await?;
         s.apply_job(two_node_job(s, name)).await?;
         let (job, pods) = s.wait_group(name, 1).await?;
-        for pod in &pods {
-            s.set_pod_running(pod).await?;
-        }
-        s.wait_phase(name, &[Phase::Running]).await?;
+        s.set_group_running(name, &pods).await?;
         s.set_pod_ended(&pods[0], 0, "Completed", "").await?;
         s.wait_phase(name, &[Phase::Succeeded]).await?;
-        let worker = pods[1].name_any();
-        eventually(
-            &format!("worker {worker} to be deleted"),
-            SETTLE,
-            || async {
-                let left = s.pods().get_opt(&worker).await?;
-                ensure!(
-                    left.as_ref()
-                        .is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
-                    "worker {worker} is neither deleted nor being deleted"
-                );
-                s.confirm_deletions(&job).await?;
-                Ok(())
-            },
-        )
-        .await?;
+        s.wait_member_deleted(&job, &pods[1], "worker").await?;
         let job = s.job(name).await?;
         let status = job.status.clone().unwrap_or_default();
         ensure!(

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 use kube::ResourceExt as _;
-use vramfit_api::Phase;
 use vramfit_e2e::{Suite, consistently, eventually, expect_eq, two_node_job};
 
 /// A 2-node group runs; the operator is killed and a new one started: for 15 s, the
@@ -18,10 +17,7 @@ pub async fn restart_writes_nothing(s: &mut Suite) -> Result<()> {
         nodes.add(s, 4, 2).await?;
         s.apply_job(two_node_job(s, name)).await?;
         let (_, pods) = s.wait_group(name, 1).await?;
-        for pod in &pods {
-            s.set_pod_running(pod).await?;
-        }
-        s.wait_phase(name, &[Phase::Running]).await?;
+        s.set_group_running(name, &pods).await?;
         // Settled: nothing changes for 5 s under the running operator.
         let settled = eventually(
             "the running group to settle",

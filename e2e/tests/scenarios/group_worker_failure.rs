@@ -11,9 +11,7 @@ use kube::ResourceExt as _;
 use kube::api::Api;
 use vramfit_api::pod_keys::group_name;
 use vramfit_api::{AttemptOutcome, Phase};
-use vramfit_e2e::{
-    SETTLE, Suite, check_group, consistently, eventually, expect_eq, is_live, two_node_job,
-};
+use vramfit_e2e::{SETTLE, Suite, consistently, eventually, expect_eq, is_live, two_node_job};
 
 /// A 2-node group runs; its worker (rank 1) is evicted by the kubelet: both pods are deleted,
 /// attempt 1's outcome is `Disrupted`, attempt 2's group of 2 is created whole with its own
@@ -28,10 +26,7 @@ pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
         nodes.add(s, 4, 2).await?;
         s.apply_job(two_node_job(s, name)).await?;
         let (job, pods) = s.wait_group(name, 1).await?;
-        for pod in &pods {
-            s.set_pod_running(pod).await?;
-        }
-        s.wait_phase(name, &[Phase::Running]).await?;
+        s.set_group_running(name, &pods).await?;
         s.set_pod_failed_by_kubelet(
             &pods[1],
             "Evicted",
@@ -39,29 +34,15 @@ pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
         )
         .await?;
 
-        s.wait_group_deleted(&job, 1).await?;
-        let (job, second) = s.wait_group(name, 2).await?;
-        check_group(&job, 2, &second, &s.sim_nodes().await?)?;
-        s.check_group_objects(&job, 2, &second).await?;
+        let (job, second) = s
+            .wait_group_replaced(&job, AttemptOutcome::Disrupted)
+            .await?;
         let status = job.status.clone().unwrap_or_default();
-        ensure!(
-            status.attempts.len() == 2,
-            "status.attempts should have 2 entries: {:?}",
-            status.attempts
-        );
-        expect_eq(
-            "attempts[0].outcome",
-            status.attempts[0].outcome.clone(),
-            Some(AttemptOutcome::Disrupted),
-        )?;
         println!("     attempt 1: {:?}", status.attempts[0].message);
         objects_deleted(s, &group_name(name, 1)).await?;
 
         // A program's failure on a worker is the job's, as on a one-pod job.
-        for pod in &second {
-            s.set_pod_running(pod).await?;
-        }
-        s.wait_phase(name, &[Phase::Running]).await?;
+        s.set_group_running(name, &second).await?;
         s.set_pod_ended(
             &second[1],
             1,
@@ -71,22 +52,8 @@ pub async fn worker_failure_replaces_group(s: &mut Suite) -> Result<()> {
         .await?;
         let job = s.wait_phase(name, &[Phase::Failed]).await?;
         // Its running leader is deleted; the failed worker (no GPUs) stays for its logs.
-        let leader = second[0].name_any();
-        eventually(
-            &format!("leader {leader} of the failed job to be deleted"),
-            SETTLE,
-            || async {
-                let left = s.pods().get_opt(&leader).await?;
-                ensure!(
-                    left.as_ref()
-                        .is_none_or(|p| p.metadata.deletion_timestamp.is_some()),
-                    "leader {leader} is neither deleted nor being deleted"
-                );
-                s.confirm_deletions(&job).await?;
-                Ok(())
-            },
-        )
-        .await?;
+        s.wait_member_deleted(&job, &second[0], "leader of the failed job")
+            .await?;
         let live: Vec<String> = s
             .group_pods(&job, 2)
             .await?

@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
@@ -23,35 +22,6 @@ use vramfit_e2e::{
 };
 
 const H100: &str = "h100-80gb-hbm3-x8";
-
-/// The ready endpoints' addresses of the Service `service`, from its EndpointSlices.
-async fn ready_addresses(s: &Suite, service: &str) -> Result<BTreeSet<String>> {
-    let slices: Api<EndpointSlice> = Api::namespaced(s.client.clone(), &s.ns);
-    let list = slices
-        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .flat_map(|slice| &slice.endpoints)
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
-        .flat_map(|e| e.addresses.clone())
-        .collect())
-}
-
-/// Waits until the Service's ready endpoints are exactly `want`.
-async fn wait_endpoints(s: &Suite, service: &str, want: &BTreeSet<String>) -> Result<()> {
-    eventually(
-        &format!("the EndpointSlice of {service} to list exactly {want:?} as ready"),
-        Duration::from_secs(30),
-        || async {
-            let seen = ready_addresses(s, service).await?;
-            ensure!(&seen == want, "ready addresses {seen:?}");
-            Ok(())
-        },
-    )
-    .await
-}
 
 /// Waits until condition `type_` of job `name` has `status` (and `reason`, when given).
 async fn wait_condition(
@@ -137,7 +107,7 @@ pub async fn service_and_endpoints(s: &mut Suite) -> Result<()> {
         s.set_pod_serving(pod, true).await?;
     }
     let all: BTreeSet<String> = pods.iter().map(|p| pod_ip(&p.name_any())).collect();
-    wait_endpoints(s, name, &all).await?;
+    s.wait_endpoints(name, &all).await?;
     wait_condition(s, name, "Available", "True", Some("Serving")).await?;
     eventually("readyReplicas 2", SETTLE, || async {
         let status = s.job(name).await?.status.unwrap_or_default();
@@ -166,7 +136,7 @@ pub async fn service_and_endpoints(s: &mut Suite) -> Result<()> {
     // One replica's readiness probe fails: it leaves the ready endpoints, the job says 1/2.
     s.set_pod_serving(&pods[1], false).await?;
     let one: BTreeSet<String> = [pod_ip(&pods[0].name_any())].into();
-    wait_endpoints(s, name, &one).await?;
+    s.wait_endpoints(name, &one).await?;
     eventually("job ready 1/2", SETTLE, || async {
         let ready = s.job(name).await?.status.and_then(|st| st.ready);
         ensure!(ready.as_deref() == Some("1/2"), "ready {ready:?}");
@@ -450,7 +420,7 @@ pub async fn oom_steps_down_behind_the_endpoint(s: &mut Suite) -> Result<()> {
     // Behind the same endpoint: the same Service selects the new pod once it is Ready.
     s.set_pod_serving(&next, true).await?;
     let both: BTreeSet<String> = [pod_ip(&kept.name_any()), pod_ip(&next.name_any())].into();
-    wait_endpoints(s, name, &both).await?;
+    s.wait_endpoints(name, &both).await?;
     expect_eq("the same Service", services.get(name).await?.uid(), service)?;
     s.delete_jobs(&[name.to_string()]).await
 }
@@ -467,7 +437,7 @@ pub async fn rolling_update_keeps_an_endpoint(s: &mut Suite) -> Result<()> {
         s.set_pod_serving(pod, true).await?;
     }
     let first: BTreeSet<String> = pods.iter().map(|p| pod_ip(&p.name_any())).collect();
-    wait_endpoints(s, name, &first).await?;
+    s.wait_endpoints(name, &first).await?;
     wait_condition(s, name, "Progressing", "False", Some("UpToDate")).await?;
 
     let mut edited = manifest.clone();
@@ -500,7 +470,7 @@ pub async fn rolling_update_keeps_an_endpoint(s: &mut Suite) -> Result<()> {
                 served.insert(pod.name_any());
             }
         }
-        let ready = ready_addresses(s, name).await?;
+        let ready = s.ready_addresses(name).await?;
         polls += 1;
         least = least.min(ready.len());
         ensure!(
@@ -534,7 +504,7 @@ pub async fn rolling_update_keeps_an_endpoint(s: &mut Suite) -> Result<()> {
         .iter()
         .map(|p| pod_ip(&p.name_any()))
         .collect();
-    wait_endpoints(s, name, &now).await?;
+    s.wait_endpoints(name, &now).await?;
     ensure!(
         first.is_disjoint(&now),
         "old pods remain: {first:?} / {now:?}"

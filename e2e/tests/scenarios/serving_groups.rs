@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use vramfit_api::InferenceJob;
 use vramfit_api::group::GroupMember;
@@ -101,34 +100,6 @@ async fn wait_groups(s: &Suite, name: &str) -> Result<(InferenceJob, Groups)> {
                 groups.insert(line.slot, (line.pod_name.clone(), members));
             }
             Ok((job, groups))
-        },
-    )
-    .await
-}
-
-/// The ready endpoints' addresses of the Service `service`, from its EndpointSlices.
-async fn ready_addresses(s: &Suite, service: &str) -> Result<BTreeSet<String>> {
-    let slices: Api<EndpointSlice> = Api::namespaced(s.client.clone(), &s.ns);
-    let list = slices
-        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .flat_map(|slice| &slice.endpoints)
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
-        .flat_map(|e| e.addresses.clone())
-        .collect())
-}
-
-async fn wait_endpoints(s: &Suite, service: &str, want: &BTreeSet<String>) -> Result<()> {
-    eventually(
-        &format!("the EndpointSlice of {service} to list exactly {want:?} as ready"),
-        Duration::from_secs(30),
-        || async {
-            let seen = ready_addresses(s, service).await?;
-            ensure!(&seen == want, "ready addresses {seen:?}");
-            Ok(())
         },
     )
     .await
@@ -230,7 +201,7 @@ async fn leaders_behind_the_service(s: &mut Suite) -> Result<()> {
             s.set_pod_serving(pod, true).await?;
         }
     }
-    wait_endpoints(s, name, &leader_ips(&groups)).await?;
+    s.wait_endpoints(name, &leader_ips(&groups)).await?;
     eventually("2/2 replicas Ready", SETTLE, || async {
         let job = s.job(name).await?;
         let ready = job.status.as_ref().and_then(|st| st.ready_replicas);
@@ -264,7 +235,7 @@ async fn leaders_behind_the_service(s: &mut Suite) -> Result<()> {
     .await?;
     s.confirm_deletions(&job).await?;
     let kept: BTreeSet<String> = [pod_ip(&groups[&0].1[0].name_any())].into();
-    wait_endpoints(s, name, &kept).await?;
+    s.wait_endpoints(name, &kept).await?;
 
     // After the backoff, replica 1 has a new group; replica 0 kept its own.
     let (job, after) = eventually("replica 1's new group", SETTLE, || async {
@@ -285,7 +256,7 @@ async fn leaders_behind_the_service(s: &mut Suite) -> Result<()> {
     for pod in &after[&1].1 {
         s.set_pod_serving(pod, true).await?;
     }
-    wait_endpoints(s, name, &leader_ips(&after)).await?;
+    s.wait_endpoints(name, &leader_ips(&after)).await?;
     s.confirm_deletions(&job).await?;
     eventually(
         "the ended group's Service and policy to go",

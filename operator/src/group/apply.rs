@@ -6,14 +6,14 @@
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::Api;
 use thiserror::Error;
 use tracing::{info, warn};
 use vramfit_api::InferenceJob;
 
 use super::decide::GroupDecision;
 use crate::context::Context;
-use crate::reconcile::apply::{ApplyError, create_pod};
+use crate::reconcile::apply::{ApplyError, apply_pods, create_pods, delete_pod};
 use crate::serving::ownership::{ObjectWrite, Written, create_fixed, write_object};
 
 /// Why a group's Service or NetworkPolicy write failed.
@@ -93,15 +93,8 @@ pub async fn delete_pods(
     let namespace = job.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     for name in &decision.delete_pods {
-        match pods.delete(name, &DeleteParams::background()).await {
-            Ok(_) => info!(pod = %name, "deleted a pod of an ended group"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(ApplyError::PodDelete {
-                    pod: name.clone(),
-                    source,
-                });
-            }
+        if delete_pod(&pods, name).await? {
+            info!(pod = %name, "deleted a pod of an ended group");
         }
         ctx.serving.deleting.record(&namespace, name);
         ctx.reservations.forget(&namespace, name);
@@ -133,25 +126,9 @@ pub async fn write_group(
         return Err(error);
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    for (index, pod) in decision.create_pods.iter().enumerate() {
-        if let Err(error) = create_pod(&pods, pod, job).await {
-            for later in &decision.create_pods[index..] {
-                ctx.reservations.forget(&namespace, &later.name_any());
-            }
-            return Err(error.into());
-        }
-        info!(pod = %pod.name_any(), "created a pod of a group");
-    }
-    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-    for pod in &decision.apply_pods {
-        let name = pod.name_any();
-        pods.patch(&name, &params, &Patch::Apply(pod))
-            .await
-            .map_err(|source| ApplyError::PodApply {
-                pod: name.clone(),
-                source,
-            })?;
-    }
+    let new: Vec<&Pod> = decision.create_pods.iter().collect();
+    create_pods(&pods, &new, job, ctx, "a pod of a group").await?;
+    apply_pods(&pods, &decision.apply_pods).await?;
     Ok(())
 }
 

@@ -141,16 +141,6 @@ mod tests {
     use crate::reconcile::build::{desired_pod, recorded_spec_hash};
     use vramfit_planner::resolve_job;
 
-    fn env(pod: &Pod) -> BTreeMap<String, String> {
-        pod.spec.as_ref().unwrap().containers[0]
-            .env
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| (e.name, e.value.unwrap_or_default()))
-            .collect()
-    }
-
     #[test]
     fn each_rank_is_the_one_pod_build_with_its_group_identity() {
         let job = group_job("big", 2);
@@ -189,7 +179,7 @@ mod tests {
                 spec.affinity.as_ref().unwrap().node_affinity.is_some(),
                 "still on the class's nodes"
             );
-            let env = env(pod);
+            let env = fixtures::container_env(pod);
             assert_eq!(env["LWS_LEADER_ADDRESS"], "big-3-0.big-3.ml");
             assert_eq!(env["LWS_GROUP_SIZE"], "2");
             assert_eq!(env["LWS_WORKER_INDEX"], rank.to_string());

@@ -12,19 +12,15 @@ use vramfit_planner::{plan_for_class, resolve_job};
 
 use super::network_policy::desired_served_network_policy;
 use super::service::desired_service;
+use super::testing::{
+    group_objects_created, group_objects_deleted, nodes_one_step_down, out_of_memory, policies,
+    services,
+};
 use crate::fixtures::{self, NAMESPACE};
 use crate::reconcile::tests::{created_pod, run, with_status};
 use crate::serving::state::ServingWriters;
 use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context_with_serving};
-
-fn services() -> String {
-    format!("/api/v1/namespaces/{NAMESPACE}/services")
-}
-
-fn policies() -> String {
-    format!("/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies")
-}
 
 fn pdbs() -> String {
     format!("/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets")
@@ -294,14 +290,12 @@ async fn a_lost_worker_replaces_only_its_replica_s_group() {
     let mut status = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("chat-r1-2-0").await;
-        api.object_create_only(&services(), "chat-r1-3").await;
-        api.object_create_only(&policies(), "chat-r1-3").await;
+        group_objects_created(api, "chat-r1-3").await;
         api.pod_create("chat-r1-3-0").await;
         api.pod_create("chat-r1-3-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["Disrupted", "PodCreated"]).await;
-        api.object_delete(&services(), "chat-r1-2").await;
-        api.object_delete(&policies(), "chat-r1-2").await;
+        group_objects_deleted(api, "chat-r1-2").await;
     })
     .await;
     let s = &status["status"];
@@ -374,8 +368,7 @@ async fn scaling_down_removes_a_replica_s_whole_group() {
         api.object_delete(&pdbs(), "chat").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["ScaledDown"]).await;
-        api.object_delete(&services(), "chat-r1-2").await;
-        api.object_delete(&policies(), "chat-r1-2").await;
+        group_objects_deleted(api, "chat-r1-2").await;
     })
     .await;
     let lines = status["status"]["replicaStatuses"].as_array().unwrap();
@@ -394,8 +387,7 @@ async fn a_spec_change_rolls_a_replica_onto_a_surge_group() {
     let mut status = Value::Null;
     let mut pods = Vec::new();
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&services(), "chat-r0-3").await;
-        api.object_create_only(&policies(), "chat-r0-3").await;
+        group_objects_created(api, "chat-r0-3").await;
         pods.push(api.pod_create("chat-r0-3-0").await);
         pods.push(api.pod_create("chat-r0-3-1").await);
         status = api.status_apply(&job).await;
@@ -427,8 +419,7 @@ async fn a_spec_change_rolls_a_replica_onto_a_surge_group() {
         api.pod_delete("chat-r0-1-1").await;
         rolled = api.status_apply(&job).await;
         api.events("chat", &["RollingUpdate"]).await;
-        api.object_delete(&services(), "chat-r0-1").await;
-        api.object_delete(&policies(), "chat-r0-1").await;
+        group_objects_deleted(api, "chat-r0-1").await;
     })
     .await;
     let line = &rolled["status"]["replicaStatuses"][0];
@@ -449,41 +440,25 @@ async fn a_worker_out_of_memory_steps_only_its_replica_down() {
     cluster(&mut writers, &mut serving, 4);
     let job = served_group_job_quantized(&["none", "int8"]);
     let (job, pods) = serving_groups_of(&ctx, &mut api, &mut writers, &mut serving, job).await;
-    writers.apply_pod(fixtures::as_failed(
-        pods[3].clone(),
-        "a-4",
-        "Error",
-        1,
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-    ));
+    writers.apply_pod(out_of_memory(pods[3].clone(), "a-4"));
     // The planner's step down from the failed plan says how many nodes the next group has.
     let input = resolve_job(&job.spec).unwrap();
     let class = fixtures::class("a10g", 2);
     let failed = crate::reconcile::build::recorded_plan(&pods[2]).unwrap();
-    let (fallback, _) = vramfit_planner::fallback::next_step(
-        &input,
-        &failed,
-        &Fallback::default(),
-        class.max_gpus_per_pod(),
-        Some(class.capability),
-    )
-    .unwrap();
-    let nodes = plan_for_class(&input, &class, &fallback).unwrap().nodes();
+    let nodes = nodes_one_step_down(&input, &class, &failed);
     let mut status = Value::Null;
     let mut created = Vec::new();
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("chat-r1-2-0").await;
         api.pod_delete("chat-r1-2-1").await;
-        api.object_create_only(&services(), "chat-r1-3").await;
-        api.object_create_only(&policies(), "chat-r1-3").await;
+        group_objects_created(api, "chat-r1-3").await;
         for rank in 0..nodes {
             created.push(api.pod_create(&format!("chat-r1-3-{rank}")).await);
         }
         status = api.status_apply(&job).await;
         api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
             .await;
-        api.object_delete(&services(), "chat-r1-2").await;
-        api.object_delete(&policies(), "chat-r1-2").await;
+        group_objects_deleted(api, "chat-r1-2").await;
     })
     .await;
     let s = &status["status"];

@@ -1,10 +1,14 @@
 //! Test builders of groups: a job that may span nodes and a plan on two nodes (the planner
-//! decides when a job needs them; these tests take the plan as given).
+//! decides when a job needs them; these tests take the plan as given), and the requests and
+//! pods the reconcile tests of groups share.
+use k8s_openapi::api::core::v1::Pod;
 use vramfit_api::group::{GroupEngine, GroupPlan};
 use vramfit_api::{Fallback, InferenceJob, Plan};
+use vramfit_planner::fallback::next_step;
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
-use crate::fixtures;
+use crate::fixtures::{self, NAMESPACE};
+use crate::verifier::ApiServerVerifier;
 
 /// Mistral on vLLM, `name`, allowed `max_nodes` nodes.
 pub fn group_job(name: &str, max_nodes: u32) -> InferenceJob {
@@ -30,4 +34,55 @@ pub fn two_node_plan(input: &JobInput, class: &NodeClass) -> Plan {
         why: "two nodes in the tests".to_string(),
     });
     plan
+}
+
+/// The Services of the test namespace.
+pub fn services() -> String {
+    format!("/api/v1/namespaces/{NAMESPACE}/services")
+}
+
+/// The NetworkPolicies of the test namespace.
+pub fn policies() -> String {
+    format!("/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies")
+}
+
+/// The next requests: `group`'s Service, then its NetworkPolicy, created.
+pub async fn group_objects_created(api: &mut ApiServerVerifier, group: &str) {
+    api.object_create_only(&services(), group).await;
+    api.object_create_only(&policies(), group).await;
+}
+
+/// The next requests: `group`'s Service, then its NetworkPolicy, deleted.
+pub async fn group_objects_deleted(api: &mut ApiServerVerifier, group: &str) {
+    api.object_delete(&services(), group).await;
+    api.object_delete(&policies(), group).await;
+}
+
+/// `pod` failed on `node`, CUDA out of memory.
+pub fn out_of_memory(pod: Pod, node: &str) -> Pod {
+    fixtures::as_failed(
+        pod,
+        node,
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    )
+}
+
+/// The nodes of the next group after `failed` ran out of memory: the planner's step down
+/// from it on `class`.
+pub fn nodes_one_step_down(input: &JobInput, class: &NodeClass, failed: &Plan) -> u32 {
+    let Some((fallback, _)) = next_step(
+        input,
+        failed,
+        &Fallback::default(),
+        class.max_gpus_per_pod(),
+        Some(class.capability),
+    ) else {
+        panic!("the planner has no step down from the failed plan");
+    };
+    match plan_for_class(input, class, &fallback) {
+        Ok(plan) => plan.nodes(),
+        Err(error) => panic!("{error}"),
+    }
 }

@@ -9,27 +9,21 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use vramfit_api::{Fallback, InferenceJob};
-use vramfit_planner::fallback::next_step;
 use vramfit_planner::{plan_for_class, resolve_job};
 
 use super::build::group_pods;
 use super::network_policy::desired_network_policy;
 use super::service::desired_service;
-use super::testing::{group_job, two_node_plan};
+use super::testing::{
+    group_job, group_objects_created, group_objects_deleted, nodes_one_step_down, out_of_memory,
+    policies, services, two_node_plan,
+};
 use crate::fixtures::{self, NAMESPACE};
 use crate::reconcile::build::desired_pod;
 use crate::reconcile::tests::{condition, run, with_status};
 use crate::serving::state::ServingWriters;
 use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context_with_serving};
-
-fn services() -> String {
-    format!("/api/v1/namespaces/{NAMESPACE}/services")
-}
-
-fn policies() -> String {
-    format!("/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies")
-}
 
 /// Two A10G×4 nodes.
 fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
@@ -51,6 +45,18 @@ fn two_node_group(job: &InferenceJob, attempt: u32) -> Vec<Pod> {
         .into_iter()
         .map(fixtures::created)
         .collect()
+}
+
+/// `pod` Pending on `node` (none: unbound) since 700 s ago, past the schedule deadline.
+fn pending_past_deadline(pod: Pod, node: Option<&str>) -> Pod {
+    let mut pod = fixtures::as_pending(pod, node);
+    pod.metadata.creation_timestamp = Some(Time(Timestamp::now() - SignedDuration::from_secs(700)));
+    if node.is_none()
+        && let Some(spec) = pod.spec.as_mut()
+    {
+        spec.node_name = None;
+    }
+    pod
 }
 
 /// The group's Service and NetworkPolicy in the stores, as created.
@@ -259,16 +265,8 @@ async fn an_ended_attempt_records_the_nodes_of_members_bound_since_the_last_writ
     );
     let job = with_status(&job, &adopted);
     // The leader is bound (not written), the worker never is: the deadline ends the attempt.
-    let created = Time(Timestamp::now() - SignedDuration::from_secs(700));
-    let mut leader = fixtures::as_pending(pods[0].clone(), Some("a-1"));
-    leader.metadata.creation_timestamp = Some(created.clone());
-    let mut worker = fixtures::as_pending(pods[1].clone(), None);
-    worker.metadata.creation_timestamp = Some(created);
-    if let Some(spec) = worker.spec.as_mut() {
-        spec.node_name = None;
-    }
-    writers.apply_pod(leader);
-    writers.apply_pod(worker);
+    writers.apply_pod(pending_past_deadline(pods[0].clone(), Some("a-1")));
+    writers.apply_pod(pending_past_deadline(pods[1].clone(), None));
     let mut status = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
@@ -276,8 +274,7 @@ async fn an_ended_attempt_records_the_nodes_of_members_bound_since_the_last_writ
         status = api.status_apply(&job).await;
         api.events("big", &["ScheduleDeadlineExceeded", "Failed"])
             .await;
-        api.object_delete(&services(), "big-1").await;
-        api.object_delete(&policies(), "big-1").await;
+        group_objects_deleted(api, "big-1").await;
     })
     .await;
     let s = &status["status"];
@@ -297,40 +294,24 @@ async fn a_worker_out_of_memory_replaces_the_whole_group_one_step_down() {
     let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
     cluster(&mut writers, &mut serving);
     let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
-    writers.apply_pod(fixtures::as_failed(
-        pods[1].clone(),
-        "a-2",
-        "Error",
-        1,
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-    ));
+    writers.apply_pod(out_of_memory(pods[1].clone(), "a-2"));
     // The planner's step down from the failed plan says how many nodes the next group has.
     let input = resolve_job(&job.spec).unwrap();
     let class = fixtures::class("a10g", 4);
     let failed = job.status.as_ref().and_then(|s| s.plan.clone()).unwrap();
-    let (fallback, _) = next_step(
-        &input,
-        &failed,
-        &Fallback::default(),
-        class.max_gpus_per_pod(),
-        Some(class.capability),
-    )
-    .unwrap();
-    let nodes = plan_for_class(&input, &class, &fallback).unwrap().nodes();
+    let nodes = nodes_one_step_down(&input, &class, &failed);
     assert!(nodes <= 2, "the two nodes hold the next group");
     let (mut status, mut new_pods) = (Value::Null, Vec::new());
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
-        api.object_create_only(&services(), "big-2").await;
-        api.object_create_only(&policies(), "big-2").await;
+        group_objects_created(api, "big-2").await;
         for rank in 0..nodes {
             new_pods.push(api.pod_create(&format!("big-2-{rank}")).await);
         }
         status = api.status_apply(&job).await;
         api.events("big", &["OutOfMemory", "SteppedDown", "PodCreated"])
             .await;
-        api.object_delete(&services(), "big-1").await;
-        api.object_delete(&policies(), "big-1").await;
+        group_objects_deleted(api, "big-1").await;
     })
     .await;
     let s = &status["status"];
@@ -369,19 +350,11 @@ async fn a_group_not_all_bound_by_the_deadline_is_deleted_together() {
     let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
     cluster(&mut writers, &mut serving);
     let (job, pods) = running_group(&ctx, &mut api, &mut writers, &mut serving).await;
-    let created = Time(Timestamp::now() - SignedDuration::from_secs(700));
-    let mut leader = fixtures::as_pending(pods[0].clone(), Some("a-1"));
-    leader.metadata.creation_timestamp = Some(created.clone());
-    let mut worker = fixtures::with_unschedulable_condition(
-        fixtures::as_pending(pods[1].clone(), None),
+    writers.apply_pod(pending_past_deadline(pods[0].clone(), Some("a-1")));
+    writers.apply_pod(fixtures::with_unschedulable_condition(
+        pending_past_deadline(pods[1].clone(), None),
         "0/2 nodes are available: 1 node(s) didn't match pod anti-affinity rules",
-    );
-    worker.metadata.creation_timestamp = Some(created);
-    if let Some(spec) = worker.spec.as_mut() {
-        spec.node_name = None;
-    }
-    writers.apply_pod(leader);
-    writers.apply_pod(worker);
+    ));
     let mut status = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
@@ -389,8 +362,7 @@ async fn a_group_not_all_bound_by_the_deadline_is_deleted_together() {
         status = api.status_apply(&job).await;
         api.events("big", &["ScheduleDeadlineExceeded", "Failed"])
             .await;
-        api.object_delete(&services(), "big-1").await;
-        api.object_delete(&policies(), "big-1").await;
+        group_objects_deleted(api, "big-1").await;
     })
     .await;
     let s = &status["status"];
@@ -417,8 +389,7 @@ async fn the_leader_succeeding_ends_the_job_and_deletes_the_workers() {
         api.pod_delete("big-1-1").await;
         status = api.status_apply(&job).await;
         api.events("big", &["Succeeded"]).await;
-        api.object_delete(&services(), "big-1").await;
-        api.object_delete(&policies(), "big-1").await;
+        group_objects_deleted(api, "big-1").await;
     })
     .await;
     assert_eq!(status["status"]["phase"], "Succeeded");
@@ -467,8 +438,7 @@ async fn a_worker_failing_fails_the_job_and_deletes_the_running_leader() {
         api.pod_delete("big-1-0").await;
         status = api.status_apply(&job).await;
         api.events("big", &["Failed"]).await;
-        api.object_delete(&services(), "big-1").await;
-        api.object_delete(&policies(), "big-1").await;
+        group_objects_deleted(api, "big-1").await;
     })
     .await;
     let s = &status["status"];
@@ -506,15 +476,13 @@ async fn a_lost_worker_replaces_the_group_with_the_same_fallback() {
     let mut status = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("big-1-0").await;
-        api.object_create_only(&services(), "big-2").await;
-        api.object_create_only(&policies(), "big-2").await;
+        group_objects_created(api, "big-2").await;
         for rank in 0..nodes {
             api.pod_create(&format!("big-2-{rank}")).await;
         }
         status = api.status_apply(&job).await;
         api.events("big", &["Disrupted", "PodCreated"]).await;
-        api.object_delete(&services(), "big-1").await;
-        api.object_delete(&policies(), "big-1").await;
+        group_objects_deleted(api, "big-1").await;
     })
     .await;
     let s = &status["status"];

@@ -98,15 +98,8 @@ pub async fn write_pods(
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
 
     if let Some(old) = &decision.delete_pod {
-        match pods.delete(old, &DeleteParams::background()).await {
-            Ok(_) => info!(pod = %old, "deleted the pod of a replaced attempt"),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(ApplyError::PodDelete {
-                    pod: old.clone(),
-                    source,
-                });
-            }
+        if delete_pod(&pods, old).await? {
+            info!(pod = %old, "deleted the pod of a replaced attempt");
         }
         ctx.reservations.forget(&namespace, old);
     }
@@ -133,6 +126,57 @@ pub async fn write_pods(
         info!(pod = %pod_name, "wrote the pod");
     }
     written
+}
+
+/// Deletes a pod (in the background): `true` when this call deleted it, `false` when it was
+/// already gone.
+pub(crate) async fn delete_pod(pods: &Api<Pod>, name: &str) -> Result<bool, ApplyError> {
+    match pods.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(ApplyError::PodDelete {
+            pod: name.to_string(),
+            source,
+        }),
+    }
+}
+
+/// Creates `new` in order ([`create_pod`]), logging each as `created {what}`. At the first
+/// failure that pod and the ones after it, not created, are forgotten by the ledger (their
+/// GPUs are free again).
+pub(crate) async fn create_pods(
+    pods: &Api<Pod>,
+    new: &[&Pod],
+    job: &InferenceJob,
+    ctx: &Context,
+    what: &str,
+) -> Result<(), ApplyError> {
+    let namespace = job.namespace().unwrap_or_default();
+    for (index, pod) in new.iter().enumerate() {
+        if let Err(error) = create_pod(pods, pod, job).await {
+            for later in &new[index..] {
+                ctx.reservations.forget(&namespace, &later.name_any());
+            }
+            return Err(error);
+        }
+        info!(pod = %pod.name_any(), "created {what}");
+    }
+    Ok(())
+}
+
+/// Server-side applies (forced) the metadata changes of pods that exist.
+pub(crate) async fn apply_pods(pods: &Api<Pod>, changed: &[Pod]) -> Result<(), ApplyError> {
+    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+    for pod in changed {
+        let name = pod.name_any();
+        pods.patch(&name, &params, &Patch::Apply(pod))
+            .await
+            .map_err(|source| ApplyError::PodApply {
+                pod: name.clone(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 /// Creates a new pod. A pod of that name already there is fine when this job controls it (it

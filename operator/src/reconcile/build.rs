@@ -347,16 +347,6 @@ mod tests {
     use vramfit_api::{Fallback, Runtime};
     use vramfit_planner::{plan_for_class, resolve_job};
 
-    fn env_of(pod: &Pod) -> BTreeMap<String, String> {
-        pod.spec.as_ref().unwrap().containers[0]
-            .env
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| (e.name, e.value.unwrap_or_default()))
-            .collect()
-    }
-
     fn build(job: &InferenceJob, class: &NodeClass, attempt: u32) -> (Pod, Plan) {
         let input = resolve_job(&job.spec).unwrap();
         let plan = plan_for_class(&input, class, &Fallback::default()).unwrap();
@@ -400,7 +390,7 @@ mod tests {
             "the job's resources are kept"
         );
 
-        let env = env_of(&pod);
+        let env = fixtures::container_env(&pod);
         assert_eq!(env["TORCH_DTYPE"], "bfloat16");
         assert_eq!(env["USE_QUANTIZATION"], "false");
         assert_eq!(env["USE_FLASH_ATTN"], "true");
@@ -597,7 +587,7 @@ mod tests {
             Some(llama.kv_cache_type.as_str())
         );
         assert_eq!(flag("--flash-attn").as_deref(), Some("on"));
-        let env = env_of(&pod);
+        let env = fixtures::container_env(&pod);
         assert_eq!(
             env["VRAMFIT_LLAMACPP_GPU_LAYERS"],
             llama.gpu_layers.to_string()
@@ -638,7 +628,7 @@ mod tests {
         let job = fixtures::job("vision", fixtures::internvl_spec());
         let class = fixtures::class("v100", 4);
         let (pod, plan) = build(&job, &class, 1);
-        let env = env_of(&pod);
+        let env = fixtures::container_env(&pod);
         assert_eq!(env["TORCH_DTYPE"], "float16");
         assert_eq!(env["USE_FLASH_ATTN"], "false");
         assert_eq!(env["PYTORCH_CUDA_ALLOC_CONF"], "max_split_size_mb:32");

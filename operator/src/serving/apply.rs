@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::Api;
 use thiserror::Error;
 use tracing::{info, warn};
 use vramfit_api::InferenceJob;
@@ -14,7 +14,7 @@ use super::decide::ServedDecision;
 use super::ownership::{ObjectWrite, Written, write_object};
 use super::summary::TakenObject;
 use crate::context::Context;
-use crate::reconcile::apply::{ApplyError, create_pod};
+use crate::reconcile::apply::{ApplyError, apply_pods, create_pods, delete_pod};
 
 /// Why a served job's Service or PodDisruptionBudget write failed.
 #[derive(Debug, Error)]
@@ -106,42 +106,15 @@ pub async fn write_pods(
     let namespace = job.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     for name in &decision.delete_pods {
-        match pods.delete(name, &DeleteParams::background()).await {
-            Ok(_) => {
-                info!(pod = %name, "deleted a replica pod");
-                ctx.serving.deleting.record(&namespace, name);
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(ApplyError::PodDelete {
-                    pod: name.clone(),
-                    source,
-                });
-            }
+        if delete_pod(&pods, name).await? {
+            info!(pod = %name, "deleted a replica pod");
+            ctx.serving.deleting.record(&namespace, name);
         }
         ctx.reservations.forget(&namespace, name);
     }
-    for (index, (pod, _)) in decision.create_pods.iter().enumerate() {
-        if let Err(error) = create_pod(&pods, pod, job).await {
-            // This pod and the ones after it were not created.
-            for (later, _) in &decision.create_pods[index..] {
-                ctx.reservations.forget(&namespace, &later.name_any());
-            }
-            return Err(error);
-        }
-        info!(pod = %pod.name_any(), "created a replica pod");
-    }
-    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-    for pod in &decision.apply_pods {
-        let name = pod.name_any();
-        pods.patch(&name, &params, &Patch::Apply(pod))
-            .await
-            .map_err(|source| ApplyError::PodApply {
-                pod: name.clone(),
-                source,
-            })?;
-    }
-    Ok(())
+    let new: Vec<&Pod> = decision.create_pods.iter().map(|(pod, _)| pod).collect();
+    create_pods(&pods, &new, job, ctx, "a replica pod").await?;
+    apply_pods(&pods, &decision.apply_pods).await
 }
 
 /// The Service and PodDisruptionBudget writes of a decision. A Service name someone else holds

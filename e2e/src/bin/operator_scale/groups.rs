@@ -22,12 +22,13 @@ use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, proc_cpu_seconds, proc_status_kib, quantile,
 };
 
+use super::measure::{last, latencies, stamp_all};
 use super::serving::{
     Kubelet, event_delta, kubelet, operator_writes, operator_writes_own_events, wait_quiet,
 };
 use super::{
-    Args, NodeShape, count_events, create_all, job_name, reconciles, scrape, seconds,
-    start_operator, wait_ready, wait_resynced,
+    Args, NodeShape, count_events, job_name, reconciles, scrape, seconds, start_operator,
+    wait_ready, wait_resynced,
 };
 
 /// The one node shape of a group run: the agent fixture and its GPUs per node.
@@ -245,24 +246,6 @@ impl Figures {
     }
 }
 
-/// `done[job] − start[job]` for every job in both, sorted.
-fn latencies(done: &HashMap<String, Instant>, start: &HashMap<String, Instant>) -> Vec<Duration> {
-    let mut out: Vec<Duration> = start
-        .iter()
-        .filter_map(|(job, at)| Some(done.get(job)?.saturating_duration_since(*at)))
-        .collect();
-    out.sort();
-    out
-}
-
-/// The last of `done`, from `started`.
-fn last(done: &HashMap<String, Instant>, started: Instant) -> Duration {
-    done.values()
-        .map(|at| at.saturating_duration_since(started))
-        .max()
-        .unwrap_or_default()
-}
-
 /// Waits until every group is done and every job `Running`, or 120 s pass without progress.
 async fn wait_done(
     seen: &Arc<Mutex<Seen>>,
@@ -337,26 +320,15 @@ pub async fn run(
 
     let before = scrape(client).await?;
     let events_before = count_events(client, ns).await?;
-    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let started = Instant::now();
-    {
-        let created = created.clone();
-        create_all(clients, args.jobs, move |i, client| {
-            let created = created.clone();
-            async move {
-                let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
-                let job: InferenceJob = serde_json::from_value(group_manifest(i, size))?;
-                jobs.create(&PostParams::default(), &job).await?;
-                created
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(job_name(i), Instant::now());
-                Ok(())
-            }
-        })
-        .await
-        .context("creating the group jobs")?;
-    }
+    let created = stamp_all(clients, args.jobs, |i, client| async move {
+        let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
+        let job: InferenceJob = serde_json::from_value(group_manifest(i, size))?;
+        jobs.create(&PostParams::default(), &job).await?;
+        Ok(())
+    })
+    .await
+    .context("creating the group jobs")?;
     figures.created_wall = started.elapsed();
     eprintln!(
         "operator-scale:     {} group jobs created in {:.1} s",
@@ -374,7 +346,6 @@ pub async fn run(
     figures.rss_kib = proc_status_kib(pid, "VmRSS").unwrap_or(0);
     {
         let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-        let created = created.lock().unwrap_or_else(|e| e.into_inner());
         figures.done = seen.groups.done.len();
         figures.done_wall = last(&seen.groups.done, started);
         figures.job_to_done = latencies(&seen.groups.done, &created);
@@ -593,24 +564,5 @@ mod tests {
                 ("nodes/status".to_string(), 1),
             ]
         );
-    }
-
-    #[test]
-    fn latencies_pair_jobs_by_name_and_sort() {
-        let t0 = Instant::now();
-        let start = HashMap::from([
-            ("a".to_string(), t0),
-            ("b".to_string(), t0),
-            ("c".to_string(), t0),
-        ]);
-        let done = HashMap::from([
-            ("a".to_string(), t0 + Duration::from_secs(3)),
-            ("b".to_string(), t0 + Duration::from_secs(1)),
-        ]);
-        assert_eq!(
-            latencies(&done, &start),
-            vec![Duration::from_secs(1), Duration::from_secs(3)]
-        );
-        assert_eq!(last(&done, t0), Duration::from_secs(3));
     }
 }

@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 mod groups;
+mod measure;
 mod serving;
 
 use std::collections::{BTreeMap, HashMap};
@@ -1370,15 +1371,22 @@ impl Report {
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(served) = &self.serving {
+        // A served or group run: the raw pod figure, then that phase's own table.
+        let phase: Option<(String, &dyn std::fmt::Display)> = match (&self.serving, &self.groups) {
+            (Some(served), _) => Some((
+                format!("--serve-replicas {}", served_replicas(served)),
+                served,
+            )),
+            (None, Some(groups)) => {
+                Some((format!("--group-nodes {}", groups.group_nodes()), groups))
+            }
+            (None, None) => None,
+        };
+        if let Some((flag, figures)) = phase {
             writeln!(
                 f,
-                "operator-scale {} --serve-replicas {}: API server {}, {} nodes, {} GPUs\n",
-                self.args_line,
-                served_replicas(served),
-                self.server,
-                self.nodes,
-                self.gpus
+                "operator-scale {} {flag}: API server {}, {} nodes, {} GPUs\n",
+                self.args_line, self.server, self.nodes, self.gpus
             )?;
             writeln!(f, "| figure | value |\n|---|---|")?;
             writeln!(
@@ -1389,33 +1397,7 @@ impl std::fmt::Display for Report {
                 per_second(self.raw_pods, self.raw_wall),
                 seconds(self.raw_bound_wall)
             )?;
-            write!(f, "{served}")?;
-            return writeln!(
-                f,
-                "| fake nodes not Ready at the end | {} |",
-                self.nodes_not_ready
-            );
-        }
-        if let Some(groups) = &self.groups {
-            writeln!(
-                f,
-                "operator-scale {} --group-nodes {}: API server {}, {} nodes, {} GPUs\n",
-                self.args_line,
-                groups.group_nodes(),
-                self.server,
-                self.nodes,
-                self.gpus
-            )?;
-            writeln!(f, "| figure | value |\n|---|---|")?;
-            writeln!(
-                f,
-                "| raw pod creates ({} clients, {} bare pods) | {:.1} pods/s; all bound after {} |",
-                self.clients,
-                self.raw_pods,
-                per_second(self.raw_pods, self.raw_wall),
-                seconds(self.raw_bound_wall)
-            )?;
-            write!(f, "{groups}")?;
+            write!(f, "{figures}")?;
             return writeln!(
                 f,
                 "| fake nodes not Ready at the end | {} |",
@@ -1645,5 +1627,54 @@ impl std::fmt::Display for Report {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A served or group run's report: its flag in the title, the raw pod figure, the phase's
+    /// table, the fake nodes last.
+    #[test]
+    fn a_phase_report_frames_the_phase_figures() {
+        let frame = |report: &Report, flag: &str| {
+            let text = report.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "operator-scale --jobs 1 {flag}: API server v1.32, 3 nodes, 12 GPUs\n\n\
+                     | figure | value |\n|---|---|\n| raw pod creates (2 clients, 5 bare pods) |"
+                )),
+                "{text}"
+            );
+            assert!(
+                text.ends_with("| fake nodes not Ready at the end | 1 |\n"),
+                "{text}"
+            );
+        };
+        let base = || Report {
+            args_line: "--jobs 1".to_string(),
+            server: "v1.32".to_string(),
+            nodes: 3,
+            gpus: 12,
+            clients: 2,
+            raw_pods: 5,
+            nodes_not_ready: 1,
+            ..Report::default()
+        };
+        frame(
+            &Report {
+                groups: Some(groups::Figures::default()),
+                ..base()
+            },
+            "--group-nodes 0",
+        );
+        frame(
+            &Report {
+                serving: Some(serving::Figures::default()),
+                ..base()
+            },
+            "--serve-replicas 0",
+        );
     }
 }

@@ -23,9 +23,10 @@ use vramfit_e2e::{
     proc_status_kib, quantile,
 };
 
+use super::measure::{last, latencies, stamp_all};
 use super::{
-    Args, count_events, create_all, job_manifest, job_name, reconciles, scrape, seconds,
-    start_operator, wait_ready, wait_resynced,
+    Args, count_events, job_manifest, job_name, reconciles, scrape, seconds, start_operator,
+    wait_ready, wait_resynced,
 };
 
 /// The figures of the served-job phase.
@@ -343,26 +344,15 @@ pub async fn run(
     // Creation: every replica Ready.
     let before = scrape(client).await?;
     let events_before = count_events(client, ns).await?;
-    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let started = Instant::now();
-    {
-        let created = created.clone();
-        create_all(clients, args.jobs, move |i, client| {
-            let created = created.clone();
-            async move {
-                let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
-                let job: InferenceJob = serde_json::from_value(served_manifest(i, replicas))?;
-                jobs.create(&PostParams::default(), &job).await?;
-                created
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(job_name(i), Instant::now());
-                Ok(())
-            }
-        })
-        .await
-        .context("creating the served jobs")?;
-    }
+    let created = stamp_all(clients, args.jobs, |i, client| async move {
+        let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
+        let job: InferenceJob = serde_json::from_value(served_manifest(i, replicas))?;
+        jobs.create(&PostParams::default(), &job).await?;
+        Ok(())
+    })
+    .await
+    .context("creating the served jobs")?;
     figures.created_wall = started.elapsed();
     eprintln!(
         "operator-scale:     {} served jobs × {replicas} replicas created in {:.1} s",
@@ -392,13 +382,7 @@ pub async fn run(
     (figures.operator_events, figures.scheduler_events) = event_delta(&events_before, &events);
     {
         let progress = progress.lock().unwrap_or_else(|e| e.into_inner());
-        let created = created.lock().unwrap_or_else(|e| e.into_inner());
-        figures.ready_wall = progress
-            .ready
-            .values()
-            .map(|at| at.saturating_duration_since(started))
-            .max()
-            .unwrap_or_default();
+        figures.ready_wall = last(&progress.ready, started);
         figures.job_to_ready = latencies(&progress.ready, &created);
     }
 
@@ -407,27 +391,16 @@ pub async fn run(
     let before = scrape(client).await?;
     let kubelet_before = kubelet_seen.counts();
     let events_before = events;
-    let changed: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let started = Instant::now();
-    {
-        let changed = changed.clone();
-        create_all(clients, args.jobs, move |i, client| {
-            let changed = changed.clone();
-            async move {
-                let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
-                let patch = json!({"spec": {"image": "ghcr.io/example/served:rolled"}});
-                jobs.patch(&job_name(i), &PatchParams::default(), &Patch::Merge(patch))
-                    .await?;
-                changed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(job_name(i), Instant::now());
-                Ok(())
-            }
-        })
-        .await
-        .context("changing the served jobs")?;
-    }
+    let changed = stamp_all(clients, args.jobs, |i, client| async move {
+        let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
+        let patch = json!({"spec": {"image": "ghcr.io/example/served:rolled"}});
+        jobs.patch(&job_name(i), &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(())
+    })
+    .await
+    .context("changing the served jobs")?;
     figures.rolled = wait_for(
         &progress,
         &mut operator,
@@ -454,13 +427,7 @@ pub async fn run(
     figures.in_place = in_place_updates(client, ns).await?;
     {
         let progress = progress.lock().unwrap_or_else(|e| e.into_inner());
-        let changed = changed.lock().unwrap_or_else(|e| e.into_inner());
-        figures.roll_wall = progress
-            .rolled
-            .values()
-            .map(|at| at.saturating_duration_since(started))
-            .max()
-            .unwrap_or_default();
+        figures.roll_wall = last(&progress.rolled, started);
         figures.job_to_rolled = latencies(&progress.rolled, &changed);
     }
     figures.operator_cpu = proc_cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
@@ -514,16 +481,6 @@ async fn in_place_updates(client: &Client, ns: &str) -> Result<u64> {
         .list(&kube::api::ListParams::default().fields("reason=InPlaceUpdate"))
         .await?;
     Ok(list.items.len() as u64)
-}
-
-/// `done[job] − start[job]` for every job in both, sorted.
-fn latencies(done: &HashMap<String, Instant>, start: &HashMap<String, Instant>) -> Vec<Duration> {
-    let mut out: Vec<Duration> = start
-        .iter()
-        .filter_map(|(job, at)| Some(done.get(job)?.saturating_duration_since(*at)))
-        .collect();
-    out.sort();
-    out
 }
 
 impl Figures {
