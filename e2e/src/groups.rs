@@ -212,7 +212,8 @@ impl Suite {
 
     /// Waits until job `name`'s attempt `attempt` has its whole group: as many live pods, each
     /// bound to a node, as its plan has nodes (one node: a group of one), each listed with its
-    /// rank and node in the attempt's `members`. Pods being deleted are confirmed gone
+    /// rank in the attempt's `members` (with its node, or none yet: a binding alone is no
+    /// status write; [`Suite::set_group_running`] waits for the nodes). Pods being deleted are confirmed gone
     /// meanwhile, as a kubelet would (they hold their GPUs until then). Returns the job and the
     /// pods by rank.
     pub async fn wait_group(&self, name: &str, attempt: u32) -> Result<(InferenceJob, Vec<Pod>)> {
@@ -251,11 +252,16 @@ impl Suite {
                         )
                     })
                     .collect();
+                // A member's node comes with the next status write after its binding.
+                let members_match = members.len() == expected.len()
+                    && members.iter().zip(&expected).all(|(m, e)| {
+                        m.0 == e.0 && m.1 == e.1 && (m.2.is_none() || m.2 == e.2)
+                    });
                 ensure!(
                     status.attempt_count == attempt
                         && nodes.is_some_and(|n| n as usize == bound)
                         && bound == pods.len()
-                        && members == expected,
+                        && members_match,
                     "attemptCount {}, plan nodes {nodes:?}, group pods (name, node, live) {:?}, attempt {attempt}'s members (rank, pod, node) {members:?}, conditions {:?}",
                     status.attempt_count,
                     pods.iter()
@@ -303,7 +309,28 @@ impl Suite {
         for pod in pods {
             self.set_pod_running(pod).await?;
         }
-        self.wait_phase(name, &[Phase::Running]).await
+        let job = self.wait_phase(name, &[Phase::Running]).await?;
+        // The write that says Running names every member's node.
+        let status = job.status.clone().unwrap_or_default();
+        let members = status
+            .attempts
+            .iter()
+            .find(|a| a.number == status.attempt_count)
+            .map(|a| a.members.clone())
+            .unwrap_or_default();
+        for pod in pods {
+            let listed = members
+                .iter()
+                .find(|m| m.pod_name == pod.name_any())
+                .and_then(|m| m.node_name.clone());
+            ensure!(
+                listed.as_deref() == node_of(pod),
+                "running job {name} lists member {} on {listed:?}, bound to {:?}",
+                pod.name_any(),
+                node_of(pod)
+            );
+        }
+        Ok(job)
     }
 
     /// Waits until the operator deletes `pod` of `job`'s group (a deletion timestamp, or

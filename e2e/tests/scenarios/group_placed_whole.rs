@@ -25,6 +25,9 @@ pub async fn placed_whole(s: &mut Suite) -> Result<()> {
         vramfit_e2e::expect_eq("pods of the 4-node group", four_pods.len(), 4)?;
         s.check_group_objects(&two, 1, &two_pods).await?;
         s.check_group_objects(&four, 1, &four_pods).await?;
+        // Running, each attempt lists every member's node.
+        s.set_group_running(&jobs[0], &two_pods).await?;
+        s.set_group_running(&jobs[1], &four_pods).await?;
         Ok(())
     }
     .await;
