@@ -147,11 +147,13 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("full-class-overflows-then-frees", |s| {
             Box::pin(scheduling::full_class_overflows_then_frees(s))
         }),
-        ("unschedulable-pod-frees-its-class", |s| {
-            Box::pin(scheduling::unschedulable_pod_frees_its_class(s))
-        }),
         ("operator-restart-keeps-one-pod-per-job", |s| {
             Box::pin(operator_restart::restart_keeps_one_pod(s))
+        }),
+        // After the examples' jobs are deleted: it needs every GPU of a10g-x4 free, and a
+        // served example's replica may overflow there.
+        ("unschedulable-pod-frees-its-class", |s| {
+            Box::pin(scheduling::unschedulable_pod_frees_its_class(s))
         }),
         ("leader-election-single-writer", |s| {
             Box::pin(leader_election::leader_election(s))
