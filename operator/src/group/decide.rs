@@ -183,23 +183,15 @@ pub fn next_group(
         None => (ObjectWrite::Keep, ObjectWrite::Keep),
     };
     let running_name = running.map(|(attempt, _)| group_name(&job_name, attempt));
-    let stale = |objects: &[OwnedObject]| -> Vec<(String, String)> {
-        let mut stale: Vec<(String, String)> = objects
+    let keep = |name: &str| running_name.as_deref() == Some(name);
+    let owned = |objects: &[OwnedObject]| {
+        objects
             .iter()
-            .filter(|o| Some(&o.name) != running_name.as_ref())
             .map(|o| (o.name.clone(), o.uid.clone()))
-            .collect();
-        stale.sort();
-        stale
+            .collect::<Vec<_>>()
     };
-    let delete_services = stale(obs.owned_services)
-        .into_iter()
-        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
-        .collect();
-    let delete_network_policies = stale(obs.owned_network_policies)
-        .into_iter()
-        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
-        .collect();
+    let delete_services = super::stale_deletes(owned(obs.owned_services), keep);
+    let delete_network_policies = super::stale_deletes(owned(obs.owned_network_policies), keep);
 
     name_the_group(obs, &mut decision, &old, &causes.borrow(), running);
     decision.delete_pod = None;

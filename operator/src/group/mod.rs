@@ -158,3 +158,20 @@ fn clear_name_taken(job: &InferenceJob, status: &mut vramfit_api::InferenceJobSt
         );
     }
 }
+
+/// Deletes, each on its uid, of the job's group objects (name, uid) that `keep` does not
+/// name, sorted by name: the same decision makes the same requests.
+pub(crate) fn stale_deletes<K>(
+    objects: Vec<(String, String)>,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<crate::serving::ownership::ObjectWrite<K>> {
+    let mut stale: Vec<(String, String)> = objects
+        .into_iter()
+        .filter(|(name, _)| !keep(name))
+        .collect();
+    stale.sort();
+    stale
+        .into_iter()
+        .map(|(name, uid)| crate::serving::ownership::ObjectWrite::Delete { name, uid })
+        .collect()
+}

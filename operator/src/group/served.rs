@@ -258,23 +258,15 @@ pub fn into_groups(
             ),
         });
     }
-    let stale = |objects: &[(String, String)]| -> Vec<(String, String)> {
-        let mut stale: Vec<(String, String)> = objects
+    let keep = |name: &str| live.contains(name);
+    let owned = |objects: &[(String, String)]| {
+        objects
             .iter()
-            .filter(|(name, _)| !live.contains(name))
-            .cloned()
-            .collect();
-        stale.sort();
-        stale
+            .map(|(n, u)| (n.clone(), u.clone()))
+            .collect::<Vec<_>>()
     };
-    let delete_services = stale(obs.owned_services)
-        .into_iter()
-        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
-        .collect();
-    let delete_network_policies = stale(obs.owned_network_policies)
-        .into_iter()
-        .map(|(name, uid)| ObjectWrite::Delete { name, uid })
-        .collect();
+    let delete_services = super::stale_deletes(owned(obs.owned_services), keep);
+    let delete_network_policies = super::stale_deletes(owned(obs.owned_network_policies), keep);
 
     list_members(&job_name, &mut served.status, obs.pods, &create_pods);
     served.delete_pods = delete_pods;
