@@ -40,6 +40,7 @@ pub mod observe;
 pub mod served;
 pub mod served_reconcile;
 pub mod service;
+pub mod spread;
 pub mod state;
 
 #[cfg(test)]
