@@ -573,3 +573,37 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
                { "rank": 1, "podName": "chat-r0-1-1", "nodeName": "l-2" }])
     );
 }
+
+/// A job whose replicas no longer span nodes (`maxNodes` back to 1) while its groups run:
+/// they roll onto groups of one, replica by replica, as for any spec change (the one-pod
+/// pipeline would delete every group at once and leave their Services and policies).
+#[tokio::test]
+async fn max_nodes_back_to_one_rolls_the_groups_onto_groups_of_one() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 6);
+    let (mut job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    job.spec.gpus.max_nodes = 1;
+    // Qwen3-32B in 16 bits needs 4 A10Gs: on one A10G×2 node only in 4 bits.
+    job.spec.allowed_quantizations = Some(vec![
+        serde_json::from_value(json!("none")).unwrap(),
+        serde_json::from_value(json!("nf4")).unwrap(),
+    ]);
+    let (mut status, mut pod) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        group_objects_created(api, "chat-r0-3").await;
+        pod = api.pod_create("chat-r0-3-0").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    let line = &status["status"]["replicaStatuses"][0];
+    assert_eq!(
+        line["podName"], "chat-r0-1",
+        "the old group serves meanwhile"
+    );
+    assert_eq!(line["surge"]["podName"], "chat-r0-3");
+    assert_eq!(
+        pod["metadata"]["labels"]["vramfit.io/group-rank"], "0",
+        "a group of one"
+    );
+}
