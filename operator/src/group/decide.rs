@@ -25,7 +25,8 @@ use vramfit_api::pod_keys::{group_name, group_pod_name};
 use vramfit_api::{InferenceJob, InferenceJobStatus, Phase, Plan};
 use vramfit_planner::{JobInput, SpecError};
 
-use super::build::{group_pods, leader_with_worker_addresses, spread_as, without_awaited_leader};
+use super::build::{group_pods, spread_as, without_awaited_leader};
+use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
 use super::spread::GroupSpread;
 use super::state::{Cause, LeaderRecord, group_seen};
@@ -240,8 +241,7 @@ pub fn next_group(
 }
 
 /// The leader of `attempt`'s group, whose workers are all Ready: the attempt's one-pod build
-/// for the plan the workers carry (their spec hash too), pointed at the workers' addresses.
-/// None where the class is no longer known (the group then waits out its start deadline).
+/// ([`leader_from_workers`]).
 fn awaited_leader(
     obs: &GroupObserved<'_>,
     attempt: u32,
@@ -254,45 +254,16 @@ fn awaited_leader(
         job: &job_name,
         attempt,
     };
-    let Some(workers) = observed_workers(&group, obs.pods) else {
-        return Ok(None);
+    let ranks = Ranks {
+        group: &group,
+        pods: obs.pods,
+        inventory: obs.inventory,
+        input,
+        spread: obs.spread,
     };
-    let Some((plan, class)) = workers.first().and_then(|worker| {
-        let plan = crate::reconcile::build::recorded_plan(worker)?;
-        let class = obs.inventory.class(&plan.node_class)?.clone();
-        Some((plan, class))
-    }) else {
-        return Ok(None);
-    };
-    let base = crate::reconcile::build::desired_pod(obs.job, input, &plan, &class, attempt)?;
-    let mut pods = group_pods(&base, input, &plan, &job_name, attempt)?;
-    spread_as(&mut pods, obs.spread);
-    let Some(leader) = pods.into_iter().next() else {
-        return Ok(None);
-    };
-    Ok(Some((
-        leader_with_worker_addresses(leader, &group, &workers, &plan)?,
-        plan,
-    )))
-}
-
-/// The workers of `group` (ranks 1 and up) as the store shows them, or None if one is not
-/// observed.
-pub(crate) fn observed_workers(
-    group: &GroupOf<'_>,
-    pods: &dyn Fn(&str) -> PodSeen,
-) -> Option<Vec<Arc<Pod>>> {
-    let first = match pods(&group.member(1)) {
-        PodSeen::Observed(pod) => pod,
-        _ => return None,
-    };
-    let size = crate::reconcile::build::recorded_plan(&first)?.nodes();
-    (1..size)
-        .map(|rank| match pods(&group.member(rank)) {
-            PodSeen::Observed(pod) => Some(pod),
-            _ => None,
-        })
-        .collect()
+    leader_from_workers(&ranks, |plan, class| {
+        crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)
+    })
 }
 
 /// Every pod of the job but the running group's members (and a succeeded leader): live ones

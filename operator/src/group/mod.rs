@@ -34,6 +34,7 @@ use crate::reconcile::{apply as batch_apply, update_status};
 pub mod apply;
 pub mod build;
 pub mod decide;
+pub mod leader;
 pub mod names;
 pub mod network_policy;
 pub mod observe;

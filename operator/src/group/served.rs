@@ -25,10 +25,8 @@ use vramfit_api::pod_keys::{SPEC_HASH_ANNOTATION, replica_group_name, replica_gr
 use vramfit_api::{InferenceJob, InferenceJobStatus, Plan, ServeSpec};
 use vramfit_planner::JobInput;
 
-use super::build::{
-    group_pods_of, leader_with_worker_addresses, spread_as, without_awaited_leader,
-};
-use super::decide::observed_workers;
+use super::build::{group_pods_of, spread_as, without_awaited_leader};
+use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
 use super::spread::GroupSpread;
 use super::state::{Ends, LeaderRecord, group_seen_of};
@@ -320,8 +318,7 @@ pub fn into_groups(
 }
 
 /// The leader of the replica group `group_name`, when it waits for its workers and they are
-/// all Ready now: the replica's one-pod build for the workers' plan and class, pointed at
-/// their addresses ([`leader_with_worker_addresses`]).
+/// all Ready now: the replica's one-pod build ([`leader_from_workers`]).
 fn awaited_replica_leader(
     obs: &ServedGroupObserved<'_>,
     input: &JobInput,
@@ -341,31 +338,23 @@ fn awaited_replica_leader(
     if !seen.leader_due {
         return Ok(None);
     }
-    let Some(workers) = observed_workers(&group, obs.pods) else {
-        return Ok(None);
-    };
-    let Some((plan, class)) = workers.first().and_then(|worker| {
-        let plan = crate::reconcile::build::recorded_plan(worker)?;
-        let class = obs.inventory.class(&plan.node_class)?.clone();
-        Some((plan, class))
-    }) else {
-        return Ok(None);
-    };
-    let base = crate::serving::pod::replica_pod(
-        obs.job,
+    let ranks = Ranks {
+        group: &group,
+        pods: obs.pods,
+        inventory: obs.inventory,
         input,
-        obs.serve,
-        &plan,
-        &class,
-        (slot, incarnation),
-    )?;
-    let mut pods = group_pods_of(&base, input, &plan, &group)?;
-    spread_as(&mut pods, obs.spread);
-    let Some(leader) = pods.into_iter().next() else {
-        return Ok(None);
+        spread: obs.spread,
     };
-    let leader = leader_with_worker_addresses(leader, &group, &workers, &plan)?;
-    Ok(Some((leader, plan)))
+    leader_from_workers(&ranks, |plan, class| {
+        crate::serving::pod::replica_pod(
+            obs.job,
+            input,
+            obs.serve,
+            plan,
+            class,
+            (slot, incarnation),
+        )
+    })
 }
 
 /// Each replica line's members: rank, pod and node of its group's pods (those that exist or
