@@ -71,14 +71,29 @@ fn ready(pod: Pod, node: &str) -> Pod {
     pod
 }
 
-/// The group's Service and NetworkPolicy in the stores, as created.
+/// The group's Service and NetworkPolicy in the stores, as created (the job serves on 8000).
 fn objects_in_store(serving: &mut ServingWriters, job: &InferenceJob, group: &str) {
+    objects_in_store_on(serving, job, group, 8000);
+}
+
+/// The job's Service in the stores, as created.
+fn job_service_in_store(serving: &mut ServingWriters, job: &InferenceJob) {
+    let mut service =
+        crate::serving::service::desired_service(job, job.spec.serve.as_ref().unwrap()).unwrap();
+    service.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(service));
+}
+
+/// [`objects_in_store`] for a job that serves on `port`.
+fn objects_in_store_on(serving: &mut ServingWriters, job: &InferenceJob, group: &str, port: u16) {
     let mut service = desired_service(job, group).unwrap();
     service.metadata.uid = Some(ApiServerVerifier::object_uid(group));
     serving
         .services
         .apply_watcher_event(&watcher::Event::Apply(service));
-    let mut policy = desired_served_network_policy(job, group, 8000).unwrap();
+    let mut policy = desired_served_network_policy(job, group, port).unwrap();
     policy.metadata.uid = Some(ApiServerVerifier::object_uid(group));
     serving
         .network_policies
@@ -240,12 +255,7 @@ async fn serving_groups_of(
     for group in ["chat-r0-1", "chat-r1-2"] {
         objects_in_store(serving, &job, group);
     }
-    let mut service =
-        crate::serving::service::desired_service(&job, job.spec.serve.as_ref().unwrap()).unwrap();
-    service.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
-    serving
-        .services
-        .apply_watcher_event(&watcher::Event::Apply(service));
+    job_service_in_store(serving, &job);
     let live = crate::serving::pdb::desired_pdb(&job, 2).unwrap().unwrap();
     let mut pdb = live;
     pdb.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
@@ -519,22 +529,8 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
         "no leader yet"
     );
     let job = with_status(&job, &status);
-    let mut policy = desired_served_network_policy(&job, "chat-r0-1", 8080).unwrap();
-    policy.metadata.uid = Some(ApiServerVerifier::object_uid("chat-r0-1"));
-    serving
-        .network_policies
-        .apply_watcher_event(&watcher::Event::Apply(policy));
-    let mut group_service = desired_service(&job, "chat-r0-1").unwrap();
-    group_service.metadata.uid = Some(ApiServerVerifier::object_uid("chat-r0-1"));
-    serving
-        .services
-        .apply_watcher_event(&watcher::Event::Apply(group_service));
-    let mut service =
-        crate::serving::service::desired_service(&job, job.spec.serve.as_ref().unwrap()).unwrap();
-    service.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
-    serving
-        .services
-        .apply_watcher_event(&watcher::Event::Apply(service));
+    objects_in_store_on(&mut serving, &job, "chat-r0-1", 8080);
+    job_service_in_store(&mut serving, &job);
     let worker_pod: Pod = serde_json::from_value(worker).unwrap();
     writers.apply_pod(fixtures::as_running(
         fixtures::created(worker_pod.clone()),
