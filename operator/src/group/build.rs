@@ -98,9 +98,9 @@ fn rank_pod(
     if address.rank > 0 {
         // A worker runs the engine's worker process, which answers no health route: Ready
         // once its server listens, where the leader waits for that.
-        container.startup_probe = None;
+        container.startup_probe = worker_startup(plan);
         container.liveness_probe = None;
-        container.readiness_probe = worker_readiness(plan);
+        container.readiness_probe = None;
     }
     if let Some(command) = launch.command {
         // A worker that runs another program: its command line is the launch's alone.
@@ -125,12 +125,19 @@ fn rank_pod(
     Ok(pod)
 }
 
-/// Seconds between two readiness probes of a worker that the leader waits for.
-const WORKER_READINESS_PERIOD_SECONDS: i32 = 2;
+/// Seconds between two startup probes of a worker that the leader waits for.
+const WORKER_STARTUP_PERIOD_SECONDS: i32 = 2;
 
-/// A worker's readiness where its leader waits for it: its server (GPU 0's `rpc-server`)
-/// accepts connections on the group's port.
-fn worker_readiness(plan: &Plan) -> Option<Probe> {
+/// Startup probes a worker's server may fail before the kubelet restarts it: 5 minutes to
+/// listen (a GPU's `rpc-server` initializes CUDA first).
+const WORKER_STARTUP_FAILURES: i32 = 150;
+
+/// A worker's startup where its leader waits for it: its server (GPU 0's `rpc-server`, started
+/// last) accepts a connection on the group's port; the worker is Ready from then on. A
+/// startup probe, not a readiness probe: `rpc-server` serves one client at a time with a
+/// listen backlog of 1, so once the leader is connected a probe's connection would time out
+/// and turn the worker NotReady; the kubelet stops startup probes at the first success.
+fn worker_startup(plan: &Plan) -> Option<Probe> {
     let group = plan
         .group
         .as_ref()
@@ -140,7 +147,8 @@ fn worker_readiness(plan: &Plan) -> Option<Probe> {
             port: IntOrString::Int(i32::try_from(group.port).ok()?),
             host: None,
         }),
-        period_seconds: Some(WORKER_READINESS_PERIOD_SECONDS),
+        period_seconds: Some(WORKER_STARTUP_PERIOD_SECONDS),
+        failure_threshold: Some(WORKER_STARTUP_FAILURES),
         ..Probe::default()
     })
 }

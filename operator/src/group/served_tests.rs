@@ -518,9 +518,14 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
     .await;
     let container = |pod: &Value| pod["spec"]["containers"][0].clone();
     assert_eq!(
-        container(&worker)["readinessProbe"]["tcpSocket"],
+        container(&worker)["startupProbe"]["tcpSocket"],
         json!({ "port": 50052 }),
         "Ready once its rpc-server listens"
+    );
+    assert_eq!(
+        container(&worker)["readinessProbe"],
+        Value::Null,
+        "rpc-server serves one client: a probe once the leader is connected would time out"
     );
     assert_eq!(container(&worker)["livenessProbe"], Value::Null);
     assert_eq!(

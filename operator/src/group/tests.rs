@@ -516,14 +516,14 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
         .into_iter()
         .map(fixtures::created)
         .collect();
-    let probe = &pods[1].spec.as_ref().unwrap().containers[0].readiness_probe;
+    let probe = &pods[1].spec.as_ref().unwrap().containers[0].startup_probe;
     assert_eq!(
         probe
             .as_ref()
             .and_then(|p| p.tcp_socket.as_ref())
             .map(|t| &t.port),
         Some(&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(50052)),
-        "the worker is Ready once its rpc-server listens"
+        "the worker is Ready once its rpc-server listens (a startup probe: it serves one client)"
     );
     // Only the worker exists, running, its server not listening yet: the group waits for it,
     // and the status lists the worker alone.
