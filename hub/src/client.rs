@@ -155,11 +155,29 @@ impl HubClient {
         read_checkpoint(&self.model(repo.clone())).await
     }
 
-    /// GET `url` (with a `Range` when asked), following redirects; the final response.
+    /// GET `url`, following redirects with the token sent to the endpoint's origin only; the
+    /// final response, its body unread. `range` is a `Range` header value (`bytes=100-`) sent
+    /// on every hop. For callers that read whole files (a node's model cache); no timeout here:
+    /// the caller bounds the wait and the body.
+    pub async fn get_following_redirects(
+        &self,
+        url: &str,
+        range: Option<&str>,
+    ) -> Result<http::Response<Incoming>, SourceError> {
+        self.get(url, range)
+            .await
+            .map_err(|(kind, why)| SourceError {
+                kind,
+                message: format!("{url}: {why}"),
+            })
+    }
+
+    /// GET `url` (with a `Range` header value when asked), following redirects; the final
+    /// response.
     async fn get(
         &self,
         url: &str,
-        range: Option<(u64, u64)>,
+        range: Option<&str>,
     ) -> Result<http::Response<Incoming>, (SourceErrorKind, String)> {
         let mut uri: Uri = url
             .parse()
@@ -167,8 +185,8 @@ impl HubClient {
         for _ in 0..=self.config.max_redirects {
             let mut request = Request::get(uri.clone())
                 .header(USER_AGENT, concat!("vramfit/", env!("CARGO_PKG_VERSION")));
-            if let Some((start, len)) = range {
-                request = request.header(RANGE, format!("bytes={start}-{}", start + len - 1));
+            if let Some(range) = range {
+                request = request.header(RANGE, range);
             }
             if let Some(token) = &self.config.token
                 && Origin::of(&uri).as_ref() == Some(&self.origin)
@@ -225,7 +243,7 @@ fn redirect_target(current: &Uri, location: &str) -> Option<Uri> {
 
 /// An error and its causes on one line (hyper's errors say "client error (Connect)" and keep
 /// the reason in their sources).
-fn chain(error: &dyn std::error::Error) -> String {
+pub fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -238,7 +256,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 
 /// Why a status means the file cannot be read; `None` for success and for the 404 of an
 /// absent file (the repository and revision exist).
-fn refusal(status: StatusCode, headers: &HeaderMap) -> Option<(SourceErrorKind, String)> {
+pub fn refusal(status: StatusCode, headers: &HeaderMap) -> Option<(SourceErrorKind, String)> {
     if status.is_success() {
         return None;
     }
@@ -407,7 +425,8 @@ impl FileSource for HubModel {
             if len == 0 {
                 return Ok(Some(Range { bytes: Vec::new(), file_len: None }));
             }
-            let response = self.client.get(&url, Some((start, len))).await?;
+            let range = format!("bytes={start}-{}", start + len - 1);
+            let response = self.client.get(&url, Some(&range)).await?;
             let status = response.status();
             if status == StatusCode::RANGE_NOT_SATISFIABLE {
                 // The file ends before `start`.

@@ -8,5 +8,5 @@
 mod client;
 pub mod repo;
 
-pub use client::{HubClient, HubConfig, HubError, HubModel};
-pub use repo::{DEFAULT_ENDPOINT, DEFAULT_REVISION, RepoError, RepoRef};
+pub use client::{HubClient, HubConfig, HubError, HubModel, chain as error_chain, refusal};
+pub use repo::{DEFAULT_ENDPOINT, DEFAULT_REVISION, RepoError, RepoRef, encode_segment};

@@ -103,8 +103,8 @@ fn revision_parts_ok(revision: &str) -> bool {
     revision.split('/').all(|part| !part.starts_with('.'))
 }
 
-/// Percent-encodes everything but unreserved characters (RFC 3986).
-fn encode_segment(text: &str) -> String {
+/// Percent-encodes everything but unreserved characters (RFC 3986): one URL path segment.
+pub fn encode_segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
