@@ -12,6 +12,7 @@ use crate::budget::{CachedModel, NoRoom, choose_victims};
 use crate::download::{DownloadError, DownloadLimits, download_file, remove_if_present};
 use crate::layout::Layout;
 use crate::manifest::{Manifest, ManifestError, ManifestLimits, list_manifest, resolve_url};
+use crate::prune::remove_unlisted;
 use crate::store::{Access, ModelRecord, Store, StoreError};
 use crate::verify::verify_in_place;
 
@@ -149,47 +150,64 @@ pub async fn fetch_model(
     let missing = check_in_place(&store, repo, &manifest, &mut record).await?;
 
     let mut evicted = Vec::new();
-    if !missing.is_empty() {
-        evicted = make_room(&store, config, repo, &manifest, in_use).await?;
-    }
-    record.complete = false;
-    record.last_used = now;
-    store.write(&record).await?;
-
     let mut downloaded = Vec::new();
-    for file in missing {
-        let url = resolve_url(client.endpoint(), repo, &file.path);
-        let dest = store.layout().file_path(repo, &file.path);
-        download_with_retries(config, &client, &url, &dest, file)
-            .await
-            .map_err(|why| FetchError::Download {
-                repo: repo.to_string(),
-                why,
-            })?;
-        record.bytes = record.bytes.saturating_add(file.size);
-        record.verified.insert(file.path.clone());
+    if missing.is_empty() {
+        // Every file in place: a request must prove this token reads them before its
+        // namespaces are added (a gated model's listing is public, its files are not). A
+        // refusal leaves the record as it was.
+        if let Some(first) = manifest.files.first() {
+            let url = resolve_url(client.endpoint(), repo, &first.path);
+            if let Err(message) = readable(config, &client, &url).await {
+                return Err(FetchError::Access {
+                    repo: repo.to_string(),
+                    message,
+                });
+            }
+        }
+    } else {
+        evicted = make_room(&store, config, repo, &manifest, in_use).await?;
+        // Incomplete, and counted against the budget, from the first byte written.
+        record.complete = false;
+        record.last_used = now;
         store.write(&record).await?;
-        downloaded.push(file.path.clone());
-    }
-
-    // Every file in place: the download proved this token reads them, or a request must.
-    if downloaded.is_empty()
-        && let Some(first) = manifest.files.first()
-    {
-        let url = resolve_url(client.endpoint(), repo, &first.path);
-        if let Err(message) = readable(config, &client, &url).await {
-            return Err(FetchError::Access {
-                repo: repo.to_string(),
-                message,
-            });
+        for file in &missing {
+            let dest = store.layout().file_path(repo, &file.path);
+            remove_if_present(&dest).await.map_err(|e| StoreError {
+                path: dest.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        for file in missing {
+            let url = resolve_url(client.endpoint(), repo, &file.path);
+            let dest = store.layout().file_path(repo, &file.path);
+            download_with_retries(config, &client, &url, &dest, file)
+                .await
+                .map_err(|why| FetchError::Download {
+                    repo: repo.to_string(),
+                    why,
+                })?;
+            record.bytes = record.bytes.saturating_add(file.size);
+            record
+                .verified
+                .insert(file.path.clone(), file.fingerprint());
+            store.write(&record).await?;
+            downloaded.push(file.path.clone());
         }
     }
+    let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let model_dir = store.layout().model_dir(repo);
+    remove_unlisted(&model_dir, &listed)
+        .await
+        .map_err(|e| StoreError {
+            path: model_dir.clone(),
+            message: e.to_string(),
+        })?;
     record.access = access_after_fetch(config, repo, &manifest, credential, &record.access).await?;
     record.complete = true;
     record.last_used = now;
     store.write(&record).await?;
     Ok(Fetched {
-        model_dir: store.layout().model_dir(repo),
+        model_dir,
         record,
         downloaded,
         evicted,
@@ -206,8 +224,8 @@ fn hub_client(config: &CacheConfig, token: Option<String>) -> Result<HubClient, 
 }
 
 /// Checks the files already on disk (size always; hash when the record does not say it was
-/// checked), deletes the ones that do not match, and returns the files to download. Updates the
-/// record's bytes and verified files.
+/// checked) and returns the files to download: those absent and those that do not match.
+/// Updates the record's bytes and verified files.
 async fn check_in_place<'m>(
     store: &Store,
     repo: &RepoRef,
@@ -215,7 +233,7 @@ async fn check_in_place<'m>(
     record: &mut ModelRecord,
 ) -> Result<Vec<&'m crate::manifest::ManifestFile>, FetchError> {
     let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    record.verified.retain(|p| listed.contains(p.as_str()));
+    record.verified.retain(|p, _| listed.contains(p.as_str()));
     record.total_bytes = manifest.total_bytes();
     record.bytes = 0;
     let mut missing = Vec::new();
@@ -230,18 +248,20 @@ async fn check_in_place<'m>(
             missing.push(file);
             continue;
         }
-        let rehash = !record.verified.contains(&file.path);
+        let rehash = record.verified.get(&file.path) != Some(&file.fingerprint());
         match verify_in_place(&dest, &file.expected(), file.size, rehash)
             .await
             .map_err(io_error)?
         {
             Ok(()) => {
-                record.verified.insert(file.path.clone());
+                record
+                    .verified
+                    .insert(file.path.clone(), file.fingerprint());
                 record.bytes = record.bytes.saturating_add(file.size);
             }
             Err(_) => {
-                // Truncated or corrupt: never served, fetched again.
-                remove_if_present(&dest).await.map_err(io_error)?;
+                // Truncated or corrupt: fetched again (and deleted once the record says the
+                // model is incomplete).
                 record.verified.remove(&file.path);
                 missing.push(file);
             }

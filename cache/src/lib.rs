@@ -13,6 +13,7 @@ pub mod download;
 mod fetch;
 pub mod layout;
 pub mod manifest;
+pub mod prune;
 pub mod store;
 pub mod verify;
 

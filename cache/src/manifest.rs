@@ -49,6 +49,19 @@ impl ManifestFile {
     }
 }
 
+impl ManifestFile {
+    /// What the file is checked against, as one string (`sha256:<hex>`, `git-blob:<hex>`,
+    /// `size:<n>`): a record keeps it for each verified file, so that a listing that names
+    /// other bytes under the same path (a branch that moved) has the file hashed again.
+    pub fn fingerprint(&self) -> String {
+        match self.expected() {
+            Expected::Sha256(hex) => format!("sha256:{hex}"),
+            Expected::GitBlob(hex) => format!("git-blob:{hex}"),
+            Expected::SizeOnly => format!("size:{}", self.size),
+        }
+    }
+}
+
 impl Manifest {
     /// The bytes of every file together.
     pub fn total_bytes(&self) -> u64 {

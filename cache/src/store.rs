@@ -1,7 +1,7 @@
 //! The cache on disk: one record per model (JSON, written atomically) beside the model's folder,
 //! saying how many bytes it holds, whether every file is in place and verified, when it was last
 //! used, and which namespaces may mount it.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -48,9 +48,11 @@ pub struct ModelRecord {
     pub last_used: u64,
     /// Who may mount it.
     pub access: Access,
-    /// Files in place whose hash was checked (a file in place but not here is hashed again
-    /// before it counts).
-    pub verified: BTreeSet<String>,
+    /// Files in place whose hash was checked, with what they were checked against
+    /// (`ManifestFile::fingerprint`): a file in place that is not here with the listing's
+    /// fingerprint (a crash before the record was written, a branch that moved) is hashed
+    /// again before it counts.
+    pub verified: BTreeMap<String, String>,
 }
 
 impl ModelRecord {
@@ -64,7 +66,7 @@ impl ModelRecord {
             complete: false,
             last_used: now,
             access,
-            verified: BTreeSet::new(),
+            verified: BTreeMap::new(),
         }
     }
 

@@ -44,8 +44,8 @@ struct File {
 
 #[derive(Default)]
 struct Hub {
-    /// Files by repository id (`org/name`), revision `main`.
-    repos: HashMap<String, Vec<File>>,
+    /// Files by repository id (`org/name`), revision `main` (a branch: it may move).
+    repos: Mutex<HashMap<String, Vec<File>>>,
     /// Extra raw entries appended to a repository's listing (a hostile mirror).
     extra_entries: HashMap<String, String>,
     /// Entries per page of the listing.
@@ -86,7 +86,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The listing of `repo` as the Hub writes it: a directory entry per folder, then the files.
 fn entries(hub: &Hub, repo: &str) -> Vec<String> {
-    let files = &hub.repos[repo];
+    let files = hub.repos.lock().unwrap()[repo].clone();
     let mut out = Vec::new();
     let folders: BTreeSet<&str> = files
         .iter()
@@ -98,7 +98,7 @@ fn entries(hub: &Hub, repo: &str) -> Vec<String> {
             "0".repeat(40)
         ));
     }
-    for file in files {
+    for file in &files {
         let size = file.bytes.len();
         if file.lfs {
             out.push(format!(
@@ -218,7 +218,8 @@ async fn serve(State(hub): State<Shared>, request: Request) -> Response {
             parts.next().unwrap(),
         );
         let repo = format!("{org}/{name}");
-        let Some(found) = hub.repos[&repo].iter().find(|f| f.path == file) else {
+        let files = hub.repos.lock().unwrap()[&repo].clone();
+        let Some(found) = files.iter().find(|f| f.path == file) else {
             return StatusCode::NOT_FOUND.into_response();
         };
         let key = format!("/{repo}/resolve/main/{file}");
@@ -227,7 +228,7 @@ async fn serve(State(hub): State<Shared>, request: Request) -> Response {
 
     if let Some(rest) = path.strip_prefix("/api/models/") {
         let repo = rest.split("/tree/").next().unwrap().to_string();
-        if !hub.repos.contains_key(&repo) {
+        if !hub.repos.lock().unwrap().contains_key(&repo) {
             return error_code(StatusCode::NOT_FOUND, "RepoNotFound");
         }
         if repo.starts_with("org/private") && !token_ok {
@@ -259,7 +260,7 @@ async fn serve(State(hub): State<Shared>, request: Request) -> Response {
     let Some((repo, file)) = path.trim_start_matches('/').split_once("/resolve/main/") else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    let Some(files) = hub.repos.get(repo) else {
+    let Some(files) = hub.repos.lock().unwrap().get(repo).cloned() else {
         return error_code(StatusCode::NOT_FOUND, "RepoNotFound");
     };
     if repo.starts_with("org/private") && !token_ok {
@@ -371,8 +372,14 @@ fn cached(root: &std::path::Path, model: &str, path: &str) -> Vec<u8> {
 async fn the_listing_follows_its_pages_and_refuses_a_path_out_of_the_folder() {
     let hub = start(|hub| {
         hub.page_size = 1;
-        hub.repos.insert("org/paged".into(), model(1, 100));
-        hub.repos.insert("org/hostile".into(), model(2, 100));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/paged".into(), model(1, 100));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/hostile".into(), model(2, 100));
         hub.extra_entries.insert(
             "org/hostile".into(),
             r#"{"type":"file","oid":"x","size":4,"path":"../../escape"}"#.into(),
@@ -451,7 +458,10 @@ async fn the_listing_follows_its_pages_and_refuses_a_path_out_of_the_folder() {
 async fn an_interrupted_download_resumes_with_a_range_request_and_ends_verified() {
     const CUT: usize = 100_000;
     let hub = start(|hub| {
-        hub.repos.insert("org/big".into(), model(3, 300_000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/big".into(), model(3, 300_000));
         hub.cut_after
             .lock()
             .unwrap()
@@ -484,7 +494,10 @@ async fn an_interrupted_download_resumes_with_a_range_request_and_ends_verified(
     let dest = Layout::new(root.path()).file_path(&repo("org/big"), "model.safetensors");
     assert!(!partial_path(&dest).exists());
     assert!(fetched.record.complete);
-    assert!(fetched.record.verified.contains("model.safetensors"));
+    assert_eq!(
+        fetched.record.verified["model.safetensors"],
+        format!("sha256:{}", sha256_hex(&bytes(4, 300_000)))
+    );
     assert_eq!(fetched.record.bytes, fetched.record.total_bytes);
     assert_eq!(fetched.record.access, Access::Public);
 }
@@ -493,8 +506,14 @@ async fn an_interrupted_download_resumes_with_a_range_request_and_ends_verified(
 async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served() {
     let key = "/org/noisy/resolve/main/tokenizer/tokenizer.json";
     let hub = start(|hub| {
-        hub.repos.insert("org/noisy".into(), model(5, 5000));
-        hub.repos.insert("org/broken".into(), model(6, 5000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/noisy".into(), model(5, 5000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/broken".into(), model(6, 5000));
         hub.corrupt_once.lock().unwrap().insert(key.into());
         hub.corrupt_always
             .insert("/org/broken/resolve/main/model.safetensors".into());
@@ -586,7 +605,10 @@ async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served()
 #[tokio::test]
 async fn a_truncated_or_unverified_corrupt_file_in_place_is_fetched_again() {
     let hub = start(|hub| {
-        hub.repos.insert("org/m".into(), model(7, 20_000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/m".into(), model(7, 20_000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -626,14 +648,20 @@ async fn a_truncated_or_unverified_corrupt_file_in_place_is_fetched_again() {
         .unwrap();
     assert_eq!(again.downloaded, ["model.safetensors"]);
     assert_eq!(std::fs::read(&weights).unwrap(), full);
-    assert!(again.record.verified.contains("model.safetensors"));
+    assert!(again.record.verified.contains_key("model.safetensors"));
 }
 
 #[tokio::test]
 async fn a_redirect_to_another_origin_does_not_carry_the_token() {
     let hub = start(|hub| {
-        hub.repos.insert("org/private".into(), model(8, 3000));
-        hub.repos.insert("org/open".into(), model(9, 3000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/private".into(), model(8, 3000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/open".into(), model(9, 3000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -693,7 +721,10 @@ async fn a_redirect_to_another_origin_does_not_carry_the_token() {
 #[tokio::test]
 async fn a_cached_gated_model_is_granted_only_to_tokens_that_read_it() {
     let hub = start(|hub| {
-        hub.repos.insert("org/gated".into(), model(10, 3000));
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/gated".into(), model(10, 3000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -726,6 +757,14 @@ async fn a_cached_gated_model_is_granted_only_to_tokens_that_read_it() {
         store.mountable(&repo("org/gated"), "team-b").await.unwrap(),
         None
     );
+    assert!(
+        store
+            .mountable(&repo("org/gated"), "team-a")
+            .await
+            .unwrap()
+            .is_some(),
+        "a refused token leaves the cached model as it was"
+    );
     // A token that reads it adds its namespaces.
     let granted = fetch_model(
         &cfg,
@@ -747,6 +786,8 @@ async fn the_budget_evicts_the_least_recently_used_model_not_in_use() {
     let hub = start(|hub| {
         for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
             hub.repos
+                .lock()
+                .unwrap()
                 .insert(format!("org/{name}"), model(20 + i as u8, 10_000));
         }
     })
@@ -801,4 +842,52 @@ async fn the_budget_evicts_the_least_recently_used_model_not_in_use() {
         .map(|r| r.key())
         .collect();
     assert_eq!(keys, ["org/a@main", "org/c@main"]);
+}
+
+#[tokio::test]
+async fn a_branch_that_moved_is_brought_to_its_new_files() {
+    let hub = start(|hub| {
+        hub.repos
+            .lock()
+            .unwrap()
+            .insert("org/moving".into(), model(30, 4000));
+    })
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let cfg = config(&hub, root.path(), 1 << 30);
+    let none = BTreeSet::new();
+    fetch_model(&cfg, &repo("org/moving"), None, &none)
+        .await
+        .unwrap();
+
+    // `main` moves: the weights change (same size, other bytes), the tokenizer goes, a
+    // generation config comes.
+    let mut moved = model(30, 4000);
+    moved[2].bytes = bytes(99, 4000);
+    moved.remove(1);
+    moved.push(File {
+        path: "generation_config.json".into(),
+        bytes: b"{}".to_vec(),
+        lfs: false,
+    });
+    hub.repos.lock().unwrap().insert("org/moving".into(), moved);
+    let fetched = fetch_model(&cfg, &repo("org/moving"), None, &none)
+        .await
+        .unwrap();
+    assert_eq!(
+        fetched.downloaded,
+        ["model.safetensors", "generation_config.json"]
+    );
+    assert_eq!(
+        cached(root.path(), "org/moving", "model.safetensors"),
+        bytes(99, 4000)
+    );
+    assert!(!fetched.model_dir.join("tokenizer/tokenizer.json").exists());
+    assert_eq!(fetched.record.bytes, fetched.record.total_bytes);
+    assert!(
+        !fetched
+            .record
+            .verified
+            .contains_key("tokenizer/tokenizer.json")
+    );
 }
