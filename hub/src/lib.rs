@@ -2,7 +2,9 @@
 //! proxy): `config.json`, `model.safetensors.index.json` and each safetensors file's header,
 //! read with HTTP range requests (the first 8 bytes, then the header they announce), never the
 //! weights. Every body is bounded, every file has a timeout, and a token never leaves the
-//! endpoint's origin (the Hub redirects large files to its CDN).
+//! endpoint's origin (the Hub redirects large files to its CDN). That GET, with the same token
+//! rule, is public (`HubClient::get_following_redirects`) for the node's model cache, which
+//! downloads whole files.
 #![forbid(unsafe_code)]
 
 mod client;
