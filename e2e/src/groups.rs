@@ -409,14 +409,25 @@ impl Suite {
         attempt: u32,
         pods: &[Pod],
     ) -> Result<(Service, NetworkPolicy)> {
-        let ns = job.namespace().unwrap_or_else(|| self.ns.clone());
         let group = group_name(&job.name_any(), attempt);
+        self.check_named_group_objects(job, &group, pods).await
+    }
+
+    /// [`Self::check_group_objects`] of the group named `group` (a served replica's group is
+    /// named after the replica's pod, not after an attempt).
+    pub async fn check_named_group_objects(
+        &self,
+        job: &InferenceJob,
+        group: &str,
+        pods: &[Pod],
+    ) -> Result<(Service, NetworkPolicy)> {
+        let ns = job.namespace().unwrap_or_else(|| self.ns.clone());
         let uid = job.uid().unwrap_or_default();
         let members: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
 
         let services: Api<Service> = Api::namespaced(self.client.clone(), &ns);
         let service = services
-            .get_opt(&group)
+            .get_opt(group)
             .await?
             .ok_or_else(|| anyhow!("no headless Service {ns}/{group}"))?;
         ensure!(
@@ -455,7 +466,7 @@ impl Suite {
 
         let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &ns);
         let policy = policies
-            .get_opt(&group)
+            .get_opt(group)
             .await?
             .ok_or_else(|| anyhow!("no NetworkPolicy {ns}/{group}"))?;
         ensure!(
