@@ -30,6 +30,14 @@ impl GroupEngine {
             GroupEngine::Torchrun => "torchrun",
         }
     }
+
+    /// Whether the leader starts only once every worker is Ready: llama.cpp's leader asks
+    /// each `rpc-server` for its memory as it loads the model and fails on one that does not
+    /// answer yet, while a vLLM worker joins the Ray head in a loop and torchrun's ranks wait
+    /// for the rendezvous.
+    pub fn leader_waits_for_workers(self) -> bool {
+        matches!(self, GroupEngine::LlamaCppRpc)
+    }
 }
 
 /// How a plan spans nodes.

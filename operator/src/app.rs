@@ -147,6 +147,7 @@ where
         read_deadline: std::time::Duration::from_secs(args.hub_read_deadline_seconds.into()),
         ..crate::hub_models::resolver::HubSettings::new(args.hub_endpoint.clone())
     };
+    config.settings.group_spread = args.group_spread;
     if !args.leader_election {
         let controller = tokio::spawn(run_controller(
             client,

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use clap::Parser;
 pub use vramfit_runtime::logging::LogFormat;
 
+use crate::group::spread::GroupSpread;
 use crate::stores::namespaces::WatchNamespaces;
 
 /// vramfit operator: plans InferenceJobs for the GPU class they land on and runs their pods.
@@ -83,6 +84,12 @@ pub struct Args {
         value_parser = WatchNamespaces::parse
     )]
     pub watch_namespaces: WatchNamespaces,
+
+    /// Where a group's pods go (`gpus.maxNodes` above 1): `node`, one pod per node, as the
+    /// plan assumes; `none`, ranks may share a node with GPUs free for several (to try a group
+    /// on a single node).
+    #[arg(long, value_enum, default_value_t = GroupSpread::Node)]
+    pub group_spread: GroupSpread,
 }
 
 /// A `--hub-token-repos` entry: `owner/name` or `owner/*`.
@@ -108,6 +115,7 @@ mod tests {
         assert_eq!(args.concurrency, 64);
         assert_eq!(args.worker_threads, 1);
         assert_eq!(args.watch_namespaces.listed(), None);
+        assert_eq!(args.group_spread, GroupSpread::Node);
         let args = Args::try_parse_from([
             "vramfit-operator",
             "--metrics-addr=0.0.0.0:9090",
@@ -118,6 +126,7 @@ mod tests {
             "--concurrency=4",
             "--worker-threads=2",
             "--watch-namespaces=team-a,team-b",
+            "--group-spread=none",
         ])
         .unwrap();
         assert!(args.leader_election);
@@ -129,7 +138,9 @@ mod tests {
             args.watch_namespaces.listed(),
             Some(&["team-a".to_string(), "team-b".to_string()][..])
         );
+        assert_eq!(args.group_spread, GroupSpread::None);
         assert!(Args::try_parse_from(["vramfit-operator", "--concurrency=0"]).is_err());
+        assert!(Args::try_parse_from(["vramfit-operator", "--group-spread=zone"]).is_err());
     }
 
     #[test]

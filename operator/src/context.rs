@@ -10,6 +10,7 @@ use kube::Client;
 
 use crate::capacity::{Inventory, Reservations, build_inventory};
 use crate::events::EventRecorder;
+use crate::group::spread::GroupSpread;
 use crate::metrics::Metrics;
 use crate::stores::Stores;
 
@@ -45,6 +46,8 @@ pub struct Settings {
     pub error_backoff_max: Duration,
     /// Where `model.huggingFace` repositories are read.
     pub hub: HubSettings,
+    /// Whether a group's pods each need a node of their own.
+    pub group_spread: GroupSpread,
 }
 
 impl Default for Settings {
@@ -55,6 +58,7 @@ impl Default for Settings {
             error_backoff_base: Duration::from_secs(1),
             error_backoff_max: Duration::from_secs(300),
             hub: HubSettings::new(vramfit_hub::DEFAULT_ENDPOINT.to_string()),
+            group_spread: GroupSpread::Node,
         }
     }
 }

@@ -7,6 +7,7 @@ use kube::ResourceExt;
 use vramfit_api::pod_keys::label_value;
 
 use super::inventory::Inventory;
+use crate::group::spread::GroupSpread;
 use crate::stores::PodOwner;
 use crate::stores::gpu_usage::GpuUsage;
 
@@ -72,6 +73,8 @@ pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct Capacity {
     rooms: HashMap<String, ClassRoom>,
+    /// Whether a group needs distinct nodes or may share one.
+    spread: GroupSpread,
 }
 
 /// The room in one class.
@@ -145,7 +148,16 @@ impl Capacity {
                 }
             }
         }
-        Self { rooms }
+        Self {
+            rooms,
+            spread: GroupSpread::Node,
+        }
+    }
+
+    /// The same room, counted for groups that spread as `spread` says.
+    pub fn with_group_spread(mut self, spread: GroupSpread) -> Self {
+        self.spread = spread;
+        self
     }
 
     /// Whether some admitted node of `class` has `gpus` free.
@@ -161,10 +173,34 @@ impl Capacity {
         })
     }
 
+    /// How many pods of `gpus` each the admitted nodes of `class` have room for, a node
+    /// holding as many as its free GPUs allow (a group whose ranks may share a node).
+    fn pods_with_room(&self, class: &str, gpus: u32) -> usize {
+        self.rooms.get(class).map_or(0, |room| {
+            room.free
+                .range(gpus.max(1)..)
+                .map(|(free, count)| count * (free / gpus.max(1)) as usize)
+                .sum()
+        })
+    }
+
+    /// How many pods of a group (each with `gpus`) `class` has room for: one per node with
+    /// `gpus` free, or, where ranks may share a node, as many as each node's GPUs allow.
+    fn group_room(&self, class: &str, gpus: u32) -> usize {
+        if self.spread.one_pod_per_node() {
+            self.nodes_with_room(class, gpus)
+        } else {
+            self.pods_with_room(class, gpus)
+        }
+    }
+
     /// Whether `nodes` distinct admitted nodes of `class` each have `gpus` free (1: a plain
-    /// pod's test, [`Capacity::has_room`]).
+    /// pod's test, [`Capacity::has_room`]); pods' room where ranks may share a node.
     pub fn has_room_on(&self, class: &str, gpus: u32, nodes: u32) -> bool {
-        self.nodes_with_room(class, gpus) >= nodes.max(1) as usize
+        if nodes <= 1 {
+            return self.has_room(class, gpus);
+        }
+        self.group_room(class, gpus) >= nodes as usize
     }
 
     /// Takes `gpus` from the node of `class` that fits them best, as a pod placed there would
@@ -178,8 +214,15 @@ impl Capacity {
     /// Takes `gpus` from each of `nodes` distinct nodes of `class` (a group, one pod per
     /// node), the best-fitting first; [`Capacity::take`] for one node.
     pub fn take_on(&mut self, class: &str, gpus: u32, nodes: u32) {
+        let one_per_node = self.spread.one_pod_per_node();
         if let Some(room) = self.rooms.get_mut(class) {
-            room.take_distinct(gpus, nodes.max(1));
+            if one_per_node {
+                room.take_distinct(gpus, nodes.max(1));
+            } else {
+                for _ in 0..nodes.max(1) {
+                    room.take(gpus);
+                }
+            }
         }
     }
 
@@ -193,6 +236,13 @@ impl Capacity {
             return "no nodes".to_string();
         };
         let plural = if gpus == 1 { "GPU" } else { "GPUs" };
+        if !self.spread.one_pod_per_node() {
+            return format!(
+                "no room for a group of {nodes}: the {} usable node(s) have room for {} pod(s) of {gpus} {plural}",
+                room.admitted,
+                self.pods_with_room(class, gpus)
+            );
+        }
         format!(
             "no room for a group of {nodes}: {} of {} usable node(s) have {gpus} {plural} free",
             self.nodes_with_room(class, gpus),

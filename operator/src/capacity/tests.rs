@@ -9,6 +9,7 @@ use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 use super::*;
 use crate::capacity::inventory::admin_exclusions;
 use crate::fixtures;
+use crate::group::spread::GroupSpread;
 use crate::stores::gpu_usage::{GpuUsage, gpu_usage, pod_key};
 use crate::stores::{JobRef, PodOwner};
 use vramfit_api::labels::GPU_RESOURCE;
@@ -499,4 +500,38 @@ fn a_group_takes_its_gpus_on_distinct_nodes() {
     );
     capacity.take_on("a10g-x4", 2, 2);
     assert!(!capacity.has_room("a10g-x4", 1), "both nodes full");
+}
+
+/// With `--group-spread none` a node with GPUs for several of a group's pods counts once per
+/// pod: one 4-GPU node holds a group of two 2-GPU pods, never a third.
+#[test]
+fn ranks_that_may_share_a_node_count_pods_not_nodes() {
+    let nodes = vec![Arc::new(fixtures::gpu_node("a-1", "a10g", 4, 4))];
+    let inventory = build_inventory(&nodes, &[]);
+    let job = fixtures::job("big", fixtures::vllm_mistral_spec());
+    let room = || {
+        Capacity::compute(
+            &inventory,
+            &GpuUsage::default(),
+            &[],
+            &PodConstraints::of_job(&job),
+            &|_| true,
+        )
+    };
+    assert!(
+        !room().has_room_on("a10g-x4", 2, 2),
+        "one pod per node: one node is no group of two"
+    );
+    let mut shared = room().with_group_spread(GroupSpread::None);
+    assert!(shared.has_room_on("a10g-x4", 2, 2));
+    assert!(
+        !shared.has_room_on("a10g-x4", 2, 3),
+        "4 GPUs hold two pods of 2"
+    );
+    assert_eq!(
+        shared.shortage_on("a10g-x4", 2, 3),
+        "no room for a group of 3: the 1 usable node(s) have room for 2 pod(s) of 2 GPUs"
+    );
+    shared.take_on("a10g-x4", 2, 2);
+    assert!(!shared.has_room("a10g-x4", 1), "both pods' GPUs taken");
 }

@@ -5,14 +5,18 @@
 //! (`vramfit_planner::group::launch::for_rank`: env, a worker's command, the leader's flags).
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, EnvVar, Pod, PodAffinityTerm, PodAntiAffinity};
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, HostAlias, Pod, PodAffinityTerm, PodAntiAffinity, Probe, TCPSocketAction,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vramfit_api::Plan;
 use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL};
 use vramfit_planner::JobInput;
 use vramfit_planner::group::launch::{RankAddress, for_rank};
 
 use super::names::GroupOf;
+use super::spread::GroupSpread;
 
 use crate::reconcile::build::BuildError;
 
@@ -91,6 +95,13 @@ fn rank_pod(
         .containers
         .first_mut()
         .ok_or(BuildError::MissingObjectKey("spec.containers"))?;
+    if address.rank > 0 {
+        // A worker runs the engine's worker process, which answers no health route: Ready
+        // once its server listens, where the leader waits for that.
+        container.startup_probe = None;
+        container.liveness_probe = None;
+        container.readiness_probe = worker_readiness(plan);
+    }
     if let Some(command) = launch.command {
         // A worker that runs another program: its command line is the launch's alone.
         container.command = Some(command);
@@ -112,6 +123,92 @@ fn rank_pod(
         });
     }
     Ok(pod)
+}
+
+/// Seconds between two readiness probes of a worker that the leader waits for.
+const WORKER_READINESS_PERIOD_SECONDS: i32 = 2;
+
+/// A worker's readiness where its leader waits for it: its server (GPU 0's `rpc-server`)
+/// accepts connections on the group's port.
+fn worker_readiness(plan: &Plan) -> Option<Probe> {
+    let group = plan
+        .group
+        .as_ref()
+        .filter(|g| g.engine.leader_waits_for_workers())?;
+    Some(Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(i32::try_from(group.port).ok()?),
+            host: None,
+        }),
+        period_seconds: Some(WORKER_READINESS_PERIOD_SECONDS),
+        ..Probe::default()
+    })
+}
+
+/// The group's pods to create first: all of them, or the workers alone where the leader
+/// waits for them (it is created once they are Ready, [`leader_with_worker_addresses`]).
+pub fn without_awaited_leader(pods: Vec<Pod>, plan: &Plan) -> Vec<Pod> {
+    let waits = plan
+        .group
+        .as_ref()
+        .is_some_and(|g| g.engine.leader_waits_for_workers());
+    if waits {
+        pods.into_iter().skip(1).collect()
+    } else {
+        pods
+    }
+}
+
+/// The leader, pointed at its Ready workers: each worker's DNS name (the one the leader's
+/// flags name) resolves, in the leader's `/etc/hosts`, to the worker's pod address. The
+/// leader then needs no DNS record of a pod (a cluster's DNS publishes one only once the
+/// pod is Ready, and caches its absence), and the workers' annotations (plan, spec hash) are
+/// the leader's, so the group stays one build.
+pub fn leader_with_worker_addresses(
+    mut leader: Pod,
+    group: &GroupOf<'_>,
+    workers: &[std::sync::Arc<Pod>],
+    plan: &Plan,
+) -> Result<Pod, BuildError> {
+    let namespace = leader
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(BuildError::MissingObjectKey("metadata.namespace"))?;
+    let names = group.address(&namespace, plan.nodes(), 0).worker_addresses;
+    let aliases: Vec<HostAlias> = names
+        .into_iter()
+        .zip(workers)
+        .filter_map(|(name, worker)| {
+            let ip = worker.status.as_ref()?.pod_ip.clone()?;
+            Some(HostAlias {
+                ip,
+                hostnames: Some(vec![name]),
+            })
+        })
+        .collect();
+    if let Some(annotations) = workers.first().and_then(|w| w.metadata.annotations.clone()) {
+        leader.metadata.annotations = Some(annotations);
+    }
+    leader
+        .spec
+        .as_mut()
+        .ok_or(BuildError::MissingObjectKey("spec"))?
+        .host_aliases = Some(aliases);
+    Ok(leader)
+}
+
+/// `pods` spread as `spread` says: with [`GroupSpread::None`] ranks may share a node, so
+/// they carry no anti-affinity to one another.
+pub fn spread_as(pods: &mut [Pod], spread: GroupSpread) {
+    if spread.one_pod_per_node() {
+        return;
+    }
+    for pod in pods {
+        if let Some(affinity) = pod.spec.as_mut().and_then(|s| s.affinity.as_mut()) {
+            affinity.pod_anti_affinity = None;
+        }
+    }
 }
 
 /// Required anti-affinity to the group's own pods on the node's hostname: the scheduler puts
@@ -193,5 +290,42 @@ mod tests {
                 "the one-pod build's hash: a spec change replaces the group when it would replace the pod"
             );
         }
+    }
+
+    #[test]
+    fn ranks_that_may_share_a_node_carry_no_anti_affinity() {
+        let job = group_job("big", 2);
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let anti = |pods: &[Pod]| {
+            pods.iter()
+                .filter(|p| {
+                    p.spec
+                        .as_ref()
+                        .and_then(|s| s.affinity.as_ref())
+                        .and_then(|a| a.pod_anti_affinity.as_ref())
+                        .is_some()
+                })
+                .count()
+        };
+        let mut pods = group_pods(&base, &input, &plan, "big", 1).unwrap();
+        spread_as(&mut pods, GroupSpread::Node);
+        assert_eq!(anti(&pods), 2);
+        spread_as(&mut pods, GroupSpread::None);
+        assert_eq!(anti(&pods), 0);
+        assert!(
+            pods[0]
+                .spec
+                .as_ref()
+                .unwrap()
+                .affinity
+                .as_ref()
+                .unwrap()
+                .node_affinity
+                .is_some(),
+            "still on the class's nodes"
+        );
     }
 }

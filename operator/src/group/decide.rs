@@ -25,8 +25,11 @@ use vramfit_api::pod_keys::{group_name, group_pod_name};
 use vramfit_api::{InferenceJob, InferenceJobStatus, Phase, Plan};
 use vramfit_planner::{JobInput, SpecError};
 
-use super::build::group_pods;
-use super::state::{Cause, group_seen};
+use super::build::{group_pods, spread_as, without_awaited_leader};
+use super::leader::{Ranks, leader_from_workers};
+use super::names::GroupOf;
+use super::spread::GroupSpread;
+use super::state::{Cause, LeaderRecord, group_seen};
 use super::{network_policy, service};
 use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
@@ -80,6 +83,8 @@ pub struct GroupObserved<'a> {
     pub capacity: &'a dyn Fn() -> Capacity,
     /// Now.
     pub now: Time,
+    /// Whether a group's pods each need a node of their own.
+    pub spread: GroupSpread,
 }
 
 /// What to do for a group job.
@@ -127,6 +132,11 @@ pub fn next_group(
     let old = obs.job.status.clone().unwrap_or_default();
     let current = old.attempt_count;
     let causes = std::cell::RefCell::new(Vec::<(u32, Cause)>::new());
+    let leader_due = std::cell::RefCell::new(Vec::<u32>::new());
+    let leader_record = |attempt: u32| {
+        let members = old.attempts.iter().find(|a| a.number == attempt);
+        LeaderRecord::of(members.map_or(&[][..], |a| &a.members[..]))
+    };
     // The batch machine looks an attempt's pod up by the group's name (or, once recorded, the
     // leader's): it sees the group as one pod.
     let as_one_pod = |name: &str| {
@@ -134,9 +144,13 @@ pub fn next_group(
             if name == group_name(&job_name, attempt)
                 || name == group_pod_name(&job_name, attempt, 0)
             {
-                let seen = group_seen(&job_name, attempt, obs.pods, obs.deleting);
+                let leader = leader_record(attempt);
+                let seen = group_seen(&job_name, attempt, leader, obs.pods, obs.deleting);
                 if let Some(cause) = seen.cause {
                     causes.borrow_mut().push((attempt, cause));
+                }
+                if seen.leader_due {
+                    leader_due.borrow_mut().push(attempt);
                 }
                 return seen.seen;
             }
@@ -160,16 +174,26 @@ pub fn next_group(
         (&decision.apply_pod, &decision.applied_plan, obs.input)
     {
         let attempt = decision.status.attempt_count;
-        let pods = group_pods(base, input, plan, &job_name, attempt)?;
+        let mut pods = group_pods(base, input, plan, &job_name, attempt)?;
+        spread_as(&mut pods, obs.spread);
         if decision.create_pod {
-            create_pods = pods;
+            // A leader that waits for its workers comes once they are Ready.
+            create_pods = without_awaited_leader(pods, plan);
         } else {
             apply_pods = pods;
         }
     }
-    let created_plan = (!create_pods.is_empty())
+    let mut created_plan = (!create_pods.is_empty())
         .then(|| decision.applied_plan.clone())
         .flatten();
+    if let Some((attempt, _)) = running_group(&decision.status)
+        && create_pods.is_empty()
+        && leader_due.borrow().contains(&attempt)
+        && let Some((leader, plan)) = awaited_leader(obs, attempt)?
+    {
+        create_pods.push(leader);
+        created_plan = Some(plan);
+    }
 
     let delete_pods = pods_to_delete(obs, &old, &decision.status, running);
     let (service, network_policy) = match running {
@@ -193,7 +217,15 @@ pub fn next_group(
     let delete_services = super::stale_deletes(owned(obs.owned_services), keep);
     let delete_network_policies = super::stale_deletes(owned(obs.owned_network_policies), keep);
 
-    name_the_group(obs, &mut decision, &old, &causes.borrow(), running);
+    let created: Vec<String> = create_pods.iter().map(|p| p.name_any()).collect();
+    name_the_group(
+        obs,
+        &mut decision,
+        &old,
+        &causes.borrow(),
+        running,
+        &created,
+    );
     decision.delete_pod = None;
     Ok(GroupDecision {
         decision,
@@ -205,6 +237,32 @@ pub fn next_group(
         network_policy,
         delete_services,
         delete_network_policies,
+    })
+}
+
+/// The leader of `attempt`'s group, whose workers are all Ready: the attempt's one-pod build
+/// ([`leader_from_workers`]).
+fn awaited_leader(
+    obs: &GroupObserved<'_>,
+    attempt: u32,
+) -> Result<Option<(Pod, Plan)>, BuildError> {
+    let job_name = obs.job.name_any();
+    let Ok(input) = obs.input else {
+        return Ok(None);
+    };
+    let group = GroupOf::Attempt {
+        job: &job_name,
+        attempt,
+    };
+    let ranks = Ranks {
+        group: &group,
+        pods: obs.pods,
+        inventory: obs.inventory,
+        input,
+        spread: obs.spread,
+    };
+    leader_from_workers(&ranks, |plan, class| {
+        crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)
     })
 }
 
@@ -299,6 +357,7 @@ fn name_the_group(
     old: &InferenceJobStatus,
     causes: &[(u32, Cause)],
     running: Option<(u32, u32)>,
+    created: &[String],
 ) {
     let job_name = obs.job.name_any();
     let node_of = |pod_name: &str| match (obs.pods)(pod_name) {
@@ -364,15 +423,19 @@ fn name_the_group(
         }
     }
     if let Some((attempt, nodes)) = running {
+        // The members that exist or are created now: a leader that waits for its workers is
+        // listed once created (`LeaderRecord`).
+        let exists = |pod_name: &String| {
+            created.contains(pod_name) || !matches!((obs.pods)(pod_name), PodSeen::Absent)
+        };
         let members: Vec<GroupMember> = (0..nodes)
-            .map(|rank| {
+            .filter_map(|rank| {
                 let pod_name = group_pod_name(&job_name, attempt, rank);
-                let node_name = node_of(&pod_name);
-                GroupMember {
+                exists(&pod_name).then(|| GroupMember {
                     rank,
+                    node_name: node_of(&pod_name),
                     pod_name,
-                    node_name,
-                }
+                })
             })
             .collect();
         let leader_node = members.first().and_then(|m| m.node_name.clone());
@@ -399,6 +462,13 @@ fn with_old_members(
     let old_entry = old.attempts.iter().find(|a| a.number == attempt)?;
     let mut kept = status.clone();
     let entry = kept.attempts.iter_mut().find(|a| a.number == attempt)?;
+    // A member created since (a leader after its workers) is written at once.
+    let pods = |members: &[GroupMember]| -> Vec<String> {
+        members.iter().map(|m| m.pod_name.clone()).collect()
+    };
+    if pods(&old_entry.members) != pods(&entry.members) {
+        return None;
+    }
     entry.members = old_entry.members.clone();
     kept.node_name = old.node_name.clone();
     (kept == *old && kept != *status).then_some(kept)

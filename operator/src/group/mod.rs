@@ -34,12 +34,14 @@ use crate::reconcile::{apply as batch_apply, update_status};
 pub mod apply;
 pub mod build;
 pub mod decide;
+pub mod leader;
 pub mod names;
 pub mod network_policy;
 pub mod observe;
 pub mod served;
 pub mod served_reconcile;
 pub mod service;
+pub mod spread;
 pub mod state;
 
 #[cfg(test)]

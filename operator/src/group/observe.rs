@@ -150,6 +150,7 @@ impl GroupSnapshot<'_> {
             inventory: self.base.inventory(),
             capacity: &capacity,
             now,
+            spread: self.ctx.settings.group_spread,
         };
         next_group(&observed, &self.ctx.settings.requeues)
     }

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | pod `<job>-r<slot>-<n>` | group `<job>-r<slot>-<n>`: pods `<job>-r<slot>-<n>-<rank>`, seen as one pod by [`group_seen_of`] (a member failed, lost or exited: the replica ended; Ready: the leader's readiness, once every member runs) |
 //! | the job's pods | each group once, by its name |
-//! | create a pod with its plan | the group's headless Service and NetworkPolicy, then one pod per node ([`group_pods_of`]); the workers without the server's probes (the leader answers for the group) |
+//! | create a pod with its plan | the group's headless Service and NetworkPolicy, then one pod per node ([`group_pods_of`]); the workers without the server's probes (the leader answers for the group); a leader that waits for its workers (llama.cpp) once they are Ready |
 //! | delete a pod | every pod of its group, then its Service and NetworkPolicy |
 //! | apply a pod's labels | every member's |
 //!
@@ -25,10 +25,13 @@ use vramfit_api::pod_keys::{SPEC_HASH_ANNOTATION, replica_group_name, replica_gr
 use vramfit_api::{InferenceJob, InferenceJobStatus, Plan, ServeSpec};
 use vramfit_planner::JobInput;
 
-use super::build::group_pods_of;
+use super::build::{group_pods_of, spread_as, without_awaited_leader};
+use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
-use super::state::{Ends, group_seen_of};
+use super::spread::GroupSpread;
+use super::state::{Ends, LeaderRecord, group_seen_of};
 use super::{network_policy, service};
+use crate::capacity::Inventory;
 use crate::reconcile::build::BuildError;
 use crate::reconcile::decide::PodSeen;
 use crate::serving::decide::ServedDecision;
@@ -62,6 +65,7 @@ pub fn group_of_member(job_name: &str, pod: &str) -> Option<String> {
 pub fn seen_as_one_pod(
     job_name: &str,
     name: &str,
+    leader: &dyn Fn(&str) -> LeaderRecord,
     pods: &dyn Fn(&str) -> PodSeen,
     deleting: &dyn Fn(&str) -> bool,
 ) -> PodSeen {
@@ -71,7 +75,7 @@ pub fn seen_as_one_pod(
             slot,
             incarnation,
         };
-        let seen = group_seen_of(&group, Ends::WithAnyMember, pods, deleting).seen;
+        let seen = group_seen_of(&group, Ends::WithAnyMember, leader(name), pods, deleting).seen;
         if !matches!(seen, PodSeen::Absent) {
             return seen;
         }
@@ -86,6 +90,17 @@ pub fn seen_as_one_pod(
         }
         other => other,
     }
+}
+
+/// Whether `job`'s status lists the leader of its replica group `group` (the replica's line
+/// names the group's one pod).
+pub fn leader_record(job: &InferenceJob, group: &str) -> LeaderRecord {
+    let line = job.status.as_ref().and_then(|s| {
+        s.replica_statuses
+            .iter()
+            .find(|line| line.pod_name == group)
+    });
+    LeaderRecord::of(line.map_or(&[][..], |line| &line.members[..]))
 }
 
 /// The job's pods as the serving pipeline counts them: each group once, by its name.
@@ -119,6 +134,12 @@ pub struct ServedGroupObserved<'a> {
     pub owned_services: &'a [(String, String)],
     /// The job's group NetworkPolicies (name, uid).
     pub owned_network_policies: &'a [(String, String)],
+    /// Classes and nodes (a leader created after its workers is built for their class).
+    pub inventory: &'a Inventory,
+    /// Whether a group's pods each need a node of their own.
+    pub spread: GroupSpread,
+    /// Whether the job's status lists a replica group's leader, by group name.
+    pub leader: &'a dyn Fn(&str) -> LeaderRecord,
 }
 
 /// A group's headless Service and NetworkPolicy writes.
@@ -177,6 +198,7 @@ pub fn into_groups(
     delete_pods.extend(running_members_of_ended_groups(
         &job_name,
         obs.owned,
+        obs.leader,
         obs.pods,
         obs.deleting,
     ));
@@ -197,10 +219,25 @@ pub fn into_groups(
                 slot,
                 incarnation,
             };
-            for pod in replica_group_pods(base, input, plan, &group)? {
+            let mut pods = group_pods_of(base, input, plan, &group)?;
+            spread_as(&mut pods, obs.spread);
+            // A leader that waits for its workers comes once they are Ready.
+            for pod in without_awaited_leader(pods, plan) {
                 create_pods.push((pod, plan.clone()));
             }
             created_groups.insert(group_name);
+        }
+        for group_name in owned_as_groups(&job_name, obs.owned) {
+            if created_groups.contains(&group_name)
+                || delete_pods
+                    .iter()
+                    .any(|p| group_of_member(&job_name, p).as_deref() == Some(group_name.as_str()))
+            {
+                continue;
+            }
+            if let Some((leader, plan)) = awaited_replica_leader(obs, input, &group_name)? {
+                create_pods.push((leader, plan));
+            }
         }
     }
 
@@ -222,7 +259,7 @@ pub fn into_groups(
             };
             let existing = members_of(&group_name);
             apply_pods.extend(
-                replica_group_pods(base, input, &plan, &group)?
+                group_pods_of(base, input, &plan, &group)?
                     .into_iter()
                     .filter(|pod| existing.contains(&pod.name_any())),
             );
@@ -280,26 +317,44 @@ pub fn into_groups(
     })
 }
 
-/// The pods of a replica's group from its one pod `base`: rank 0 serves (the server's port
-/// and probes: Ready once the model is loaded across the group); the workers run the engine's
-/// worker process, which does not answer the health route, so they have no probes.
-pub fn replica_group_pods(
-    base: &Pod,
+/// The leader of the replica group `group_name`, when it waits for its workers and they are
+/// all Ready now: the replica's one-pod build ([`leader_from_workers`]).
+fn awaited_replica_leader(
+    obs: &ServedGroupObserved<'_>,
     input: &JobInput,
-    plan: &Plan,
-    group: &GroupOf<'_>,
-) -> Result<Vec<Pod>, BuildError> {
-    let mut pods = group_pods_of(base, input, plan, group)?;
-    for worker in pods.iter_mut().skip(1) {
-        if let Some(spec) = worker.spec.as_mut() {
-            for container in &mut spec.containers {
-                container.startup_probe = None;
-                container.readiness_probe = None;
-                container.liveness_probe = None;
-            }
-        }
+    group_name: &str,
+) -> Result<Option<(Pod, Plan)>, BuildError> {
+    let job_name = obs.job.name_any();
+    let Some((slot, incarnation)) = replica_of(&job_name, group_name) else {
+        return Ok(None);
+    };
+    let group = GroupOf::Replica {
+        job: &job_name,
+        slot,
+        incarnation,
+    };
+    let leader = (obs.leader)(group_name);
+    let seen = group_seen_of(&group, Ends::WithAnyMember, leader, obs.pods, obs.deleting);
+    if !seen.leader_due {
+        return Ok(None);
     }
-    Ok(pods)
+    let ranks = Ranks {
+        group: &group,
+        pods: obs.pods,
+        inventory: obs.inventory,
+        input,
+        spread: obs.spread,
+    };
+    leader_from_workers(&ranks, |plan, class| {
+        crate::serving::pod::replica_pod(
+            obs.job,
+            input,
+            obs.serve,
+            plan,
+            class,
+            (slot, incarnation),
+        )
+    })
 }
 
 /// Each replica line's members: rank, pod and node of its group's pods (those that exist or
@@ -349,6 +404,7 @@ fn list_members(
 pub fn running_members_of_ended_groups(
     job_name: &str,
     owned: &[String],
+    leader: &dyn Fn(&str) -> LeaderRecord,
     pods: &dyn Fn(&str) -> PodSeen,
     deleting: &dyn Fn(&str) -> bool,
 ) -> Vec<String> {
@@ -362,7 +418,13 @@ pub fn running_members_of_ended_groups(
             slot,
             incarnation,
         };
-        let seen = group_seen_of(&replica, Ends::WithAnyMember, pods, deleting);
+        let seen = group_seen_of(
+            &replica,
+            Ends::WithAnyMember,
+            leader(&group),
+            pods,
+            deleting,
+        );
         if !matches!(&seen.seen, PodSeen::Observed(pod) if finished(pod)) {
             continue;
         }
@@ -468,7 +530,7 @@ mod tests {
             slot: 0,
             incarnation: 1,
         };
-        let pods = replica_group_pods(&base, &input, &plan, &group)
+        let pods = group_pods_of(&base, &input, &plan, &group)
             .unwrap()
             .into_iter()
             .map(fixtures::created)
@@ -481,7 +543,13 @@ mod tests {
             Some(pod) => PodSeen::Observed(Arc::new(pod.clone())),
             None => PodSeen::Absent,
         };
-        seen_as_one_pod("chat", "chat-r0-1", &lookup, &|_| false)
+        seen_as_one_pod(
+            "chat",
+            "chat-r0-1",
+            &|_| LeaderRecord::Listed,
+            &lookup,
+            &|_| false,
+        )
     }
 
     fn ready(pod: Pod, node: &str) -> Pod {

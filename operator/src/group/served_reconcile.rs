@@ -18,7 +18,7 @@ use vramfit_api::{InferenceJob, ServeSpec};
 
 use super::apply::{GroupApplyError, write_checked};
 use super::served::{
-    ServedGroupDecision, ServedGroupObserved, into_groups, owned_as_groups,
+    ServedGroupDecision, ServedGroupObserved, into_groups, leader_record, owned_as_groups,
     running_members_of_ended_groups, seen_as_one_pod,
 };
 use crate::context::Context;
@@ -45,13 +45,14 @@ pub async fn reconcile_served_group(
         let job_name = job.name_any();
         let pods = |name: &str| snapshot.base.pod(name);
         let deleting = |name: &str| ctx.serving.deleting.contains(&namespace, name);
-        let as_one_pod = |name: &str| seen_as_one_pod(&job_name, name, &pods, &deleting);
+        let leader = |group: &str| leader_record(job, group);
+        let as_one_pod = |name: &str| seen_as_one_pod(&job_name, name, &leader, &pods, &deleting);
         let groups = owned_as_groups(&job_name, snapshot.owned());
         // Pure: the serving decision on the groups as one pod each, then in the groups' terms.
         // The running members of ended groups go whatever is decided: their GPUs are free for
         // the replicas' next groups.
         let leaving =
-            running_members_of_ended_groups(&job_name, snapshot.owned(), &pods, &deleting);
+            running_members_of_ended_groups(&job_name, snapshot.owned(), &leader, &pods, &deleting);
         let served = snapshot.decide_as(Time(Timestamp::now()), &as_one_pod, &groups, &leaving)?;
         let services = group_objects::<Service>(ctx, &namespace, job);
         let policies = group_objects::<NetworkPolicy>(ctx, &namespace, job);
@@ -68,6 +69,9 @@ pub async fn reconcile_served_group(
             network_policy: &network_policy,
             owned_services: &services,
             owned_network_policies: &policies,
+            inventory: snapshot.base.inventory(),
+            spread: ctx.settings.group_spread,
+            leader: &leader,
         };
         let decision = into_groups(&observed, served)?;
         // In memory: finished pods release their GPUs; new pods count against their class.
@@ -188,6 +192,18 @@ async fn write_pods_and_groups(
         return Err(error.into());
     }
     Ok(())
+}
+
+/// Whether the stores show a group Service or NetworkPolicy of `job`: its pods are groups
+/// still, whatever `gpus.maxNodes` says now, and the group pipeline replaces them (a rolling
+/// update, group by group, then their objects), where the one-pod pipeline would delete them
+/// all at once and leave their objects.
+pub fn has_groups(ctx: &Context, job: &InferenceJob) -> bool {
+    let Some(namespace) = job.namespace() else {
+        return false;
+    };
+    !group_objects::<Service>(ctx, &namespace, job).is_empty()
+        || !group_objects::<NetworkPolicy>(ctx, &namespace, job).is_empty()
 }
 
 /// The job's group objects of `K` in `namespace` the stores show (name, uid).

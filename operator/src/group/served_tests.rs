@@ -474,3 +474,136 @@ async fn a_worker_out_of_memory_steps_only_its_replica_down() {
     );
     assert_eq!(s["recentRestarts"][0]["reason"], "OutOfMemory");
 }
+
+/// A served llama.cpp replica over two L40S nodes: its worker first, Ready once its
+/// `rpc-server` listens; then its leader, pointed at the worker's address, listed in the
+/// replica's line once created.
+#[tokio::test]
+async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    writers.apply_node(fixtures::gpu_node("l-1", "l40s", 1, 1));
+    writers.apply_node(fixtures::gpu_node("l-2", "l40s", 1, 1));
+    writers.mark_ready();
+    serving.mark_ready();
+    let mut spec = fixtures::spec_from_json(
+        r#"{"model": {"preset": "llama-3.1-70b-instruct-q4_k_m"}, "runtime": "llamacpp",
+            "image": "ghcr.io/ggml-org/llama.cpp:server-cuda", "contextLength": 4096,
+            "gpus": {"max": 1, "maxNodes": 2}}"#,
+    );
+    spec.serve = Some(ServeSpec {
+        replicas: 1,
+        port: 8080,
+        ..ServeSpec::default()
+    });
+    let job = fixtures::job("chat", spec);
+    let (mut worker, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        group_objects_created(api, "chat-r0-1").await;
+        worker = api.pod_create("chat-r0-1-1").await;
+        // One replica: a Service, no disruption budget.
+        api.object_create(&services(), "chat").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    let container = |pod: &Value| pod["spec"]["containers"][0].clone();
+    assert_eq!(
+        container(&worker)["readinessProbe"]["tcpSocket"],
+        json!({ "port": 50052 }),
+        "Ready once its rpc-server listens"
+    );
+    assert_eq!(container(&worker)["livenessProbe"], Value::Null);
+    assert_eq!(
+        status["status"]["replicaStatuses"][0]["members"],
+        json!([{ "rank": 1, "podName": "chat-r0-1-1" }]),
+        "no leader yet"
+    );
+    let job = with_status(&job, &status);
+    let mut policy = desired_served_network_policy(&job, "chat-r0-1", 8080).unwrap();
+    policy.metadata.uid = Some(ApiServerVerifier::object_uid("chat-r0-1"));
+    serving
+        .network_policies
+        .apply_watcher_event(&watcher::Event::Apply(policy));
+    let mut group_service = desired_service(&job, "chat-r0-1").unwrap();
+    group_service.metadata.uid = Some(ApiServerVerifier::object_uid("chat-r0-1"));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(group_service));
+    let mut service =
+        crate::serving::service::desired_service(&job, job.spec.serve.as_ref().unwrap()).unwrap();
+    service.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(service));
+    let worker_pod: Pod = serde_json::from_value(worker).unwrap();
+    writers.apply_pod(fixtures::as_running(
+        fixtures::created(worker_pod.clone()),
+        "l-2",
+    ));
+    // Running, its server not listening yet: no leader.
+    let mut waiting = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        waiting = api.status_apply(&job).await;
+    })
+    .await;
+    assert_eq!(waiting["status"]["readyReplicas"], 0);
+    let job = with_status(&job, &waiting);
+    writers.apply_pod(super::testing::ready_at(
+        fixtures::created(worker_pod),
+        "l-2",
+        "10.244.0.9",
+    ));
+    let (mut leader, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        leader = api.pod_create("chat-r0-1-0").await;
+        status = api.status_apply(&job).await;
+    })
+    .await;
+    assert_eq!(
+        leader["spec"]["hostAliases"],
+        json!([{ "ip": "10.244.0.9", "hostnames": [format!("chat-r0-1-1.chat-r0-1.{NAMESPACE}")] }])
+    );
+    assert!(
+        container(&leader)["readinessProbe"]["httpGet"].is_object(),
+        "the leader answers for the replica"
+    );
+    assert_eq!(
+        status["status"]["replicaStatuses"][0]["members"],
+        json!([{ "rank": 0, "podName": "chat-r0-1-0" },
+               { "rank": 1, "podName": "chat-r0-1-1", "nodeName": "l-2" }])
+    );
+}
+
+/// A job whose replicas no longer span nodes (`maxNodes` back to 1) while its groups run:
+/// they roll onto groups of one, replica by replica, as for any spec change (the one-pod
+/// pipeline would delete every group at once and leave their Services and policies).
+#[tokio::test]
+async fn max_nodes_back_to_one_rolls_the_groups_onto_groups_of_one() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 6);
+    let (mut job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    job.spec.gpus.max_nodes = 1;
+    // Qwen3-32B in 16 bits needs 4 A10Gs: on one A10G×2 node only in 4 bits.
+    job.spec.allowed_quantizations = Some(vec![
+        serde_json::from_value(json!("none")).unwrap(),
+        serde_json::from_value(json!("nf4")).unwrap(),
+    ]);
+    let (mut status, mut pod) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        group_objects_created(api, "chat-r0-3").await;
+        pod = api.pod_create("chat-r0-3-0").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    let line = &status["status"]["replicaStatuses"][0];
+    assert_eq!(
+        line["podName"], "chat-r0-1",
+        "the old group serves meanwhile"
+    );
+    assert_eq!(line["surge"]["podName"], "chat-r0-3");
+    assert_eq!(
+        pod["metadata"]["labels"]["vramfit.io/group-rank"], "0",
+        "a group of one"
+    );
+}

@@ -7,6 +7,7 @@
 //! | none exists | absent (the attempt's group is created, or created again) |
 //! | a name is taken by a pod the job does not control | foreign (the job waits for it to go) |
 //! | created moments ago, not all in the store yet | applied, with the plan |
+//! | llama.cpp: the workers, the leader not created yet (the status lists no rank 0) | the worker furthest behind; once every worker is Ready, applied, and the leader is due |
 //! | the leader (rank 0) Succeeded | the leader: the job succeeds with its result |
 //! | a pod failed | that pod: the attempt ends with its outcome (out of memory → one step down) |
 //! | a pod is gone or being deleted | a pod ended by Kubernetes: the same plan again, in a new group |
@@ -42,6 +43,31 @@ pub struct GroupSeen {
     pub seen: PodSeen,
     /// The member whose state is the group's, when it is not the leader's.
     pub cause: Option<Cause>,
+    /// The leader is to be created now: its engine starts it after the workers
+    /// (`GroupEngine::leader_waits_for_workers`), and every worker is Ready.
+    pub leader_due: bool,
+}
+
+/// Whether the group's leader was created: the job's status lists rank 0 among the group's
+/// members (a leader that waits for its workers is listed once created). A leader missing
+/// that was never created is awaited; one that was is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaderRecord {
+    /// The status lists the leader.
+    Listed,
+    /// It does not (yet).
+    NotListed,
+}
+
+impl LeaderRecord {
+    /// Whether `members` lists rank 0.
+    pub fn of(members: &[vramfit_api::group::GroupMember]) -> Self {
+        if members.iter().any(|m| m.rank == 0) {
+            LeaderRecord::Listed
+        } else {
+            LeaderRecord::NotListed
+        }
+    }
 }
 
 /// How `job_name`'s group of `attempt` stands. `pods` looks a pod up by name, `deleting` says
@@ -49,6 +75,7 @@ pub struct GroupSeen {
 pub fn group_seen(
     job_name: &str,
     attempt: u32,
+    leader: LeaderRecord,
     pods: &dyn Fn(&str) -> PodSeen,
     deleting: &dyn Fn(&str) -> bool,
 ) -> GroupSeen {
@@ -56,7 +83,7 @@ pub fn group_seen(
         job: job_name,
         attempt,
     };
-    group_seen_of(&group, Ends::WithTheLeader, pods, deleting)
+    group_seen_of(&group, Ends::WithTheLeader, leader, pods, deleting)
 }
 
 /// When a member that exited well ends its group.
@@ -73,10 +100,15 @@ pub enum Ends {
 pub fn group_seen_of(
     group_of: &GroupOf<'_>,
     ends: Ends,
+    leader: LeaderRecord,
     pods: &dyn Fn(&str) -> PodSeen,
     deleting: &dyn Fn(&str) -> bool,
 ) -> GroupSeen {
-    let seen = |seen| GroupSeen { seen, cause: None };
+    let seen = |seen| GroupSeen {
+        seen,
+        cause: None,
+        leader_due: false,
+    };
     // Every rank a group may have: a group's size is in its pods' plan, which a missing
     // leader cannot tell.
     let members: Vec<(u32, String, PodSeen)> = (0..MAX_GROUP_NODES)
@@ -106,6 +138,14 @@ pub fn group_seen_of(
         return seen(PodSeen::Foreign);
     };
     let size = plan.nodes();
+    // A leader that starts after its workers and was never created is awaited, not lost.
+    let awaited_leader = leader == LeaderRecord::NotListed
+        && plan
+            .group
+            .as_ref()
+            .is_some_and(|g| g.engine.leader_waits_for_workers())
+        && !members.iter().any(|(rank, _, _)| *rank == 0);
+    let first_rank = u32::from(awaited_leader);
     let observed: Vec<(u32, &String, &Arc<Pod>)> = members
         .iter()
         .filter_map(|(rank, name, found)| match found {
@@ -143,9 +183,10 @@ pub fn group_seen_of(
                 rank: *rank,
                 pod: (*name).clone(),
             }),
+            leader_due: false,
         };
     }
-    let lost = (0..size).find_map(|rank| {
+    let lost = (first_rank..size).find_map(|rank| {
         let name = group_of.member(rank);
         match members.iter().find(|(r, _, _)| *r == rank) {
             None => Some((rank, name, "is gone")),
@@ -158,10 +199,16 @@ pub fn group_seen_of(
         }
     });
     if let Some((rank, name, what)) = lost {
-        let message = format!("pod {name} (rank {rank}) of group {group} {what}");
+        // The leader by its role: the batch words say "group" for "pod <leader>".
+        let message = if rank == 0 {
+            format!("the leader {name} of group {group} {what}")
+        } else {
+            format!("pod {name} (rank {rank}) of group {group} {what}")
+        };
         return GroupSeen {
             seen: PodSeen::Observed(Arc::new(lost_group(&template, &group, message))),
             cause: Some(Cause { rank, pod: name }),
+            leader_due: false,
         };
     }
     if members
@@ -182,6 +229,9 @@ pub fn group_seen_of(
         .iter()
         .find(|(_, _, pod)| waiting(pod) && !bound(pod))
         .or_else(|| observed.iter().find(|(_, _, pod)| waiting(pod)));
+    if awaited_leader && behind.is_none() {
+        return workers_before_their_leader(&observed, &template, &group, plan);
+    }
     match behind {
         Some((rank, name, pod)) => {
             let mut shown = as_group(pod);
@@ -198,10 +248,58 @@ pub fn group_seen_of(
                     rank: *rank,
                     pod: (*name).clone(),
                 }),
+                leader_due: false,
             }
         }
         None => seen(PodSeen::Observed(Arc::new(as_group(&template)))),
     }
+}
+
+/// A group whose workers all run and whose leader is not created yet: a worker not Ready
+/// yet (its server does not listen) is shown as not running, so that the start deadline
+/// counts on; once every worker is Ready, the group is the leader about to be created.
+fn workers_before_their_leader(
+    observed: &[(u32, &String, &Arc<Pod>)],
+    template: &Pod,
+    group: &str,
+    plan: Arc<vramfit_api::Plan>,
+) -> GroupSeen {
+    let not_ready = observed.iter().find(|(_, _, pod)| !ready_with_address(pod));
+    match not_ready {
+        Some((rank, name, pod)) => {
+            let mut shown = shown_as_group(pod, template, group);
+            if let Some(status) = shown.status.as_mut() {
+                status.phase = Some("Pending".to_string());
+            }
+            GroupSeen {
+                seen: PodSeen::Observed(Arc::new(shown)),
+                cause: Some(Cause {
+                    rank: *rank,
+                    pod: (*name).clone(),
+                }),
+                leader_due: false,
+            }
+        }
+        None => GroupSeen {
+            seen: PodSeen::Applied(plan),
+            cause: None,
+            leader_due: true,
+        },
+    }
+}
+
+/// Whether `pod` is Ready and has an address (the leader is pointed at it).
+pub fn ready_with_address(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    let ready = status
+        .conditions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    ready && status.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
 }
 
 /// `member`'s spec and status under the group's name, with the leader's (`template`'s)
@@ -264,7 +362,7 @@ mod tests {
             Some(pod) => PodSeen::Observed(Arc::new(pod.clone())),
             None => PodSeen::Absent,
         };
-        group_seen("big", 1, &lookup, &|_| false)
+        group_seen("big", 1, LeaderRecord::Listed, &lookup, &|_| false)
     }
 
     fn state(seen: &GroupSeen) -> PodState {
@@ -347,8 +445,54 @@ mod tests {
             }
         };
         assert!(matches!(
-            group_seen("big", 1, &lookup, &|_| false).seen,
+            group_seen("big", 1, LeaderRecord::Listed, &lookup, &|_| false).seen,
             PodSeen::Foreign
         ));
+    }
+
+    /// A llama.cpp group's leader that was never created is awaited while its worker's
+    /// server is not Ready, due once it is; one the status lists is lost when missing.
+    #[test]
+    fn a_leader_not_listed_is_awaited_and_one_listed_is_lost() {
+        let job = group_job("big", 2);
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = crate::group::testing::rpc_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let worker =
+            fixtures::created(group_pods(&base, &input, &plan, "big", 1).unwrap()[1].clone());
+        let seen_with = |worker: &Pod, leader: LeaderRecord| {
+            let lookup = |name: &str| {
+                if name == "big-1-1" {
+                    PodSeen::Observed(Arc::new(worker.clone()))
+                } else {
+                    PodSeen::Absent
+                }
+            };
+            group_seen("big", 1, leader, &lookup, &|_| false)
+        };
+        let running = fixtures::as_running(worker.clone(), "a-2");
+        let waiting = seen_with(&running, LeaderRecord::NotListed);
+        assert!(!waiting.leader_due);
+        assert_eq!(
+            state(&waiting),
+            PodState::Waiting {
+                node: Some("a-2".into()),
+                detail: None
+            },
+            "its server does not listen yet: not running"
+        );
+        let ready = crate::group::testing::ready_at(worker, "a-2", "10.0.0.9");
+        let due = seen_with(&ready, LeaderRecord::NotListed);
+        assert!(due.leader_due);
+        assert!(matches!(due.seen, PodSeen::Applied(_)));
+        let lost = seen_with(&ready, LeaderRecord::Listed);
+        assert!(!lost.leader_due);
+        match state(&lost) {
+            PodState::Disrupted { message, .. } => {
+                assert_eq!(message, "the leader big-1-0 of group big-1 is gone");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -86,3 +86,34 @@ pub fn nodes_one_step_down(input: &JobInput, class: &NodeClass, failed: &Plan) -
         Err(error) => panic!("{error}"),
     }
 }
+
+/// The job's plan on `class` as a llama.cpp group of two nodes over RPC (the leader waits for
+/// its worker's `rpc-server`).
+pub fn rpc_plan(input: &JobInput, class: &NodeClass) -> Plan {
+    let mut plan = two_node_plan(input, class);
+    plan.group = Some(GroupPlan {
+        nodes: 2,
+        engine: GroupEngine::LlamaCppRpc,
+        tensor_parallel_size: None,
+        pipeline_parallel_size: None,
+        tensor_split: vec![1, 1],
+        layers_per_node: vec![16, 16],
+        port: 50052,
+        why: "two nodes over RPC in the tests".to_string(),
+    });
+    plan
+}
+
+/// `pod` running on `node`, Ready, at `ip`.
+pub fn ready_at(pod: Pod, node: &str, ip: &str) -> Pod {
+    let mut pod = fixtures::as_running(pod, node);
+    if let Some(status) = pod.status.as_mut() {
+        status.pod_ip = Some(ip.to_string());
+        status.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+            type_: "Ready".to_string(),
+            status: "True".to_string(),
+            ..k8s_openapi::api::core::v1::PodCondition::default()
+        }]);
+    }
+    pod
+}

@@ -16,7 +16,7 @@ use super::network_policy::desired_network_policy;
 use super::service::desired_service;
 use super::testing::{
     group_job, group_objects_created, group_objects_deleted, nodes_one_step_down, out_of_memory,
-    policies, services, two_node_plan,
+    policies, ready_at, rpc_plan, services, two_node_plan,
 };
 use crate::fixtures::{self, NAMESPACE};
 use crate::reconcile::build::desired_pod;
@@ -496,4 +496,114 @@ async fn a_lost_worker_replaces_the_group_with_the_same_fallback() {
     );
     assert_eq!(s["fallback"], Value::Null, "no step down");
     assert_eq!(s["attemptCount"], 2);
+}
+
+/// A llama.cpp group: the worker first; the leader only once the worker's `rpc-server` is
+/// Ready, pointed at the worker's address; a leader lost after that replaces the group.
+#[tokio::test]
+async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces_the_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving);
+    let mut spec = fixtures::llamacpp_spec();
+    spec.gpus.max_nodes = 2;
+    let job = fixtures::job("big", spec);
+    let input = resolve_job(&job.spec).unwrap();
+    let class = fixtures::class("a10g", 4);
+    let plan = rpc_plan(&input, &class);
+    let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
+    let pods: Vec<Pod> = group_pods(&base, &input, &plan, "big", 1)
+        .unwrap()
+        .into_iter()
+        .map(fixtures::created)
+        .collect();
+    let probe = &pods[1].spec.as_ref().unwrap().containers[0].readiness_probe;
+    assert_eq!(
+        probe
+            .as_ref()
+            .and_then(|p| p.tcp_socket.as_ref())
+            .map(|t| &t.port),
+        Some(&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(50052)),
+        "the worker is Ready once its rpc-server listens"
+    );
+    // Only the worker exists, running, its server not listening yet: the group waits for it,
+    // and the status lists the worker alone.
+    writers.apply_pod(fixtures::as_running(pods[1].clone(), "a-2"));
+    objects_in_store(&mut serving, &job, "big-1");
+    let mut adopted = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        adopted = api.status_apply(&job).await;
+        api.events("big", &["PodCreated"]).await;
+    })
+    .await;
+    let s = &adopted["status"];
+    assert_eq!(
+        s["attempts"][0]["members"],
+        json!([{ "rank": 1, "podName": "big-1-1", "nodeName": "a-2" }]),
+        "{s}"
+    );
+    assert_ne!(s["phase"], "Running", "no leader runs: {s}");
+    let job = with_status(&job, &adopted);
+    // The worker is Ready: the leader is created, its worker's name resolving to its address.
+    writers.apply_pod(ready_at(pods[1].clone(), "a-2", "10.244.0.7"));
+    let (mut leader, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        leader = api.pod_create("big-1-0").await;
+        status = api.status_apply(&job).await;
+    })
+    .await;
+    assert_eq!(
+        leader["spec"]["hostAliases"],
+        json!([{ "ip": "10.244.0.7", "hostnames": [format!("big-1-1.big-1.{NAMESPACE}")] }])
+    );
+    let args = leader["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains(&format!("\"--rpc\",\"big-1-1.big-1.{NAMESPACE}:50052\"")),
+        "{args}"
+    );
+    assert_eq!(
+        leader["spec"]["containers"][0]["readinessProbe"],
+        Value::Null,
+        "a batch leader has no probe"
+    );
+    assert_eq!(
+        status["status"]["attempts"][0]["members"],
+        json!([{ "rank": 0, "podName": "big-1-0" },
+               { "rank": 1, "podName": "big-1-1", "nodeName": "a-2" }]),
+        "the leader is listed once created"
+    );
+    let job = with_status(&job, &status);
+    // The leader runs, then is lost: listed, so it is not awaited again but ends the group.
+    writers.apply_pod(fixtures::as_running(
+        fixtures::created(serde_json::from_value(leader).unwrap()),
+        "a-1",
+    ));
+    let mut running = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        running = api.status_apply(&job).await;
+        api.events("big", &["Running"]).await;
+    })
+    .await;
+    assert_eq!(running["status"]["phase"], "Running");
+    let job = with_status(&job, &running);
+    writers.delete_pod(pods[0].clone());
+    let mut replaced = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-1").await;
+        group_objects_created(api, "big-2").await;
+        // The next group is planned anew: the job's model fits one A10G (the two nodes over
+        // RPC were this test's plan), so its one pod is a leader that waits for nobody.
+        api.pod_create("big-2-0").await;
+        replaced = api.status_apply(&job).await;
+        api.events("big", &["Disrupted", "PodCreated"]).await;
+        group_objects_deleted(api, "big-1").await;
+    })
+    .await;
+    let s = &replaced["status"];
+    assert_eq!(s["attemptCount"], 2, "{s}");
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the leader big-1-0 of group big-1 is gone")),
+        "{s}"
+    );
 }

@@ -164,6 +164,7 @@ impl Snapshot<'_> {
             &PodConstraints::of_job(self.job),
             &|owner| stores.is_job_of(owner),
         )
+        .with_group_spread(self.ctx.settings.group_spread)
     }
 
     /// The next status of the job from this snapshot (pure: [`next_status`]).

@@ -29,12 +29,18 @@ pub fn selector(job: &InferenceJob) -> Result<BTreeMap<String, String>, BuildErr
 }
 
 /// The labels that select the pods that serve a job's clients: [`selector`]'s, and for a job
-/// whose replicas are groups (`gpus.maxNodes` above 1) the leaders' rank: a group's workers
-/// are the leader's, not the clients'. The Service, the PodDisruptionBudget (one per replica)
-/// and `status.selector` use it; a job of one-pod replicas keeps [`selector`] exactly.
+/// whose replicas are groups (`gpus.maxNodes` above 1, or groups its status lists still, while
+/// they roll onto groups of one) the leaders' rank: a group's workers are the leader's, not
+/// the clients'. The Service, the PodDisruptionBudget (one per replica) and `status.selector`
+/// use it; a job of one-pod replicas keeps [`selector`] exactly.
 pub fn serving_selector(job: &InferenceJob) -> Result<BTreeMap<String, String>, BuildError> {
     let mut labels = selector(job)?;
-    if job.spec.gpus.max_nodes > 1 {
+    let lists_groups = job.status.as_ref().is_some_and(|s| {
+        s.replica_statuses
+            .iter()
+            .any(|line| !line.members.is_empty())
+    });
+    if job.spec.gpus.max_nodes > 1 || lists_groups {
         labels.insert(GROUP_RANK_LABEL.to_string(), "0".to_string());
     }
     Ok(labels)
