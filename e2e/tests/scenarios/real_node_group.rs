@@ -2,18 +2,19 @@
 //! `llama-server --rpc` over a worker's real `rpc-server` (the llama-server image, built with
 //! `GGML_RPC=ON`), both on the one real node, so the scenario's operator runs with
 //! `--group-spread none` (ranks may share a node). The worker is made Ready by the kubelet's
-//! TCP probe on its `rpc-server` port, and stays Ready while the leader holds its connection
-//! (`rpc-server` serves one client at a time and accepts nothing else meanwhile: a probe
-//! repeated then would time out). The leader is created after the worker is Ready, with a
-//! host alias that resolves the worker's name (`<pod>.<group>.<namespace>`) to its pod IP (no
-//! cluster DNS here). A completion through the job's Service comes from the model the leader
-//! loaded onto the worker. A worker whose `rpc-server` is SIGKILLed ends its group: the
-//! replica gets a new group whole, which serves again.
+//! TCP probe on its `rpc-server` port; the leader is created after the worker is Ready, with
+//! a host alias that resolves the worker's name (`<pod>.<group>.<namespace>`) to its pod IP
+//! (no cluster DNS here). A completion through the job's Service comes from the model the
+//! leader loaded onto the worker. A worker whose `rpc-server` is SIGKILLed ends its group: the
+//! replica gets a new group whole, which serves again, and whose worker stays Ready while the
+//! leader holds its connection (`rpc-server` serves one client at a time and accepts nothing
+//! else meanwhile: a readiness probe repeated then would time out).
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt as _;
 use kube::api::LogParams;
@@ -92,6 +93,7 @@ async fn group_serves_and_is_replaced(
     client: &str,
 ) -> Result<()> {
     s.apply_job(group_manifest(s, node, server)).await?;
+    let (_, first_ready) = worker_ready_before_its_leader(s, None).await?;
     let job = wait_ready(s, NAME, 1).await?;
     let plan = job
         .status
@@ -105,13 +107,12 @@ async fn group_serves_and_is_replaced(
         .first()
         .cloned()
         .context("no replica line")?;
-    let first = check_running_group(s, &job, node, &line).await?;
+    let first = check_running_group(s, &job, node, &line, &first_ready).await?;
     leader_offloaded_to_the_worker(s, &first).await?;
 
     let address = cluster_address(s, NAME).await?;
     let text = completion(&address).await?;
     println!("     POST http://{address}/completion → {text:?}");
-    worker_stays_ready(s, &first).await?;
 
     // The node's CNI bridge enforces no NetworkPolicy: what is checked is what it selects.
     let group_pods = [first.leader.clone(), first.worker.clone()];
@@ -135,6 +136,7 @@ async fn group_serves_and_is_replaced(
     )
     .await?;
     println!("     {}: {killed}", first.worker.name_any());
+    let (_, second_ready) = worker_ready_before_its_leader(s, Some(&first.name)).await?;
     let replaced = eventually(
         &format!("replica 0 to get a group in place of {}", first.name),
         Duration::from_secs(240),
@@ -183,25 +185,70 @@ async fn group_serves_and_is_replaced(
         .cloned()
         .with_context(|| format!("no restart recorded for group {}", first.name))?;
     expect_eq("restart reason", restart.reason.as_str(), "Failed")?;
-    let second = check_running_group(s, &job, node, &replaced).await?;
+    let second = check_running_group(s, &job, node, &replaced, &second_ready).await?;
     let text = completion(&address).await?;
     println!(
         "     group {} replaced whole by {} (restart {} \"{}\"); POST /completion → {text:?}",
         first.name, second.name, restart.reason, restart.message
     );
-    Ok(())
+    // Last, so that a failure here leaves every check above done.
+    worker_stays_ready(s, &second).await
+}
+
+/// Watches replica 0's group (another than `not`) until its worker is Ready, and checks that
+/// its leader did not exist before that: the group's name and when the worker became Ready.
+/// Watched from the start, as the worker's Ready condition might not stay (a readiness probe
+/// of a busy `rpc-server` would fail).
+async fn worker_ready_before_its_leader(s: &Suite, not: Option<&str>) -> Result<(String, Time)> {
+    eventually(
+        "replica 0's group to have a Ready worker",
+        Duration::from_secs(180),
+        || async {
+            let job = s.job(NAME).await?;
+            let line = replicas_of(&job)
+                .first()
+                .cloned()
+                .context("no replica line")?;
+            let group = line.pod_name.clone();
+            ensure!(Some(group.as_str()) != not, "replica {line:?}");
+            let worker = s
+                .pods()
+                .get_opt(&format!("{group}-1"))
+                .await?
+                .with_context(|| format!("no worker {group}-1 yet"))?;
+            let ready = worker
+                .status
+                .as_ref()
+                .and_then(|st| st.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                .and_then(|c| c.last_transition_time.clone())
+                .with_context(|| format!("worker {group}-1 is not Ready"))?;
+            if let Some(leader) = s.pods().get_opt(&format!("{group}-0")).await? {
+                let created = leader.metadata.creation_timestamp.clone();
+                ensure!(
+                    created.as_ref().is_some_and(|c| c.0 >= ready.0),
+                    "leader {group}-0 created at {created:?}, before worker {group}-1 was \
+                     Ready at {}",
+                    ready.0
+                );
+            }
+            Ok((group, ready))
+        },
+    )
+    .await
 }
 
 /// Checks the replica's group as it runs: two pods named after it with the group's labels,
-/// both on the real node; the worker runs `rpc-server` on the group's port and is Ready by
-/// the kubelet's TCP probe of that port; the leader was created once the worker was Ready,
-/// resolves the worker's name through a host alias to the worker's pod IP, and passes that
-/// name to `--rpc`.
+/// both on the real node; the worker runs `rpc-server` on the group's port, probed by the
+/// kubelet's TCP probe of that port; the leader was created once the worker was Ready (at
+/// `worker_ready`), resolves the worker's name through a host alias to the worker's pod IP,
+/// and passes that name to `--rpc`.
 async fn check_running_group(
     s: &Suite,
     job: &InferenceJob,
     node: &RealNode,
     line: &ReplicaStatus,
+    worker_ready: &Time,
 ) -> Result<RunningGroup> {
     let group = line.pod_name.clone();
     let ranks: Vec<(u32, String)> = line
@@ -261,13 +308,6 @@ async fn check_running_group(
         vec![IntOrString::Int(RPC_PORT)],
     )?;
     let worker_status = worker.status.clone().unwrap_or_default();
-    let worker_ready = worker_status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready" && c.status == "True")
-        .and_then(|c| c.last_transition_time.clone())
-        .with_context(|| format!("worker {worker_name} is not Ready"))?;
     let worker_ip = worker_status
         .pod_ip
         .clone()
