@@ -29,8 +29,8 @@ use vramfit_e2e::{
 };
 
 use crate::real_node_serving::{
-    KILL_CONTAINER, cluster_address, container_id, replicas_of, run_python, served_llama, setup,
-    wait_ready,
+    KILL_CONTAINER, PORT, cluster_address, container_id, replicas_of, run_python, served_llama,
+    setup, wait_ready,
 };
 
 /// The job's name: a group's job needs a DNS-1035 label (its group's Service is named after
@@ -116,10 +116,11 @@ async fn group_serves_and_is_replaced(
 
     // The node's CNI bridge enforces no NetworkPolicy: what is checked is what it selects.
     let group_pods = [first.leader.clone(), first.worker.clone()];
-    s.check_named_group_objects(&job, &first.name, &group_pods)
+    s.check_named_group_objects(&job, &first.name, &group_pods, Some(PORT))
         .await?;
     println!(
-        "     NetworkPolicy {0} applies to and admits exactly {0}-0 and {0}-1",
+        "     NetworkPolicy {0} applies to exactly {0}-0 and {0}-1 and admits only them, but \
+         for any client on port {PORT}",
         first.name
     );
 
