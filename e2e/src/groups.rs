@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -409,14 +410,28 @@ impl Suite {
         attempt: u32,
         pods: &[Pod],
     ) -> Result<(Service, NetworkPolicy)> {
-        let ns = job.namespace().unwrap_or_else(|| self.ns.clone());
         let group = group_name(&job.name_any(), attempt);
+        self.check_named_group_objects(job, &group, pods, None)
+            .await
+    }
+
+    /// [`Self::check_group_objects`] of the group named `group`. A served replica's group is
+    /// named after the replica's pod, and its policy also admits any client on the serving
+    /// port (`served_port`, TCP, where the job's Service sends them), that port alone.
+    pub async fn check_named_group_objects(
+        &self,
+        job: &InferenceJob,
+        group: &str,
+        pods: &[Pod],
+        served_port: Option<u16>,
+    ) -> Result<(Service, NetworkPolicy)> {
+        let ns = job.namespace().unwrap_or_else(|| self.ns.clone());
         let uid = job.uid().unwrap_or_default();
         let members: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
 
         let services: Api<Service> = Api::namespaced(self.client.clone(), &ns);
         let service = services
-            .get_opt(&group)
+            .get_opt(group)
             .await?
             .ok_or_else(|| anyhow!("no headless Service {ns}/{group}"))?;
         ensure!(
@@ -455,7 +470,7 @@ impl Suite {
 
         let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &ns);
         let policy = policies
-            .get_opt(&group)
+            .get_opt(group)
             .await?
             .ok_or_else(|| anyhow!("no NetworkPolicy {ns}/{group}"))?;
         ensure!(
@@ -488,15 +503,35 @@ impl Suite {
         );
         let rules = spec.ingress.clone().unwrap_or_default();
         ensure!(
-            !rules.is_empty(),
-            "NetworkPolicy {group} admits no ingress at all (its ranks could not meet)"
+            rules
+                .iter()
+                .any(|r| r.from.as_ref().is_some_and(|f| !f.is_empty())),
+            "NetworkPolicy {group} admits no ingress from its pods (its ranks could not meet): \
+             {rules:?}"
         );
+        let serving = served_port.map(|port| {
+            vec![(
+                Some(IntOrString::Int(i32::from(port))),
+                Some("TCP".to_string()),
+            )]
+        });
         for rule in &rules {
             let peers = rule.from.clone().unwrap_or_default();
-            ensure!(
-                !peers.is_empty(),
-                "NetworkPolicy {group}: an ingress rule without `from` admits every source: {rule:?}"
-            );
+            if peers.is_empty() {
+                let open: Vec<_> = rule
+                    .ports
+                    .iter()
+                    .flatten()
+                    .map(|p| (p.port.clone(), p.protocol.clone()))
+                    .collect();
+                ensure!(
+                    serving.as_ref() == Some(&open),
+                    "NetworkPolicy {group}: an ingress rule without `from` admits every source \
+                     on {open:?} (only a served group's serving port {served_port:?} may be): \
+                     {rule:?}"
+                );
+                continue;
+            }
             for peer in peers {
                 ensure!(
                     peer.ip_block.is_none() && peer.namespace_selector.is_none(),

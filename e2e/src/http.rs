@@ -1,5 +1,5 @@
-//! Plain HTTP GETs against an operator's `/readyz` and `/metrics` and Prometheus's API (no
-//! client dependency).
+//! Plain HTTP GETs against an operator's `/readyz` and `/metrics` and Prometheus's API, and
+//! JSON POSTs to a served model (no client dependency).
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
@@ -24,6 +24,23 @@ pub async fn http10_get(addr: &str, path: &str, within: Duration) -> Result<(u16
     exchange(addr, path, &request, within).await
 }
 
+/// `POST http://<addr><path>` with a JSON body: status code and body. `within` bounds the
+/// whole exchange (a model's answer takes longer than a probe's).
+pub async fn http_post_json(
+    addr: &str,
+    path: &str,
+    body: &serde_json::Value,
+    within: Duration,
+) -> Result<(u16, String)> {
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(addr, path, &request, within).await
+}
+
 /// Sends `request`, reads until the server closes, and splits the status code from the body.
 async fn exchange(
     addr: &str,
@@ -40,7 +57,7 @@ async fn exchange(
     };
     let text = tokio::time::timeout(within, fut)
         .await
-        .map_err(|_| anyhow!("GET http://{addr}{path} timed out"))??;
+        .map_err(|_| anyhow!("http://{addr}{path} timed out"))??;
     let code = text
         .split_whitespace()
         .nth(1)
@@ -76,5 +93,45 @@ mod tests {
         });
         let (code, body) = http_get(&addr, "/readyz").await.unwrap();
         assert_eq!((code, body.as_str()), (503, "no"));
+    }
+
+    #[tokio::test]
+    async fn http_post_json_sends_the_body_with_its_length() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 512];
+            // Until the body's last byte: the request has no end but its length.
+            while !seen.ends_with(b"}") {
+                let n = s.read(&mut buf).await.unwrap();
+                seen.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            String::from_utf8(seen).unwrap()
+        });
+        let body = serde_json::json!({"prompt": "the cat", "n_predict": 4});
+        let (code, answer) = http_post_json(&addr, "/completion", &body, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!((code, answer.as_str()), (200, "ok"));
+        let request = server.await.unwrap();
+        let sent = body.to_string();
+        assert!(
+            request.starts_with("POST /completion HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.contains(&format!("Content-Length: {}\r\n", sent.len())),
+            "{request}"
+        );
+        assert!(
+            request.contains("Content-Type: application/json\r\n"),
+            "{request}"
+        );
+        assert!(request.ends_with(&format!("\r\n\r\n{sent}")), "{request}");
     }
 }

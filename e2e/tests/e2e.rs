@@ -69,6 +69,8 @@ mod pod_security;
 mod rbac;
 #[path = "scenarios/real_node.rs"]
 mod real_node;
+#[path = "scenarios/real_node_group.rs"]
+mod real_node_group;
 #[path = "scenarios/real_node_serving.rs"]
 mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
@@ -279,6 +281,10 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("real-node-served-host-out-of-memory", |s| {
             Box::pin(real_node_serving::served_host_out_of_memory(s))
+        }),
+        // With an operator of its own (`--group-spread none`): the group's ranks share the node.
+        ("real-node-served-llama-group", |s| {
+            Box::pin(real_node_group::served_llama_group(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;

@@ -19,14 +19,14 @@ use vramfit_e2e::{
 };
 
 /// The port the replicas listen on (llama-server's own default).
-const PORT: u16 = 8080;
+pub(crate) const PORT: u16 = 8080;
 
 /// How long a replica may take to become Ready: pod start, model load (0.1 s), and the
 /// readiness probe's period (10 s) with room for a busy machine.
-const READY_WITHIN: Duration = Duration::from_secs(180);
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(180);
 
 /// The real node, the llama-server image and the workload image (the in-cluster client).
-async fn setup(s: &mut Suite) -> Result<(RealNode, String, String)> {
+pub(crate) async fn setup(s: &mut Suite) -> Result<(RealNode, String, String)> {
     let (server, client) = (llama_server_image(), workload_image());
     let node = s
         .real_node_holding(&[server.clone(), client.clone()])
@@ -37,7 +37,7 @@ async fn setup(s: &mut Suite) -> Result<(RealNode, String, String)> {
 
 /// A served llama.cpp job of the tiny model on the real node's class: `replicas` replicas of
 /// one GPU each, `context` tokens, the model given by its numbers (tiny_gguf.py writes them).
-fn served_llama(
+pub(crate) fn served_llama(
     s: &Suite,
     name: &str,
     node: &RealNode,
@@ -69,13 +69,13 @@ fn served_llama(
 }
 
 /// The job's replica lines.
-fn replicas_of(job: &InferenceJob) -> Vec<ReplicaStatus> {
+pub(crate) fn replicas_of(job: &InferenceJob) -> Vec<ReplicaStatus> {
     job.status.clone().unwrap_or_default().replica_statuses
 }
 
 /// Waits until `n` replicas of job `name` are Ready (the kubelet's probes, nothing written by
 /// the suite) and the job says `n/n`.
-async fn wait_ready(s: &Suite, name: &str, n: u32) -> Result<InferenceJob> {
+pub(crate) async fn wait_ready(s: &Suite, name: &str, n: u32) -> Result<InferenceJob> {
     eventually(
         &format!("job {name} to have {n} Ready replicas"),
         READY_WITHIN,
@@ -102,7 +102,7 @@ async fn wait_ready(s: &Suite, name: &str, n: u32) -> Result<InferenceJob> {
 }
 
 /// `<ClusterIP>:<port>` of the job's Service.
-async fn cluster_address(s: &Suite, name: &str) -> Result<String> {
+pub(crate) async fn cluster_address(s: &Suite, name: &str) -> Result<String> {
     let services: Api<Service> = Api::namespaced(s.client.clone(), &s.ns);
     let ip = services
         .get(name)
@@ -123,7 +123,7 @@ async fn get_ok(address: &str, path: &str) -> Result<String> {
 
 /// A one-shot pod on `node` running `python3 -c <script> <args…>` in the workload image;
 /// returns what it wrote to its termination log once it Succeeded.
-async fn run_python(
+pub(crate) async fn run_python(
     s: &Suite,
     node: &RealNode,
     image: &str,
@@ -187,10 +187,11 @@ const HTTP_GET: &str = "import sys, urllib.request\n\
 r = urllib.request.urlopen(sys.argv[1], timeout=10)\n\
 open('/dev/termination-log', 'w').write(f'{r.status} {r.read().decode()}')\n";
 
-/// Sends SIGKILL to the `llama-server` process of container `sys.argv[1]` (its id is in the
-/// process's cgroup path, whatever the cgroup driver), from the host's PID namespace.
+/// Sends SIGKILL to the process of container `sys.argv[1]` (its id is in the process's cgroup
+/// path, whatever the cgroup driver) whose command line holds `sys.argv[2]` (`llama-server`,
+/// `rpc-server`), from the host's PID namespace.
 // A raw string: a `\` line continuation would strip the indentation Python needs.
-const KILL_CONTAINER: &str = r#"import os, signal, sys
+pub(crate) const KILL_CONTAINER: &str = r#"import os, signal, sys
 hit = []
 for pid in filter(str.isdigit, os.listdir('/proc')):
     try:
@@ -198,7 +199,7 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         cmd = open(f'/proc/{pid}/cmdline', 'rb').read()
     except OSError:
         continue
-    if sys.argv[1] in cgroup and b'llama-server' in cmd:
+    if sys.argv[1] in cgroup and sys.argv[2].encode() in cmd:
         os.kill(int(pid), signal.SIGKILL)
         hit.append(pid)
 open('/dev/termination-log', 'w').write('killed ' + ' '.join(hit))
@@ -206,7 +207,7 @@ sys.exit(0 if hit else 1)
 "#;
 
 /// The container id of a pod's first container, without its runtime prefix.
-fn container_id(pod: &Pod) -> Option<String> {
+pub(crate) fn container_id(pod: &Pod) -> Option<String> {
     let id = pod
         .status
         .as_ref()?
@@ -367,7 +368,7 @@ async fn killed_replica_is_replaced(
         "real-serve-killer",
         json!({"hostPID": true, "securityContext": {"runAsUser": 0}}),
         KILL_CONTAINER,
-        &[&id],
+        &[&id, "llama-server"],
     )
     .await?;
     println!("     {}: {killed}", victim.pod_name);
