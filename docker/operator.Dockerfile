@@ -16,6 +16,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY crds crds
 COPY models models
 COPY hub hub
+COPY cache cache
 COPY planner planner
 COPY runtime runtime
 COPY agent agent
