@@ -63,6 +63,13 @@ struct Hub {
 
 type Shared = Arc<Hub>;
 
+impl Hub {
+    /// Serves `files` as repository `name` at `main`.
+    fn add(&self, name: &str, files: Vec<File>) {
+        self.repos.lock().unwrap().insert(name.to_string(), files);
+    }
+}
+
 fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
     headers
         .get(name)
@@ -361,6 +368,13 @@ fn credential(namespace: &str, token: &str) -> Credential {
     }
 }
 
+/// The listing of `name` at `main`, read anonymously.
+async fn listed(hub: &Hub, name: &str) -> vramfit_cache::manifest::Manifest {
+    list_manifest(&client(hub, None), &repo(name), ManifestLimits::default())
+        .await
+        .unwrap()
+}
+
 fn repo(text: &str) -> RepoRef {
     RepoRef::parse(text).unwrap()
 }
@@ -374,27 +388,15 @@ fn cached(root: &std::path::Path, model: &str, path: &str) -> Vec<u8> {
 async fn the_listing_follows_its_pages_and_refuses_a_path_out_of_the_folder() {
     let hub = start(|hub| {
         hub.page_size = 1;
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/paged".into(), model(1, 100));
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/hostile".into(), model(2, 100));
+        hub.add("org/paged", model(1, 100));
+        hub.add("org/hostile", model(2, 100));
         hub.extra_entries.insert(
             "org/hostile".into(),
             r#"{"type":"file","oid":"x","size":4,"path":"../../escape"}"#.into(),
         );
     })
     .await;
-    let manifest = list_manifest(
-        &client(&hub, None),
-        &repo("org/paged"),
-        ManifestLimits::default(),
-    )
-    .await
-    .unwrap();
+    let manifest = listed(&hub, "org/paged").await;
     let paths: Vec<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         paths,
@@ -460,10 +462,7 @@ async fn the_listing_follows_its_pages_and_refuses_a_path_out_of_the_folder() {
 async fn an_interrupted_download_resumes_with_a_range_request_and_ends_verified() {
     const CUT: usize = 100_000;
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/big".into(), model(3, 300_000));
+        hub.add("org/big", model(3, 300_000));
         hub.cut_after
             .lock()
             .unwrap()
@@ -508,14 +507,8 @@ async fn an_interrupted_download_resumes_with_a_range_request_and_ends_verified(
 async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served() {
     let key = "/org/noisy/resolve/main/tokenizer/tokenizer.json";
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/noisy".into(), model(5, 5000));
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/broken".into(), model(6, 5000));
+        hub.add("org/noisy", model(5, 5000));
+        hub.add("org/broken", model(6, 5000));
         hub.corrupt_once.lock().unwrap().insert(key.into());
         hub.corrupt_always
             .insert("/org/broken/resolve/main/model.safetensors".into());
@@ -524,13 +517,7 @@ async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served()
     let root = tempfile::tempdir().unwrap();
 
     // One download: the same size, other bytes → rejected, and nothing left on disk.
-    let manifest = list_manifest(
-        &client(&hub, None),
-        &repo("org/noisy"),
-        ManifestLimits::default(),
-    )
-    .await
-    .unwrap();
+    let manifest = listed(&hub, "org/noisy").await;
     let file = &manifest.files[1];
     let dest = Layout::new(root.path()).file_path(&repo("org/noisy"), &file.path);
     let url = resolve_url(&hub.hub_base, &repo("org/noisy"), &file.path);
@@ -607,10 +594,7 @@ async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served()
 #[tokio::test]
 async fn a_truncated_or_unverified_corrupt_file_in_place_is_fetched_again() {
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/m".into(), model(7, 20_000));
+        hub.add("org/m", model(7, 20_000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -656,14 +640,8 @@ async fn a_truncated_or_unverified_corrupt_file_in_place_is_fetched_again() {
 #[tokio::test]
 async fn a_redirect_to_another_origin_does_not_carry_the_token() {
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/private".into(), model(8, 3000));
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/open".into(), model(9, 3000));
+        hub.add("org/private", model(8, 3000));
+        hub.add("org/open", model(9, 3000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -723,10 +701,7 @@ async fn a_redirect_to_another_origin_does_not_carry_the_token() {
 #[tokio::test]
 async fn a_cached_gated_model_is_granted_only_to_tokens_that_read_it() {
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/gated".into(), model(10, 3000));
+        hub.add("org/gated", model(10, 3000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -787,10 +762,7 @@ async fn a_cached_gated_model_is_granted_only_to_tokens_that_read_it() {
 async fn the_budget_evicts_the_least_recently_used_model_not_in_use() {
     let hub = start(|hub| {
         for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
-            hub.repos
-                .lock()
-                .unwrap()
-                .insert(format!("org/{name}"), model(20 + i as u8, 10_000));
+            hub.add(&format!("org/{name}"), model(20 + i as u8, 10_000));
         }
     })
     .await;
@@ -849,10 +821,7 @@ async fn the_budget_evicts_the_least_recently_used_model_not_in_use() {
 #[tokio::test]
 async fn a_branch_that_moved_is_brought_to_its_new_files() {
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/moving".into(), model(30, 4000));
+        hub.add("org/moving", model(30, 4000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
@@ -897,20 +866,11 @@ async fn a_branch_that_moved_is_brought_to_its_new_files() {
 #[tokio::test]
 async fn a_server_that_ignores_range_restarts_the_file_from_its_first_byte() {
     let hub = start(|hub| {
-        hub.repos
-            .lock()
-            .unwrap()
-            .insert("org/norange".into(), model(40, 8000));
+        hub.add("org/norange", model(40, 8000));
     })
     .await;
     let root = tempfile::tempdir().unwrap();
-    let manifest = list_manifest(
-        &client(&hub, None),
-        &repo("org/norange"),
-        ManifestLimits::default(),
-    )
-    .await
-    .unwrap();
+    let manifest = listed(&hub, "org/norange").await;
     let file = &manifest.files[2];
     let dest = Layout::new(root.path()).file_path(&repo("org/norange"), &file.path);
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
