@@ -161,6 +161,22 @@ fn clear_name_taken(job: &InferenceJob, status: &mut vramfit_api::InferenceJobSt
     }
 }
 
+/// Whether `job` runs its pods as groups: `gpus.maxNodes` above 1, or a status that lists
+/// group members still (an attempt's or a replica's), after `maxNodes` went back to 1 while
+/// groups ran. Such a job stays on the group pipeline, whose groups roll onto groups of one
+/// (the one-pod pipeline would delete them all at once and leave their Services and
+/// NetworkPolicies), and a served job's Service keeps selecting leaders only. Read from the
+/// job alone: no store is scanned on the reconcile of every job.
+pub fn runs_groups(job: &vramfit_api::InferenceJob) -> bool {
+    job.spec.gpus.max_nodes > 1
+        || job.status.as_ref().is_some_and(|s| {
+            s.attempts.iter().any(|a| !a.members.is_empty())
+                || s.replica_statuses
+                    .iter()
+                    .any(|line| !line.members.is_empty())
+        })
+}
+
 /// Deletes, each on its uid, of the job's group objects (name, uid) that `keep` does not
 /// name, sorted by name: the same decision makes the same requests.
 pub(crate) fn stale_deletes<K>(

@@ -194,18 +194,6 @@ async fn write_pods_and_groups(
     Ok(())
 }
 
-/// Whether the stores show a group Service or NetworkPolicy of `job`: its pods are groups
-/// still, whatever `gpus.maxNodes` says now, and the group pipeline replaces them (a rolling
-/// update, group by group, then their objects), where the one-pod pipeline would delete them
-/// all at once and leave their objects.
-pub fn has_groups(ctx: &Context, job: &InferenceJob) -> bool {
-    let Some(namespace) = job.namespace() else {
-        return false;
-    };
-    !group_objects::<Service>(ctx, &namespace, job).is_empty()
-        || !group_objects::<NetworkPolicy>(ctx, &namespace, job).is_empty()
-}
-
 /// The job's group objects of `K` in `namespace` the stores show (name, uid).
 fn group_objects<K>(ctx: &Context, namespace: &str, job: &InferenceJob) -> Vec<(String, String)>
 where

@@ -607,3 +607,24 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
         "{s}"
     );
 }
+
+/// A job runs its pods as groups while `maxNodes` is above 1, and after it went back to 1 while
+/// its status still lists group members; a job of one-pod attempts never does.
+#[test]
+fn a_job_runs_groups_while_its_status_lists_members() {
+    let mut job = fixtures::job("big", fixtures::vllm_mistral_spec());
+    assert!(!super::runs_groups(&job), "one node, no status");
+    let attempt = |members: Value| {
+        json!({ "attempts": [{ "number": 1, "podName": "big-1", "nodeClass": "a10g-x4",
+                               "planSummary": "", "members": members }] })
+    };
+    job.status = Some(serde_json::from_value(attempt(json!([]))).unwrap());
+    assert!(!super::runs_groups(&job), "an attempt of one pod");
+    job.status = Some(
+        serde_json::from_value(attempt(json!([{ "rank": 0, "podName": "big-1-0" }]))).unwrap(),
+    );
+    assert!(super::runs_groups(&job), "a group still listed");
+    job.status = None;
+    job.spec.gpus.max_nodes = 2;
+    assert!(super::runs_groups(&job));
+}

@@ -147,7 +147,7 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     if let Some(serve) = &job.spec.serve {
         // Replicas that may span nodes: each replica a group of pods (`group/served.rs`);
         // also once `maxNodes` is back to 1 while groups remain (they roll onto groups of one).
-        if job.spec.gpus.max_nodes > 1 || crate::group::served_reconcile::has_groups(ctx, job) {
+        if crate::group::runs_groups(job) {
             return crate::group::served_reconcile::reconcile_served_group(
                 job, serve, ctx, resolved,
             )
@@ -157,7 +157,7 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     }
     // A job that may span nodes runs each attempt as a group of pods (`group/`): the same
     // attempts, planned and placed as here, each one pod per node with a headless Service.
-    if job.spec.gpus.max_nodes > 1 || crate::group::served_reconcile::has_groups(ctx, job) {
+    if crate::group::runs_groups(job) {
         return crate::group::reconcile_group(job, ctx, resolved).await;
     }
     let mut decision = {

@@ -35,12 +35,7 @@ pub fn selector(job: &InferenceJob) -> Result<BTreeMap<String, String>, BuildErr
 /// use it; a job of one-pod replicas keeps [`selector`] exactly.
 pub fn serving_selector(job: &InferenceJob) -> Result<BTreeMap<String, String>, BuildError> {
     let mut labels = selector(job)?;
-    let lists_groups = job.status.as_ref().is_some_and(|s| {
-        s.replica_statuses
-            .iter()
-            .any(|line| !line.members.is_empty())
-    });
-    if job.spec.gpus.max_nodes > 1 || lists_groups {
+    if crate::group::runs_groups(job) {
         labels.insert(GROUP_RANK_LABEL.to_string(), "0".to_string());
     }
     Ok(labels)
