@@ -33,12 +33,13 @@ pub fn group_pods(
     plan: &Plan,
     job_name: &str,
     attempt: u32,
+    spread: GroupSpread,
 ) -> Result<Vec<Pod>, BuildError> {
     let group = GroupOf::Attempt {
         job: job_name,
         attempt,
     };
-    group_pods_of(base, input, plan, &group)
+    group_pods_of(base, input, plan, &group, spread)
 }
 
 /// The pods of `group` (any kind: an attempt's, a served replica's), rank 0 first, built
@@ -48,6 +49,7 @@ pub fn group_pods_of(
     input: &JobInput,
     plan: &Plan,
     group: &GroupOf<'_>,
+    spread: GroupSpread,
 ) -> Result<Vec<Pod>, BuildError> {
     let namespace = base
         .metadata
@@ -58,7 +60,7 @@ pub fn group_pods_of(
         .map(|rank| {
             // Each rank's peers by DNS name: `<pod>.<group>.<namespace>`.
             let address = group.address(&namespace, plan.nodes(), rank);
-            rank_pod(base, input, plan, group, &address)
+            rank_pod(base, input, plan, group, &address, spread)
         })
         .collect()
 }
@@ -69,6 +71,7 @@ fn rank_pod(
     plan: &Plan,
     group_of: &GroupOf<'_>,
     address: &RankAddress,
+    spread: GroupSpread,
 ) -> Result<Pod, BuildError> {
     let mut pod = base.clone();
     let group = group_of.name();
@@ -86,9 +89,11 @@ fn rank_pod(
     // `<pod>.<group>.<namespace>` resolves to this pod through the headless Service.
     spec.hostname = Some(name);
     spec.subdomain = Some(group.to_string());
-    spec.affinity
-        .get_or_insert_with(Affinity::default)
-        .pod_anti_affinity = Some(one_pod_per_node(group));
+    if spread.one_pod_per_node() {
+        spec.affinity
+            .get_or_insert_with(Affinity::default)
+            .pod_anti_affinity = Some(one_pod_per_node(group));
+    }
 
     let launch = for_rank(input, plan, address);
     let container = spec
@@ -206,19 +211,6 @@ pub fn leader_with_worker_addresses(
     Ok(leader)
 }
 
-/// `pods` spread as `spread` says: with [`GroupSpread::None`] ranks may share a node, so
-/// they carry no anti-affinity to one another.
-pub fn spread_as(pods: &mut [Pod], spread: GroupSpread) {
-    if spread.one_pod_per_node() {
-        return;
-    }
-    for pod in pods {
-        if let Some(affinity) = pod.spec.as_mut().and_then(|s| s.affinity.as_mut()) {
-            affinity.pod_anti_affinity = None;
-        }
-    }
-}
-
 /// Required anti-affinity to the group's own pods on the node's hostname: the scheduler puts
 /// no two pods of the group on one node (each pod takes a node's planned GPUs).
 fn one_pod_per_node(group: &str) -> PodAntiAffinity {
@@ -253,7 +245,7 @@ mod tests {
         let class = fixtures::class("a10g", 4);
         let plan = two_node_plan(&input, &class);
         let base = desired_pod(&job, &input, &plan, &class, 3).unwrap();
-        let pods = group_pods(&base, &input, &plan, "big", 3).unwrap();
+        let pods = group_pods(&base, &input, &plan, "big", 3, GroupSpread::Node).unwrap();
         assert_eq!(pods.len(), 2);
         for (rank, pod) in pods.iter().enumerate() {
             let name = format!("big-3-{rank}");
@@ -318,10 +310,9 @@ mod tests {
                 })
                 .count()
         };
-        let mut pods = group_pods(&base, &input, &plan, "big", 1).unwrap();
-        spread_as(&mut pods, GroupSpread::Node);
-        assert_eq!(anti(&pods), 2);
-        spread_as(&mut pods, GroupSpread::None);
+        let pods = |spread| group_pods(&base, &input, &plan, "big", 1, spread).unwrap();
+        assert_eq!(anti(&pods(GroupSpread::Node)), 2);
+        let pods = pods(GroupSpread::None);
         assert_eq!(anti(&pods), 0);
         assert!(
             pods[0]

@@ -25,7 +25,7 @@ use vramfit_api::pod_keys::{group_name, group_pod_name};
 use vramfit_api::{InferenceJob, InferenceJobStatus, Phase, Plan};
 use vramfit_planner::{JobInput, SpecError};
 
-use super::build::{group_pods, spread_as, without_awaited_leader};
+use super::build::{group_pods, without_awaited_leader};
 use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
 use super::spread::GroupSpread;
@@ -174,8 +174,7 @@ pub fn next_group(
         (&decision.apply_pod, &decision.applied_plan, obs.input)
     {
         let attempt = decision.status.attempt_count;
-        let mut pods = group_pods(base, input, plan, &job_name, attempt)?;
-        spread_as(&mut pods, obs.spread);
+        let pods = group_pods(base, input, plan, &job_name, attempt, obs.spread)?;
         if decision.create_pod {
             // A leader that waits for its workers comes once they are Ready.
             create_pods = without_awaited_leader(pods, plan);

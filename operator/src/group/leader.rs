@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use vramfit_api::Plan;
 use vramfit_planner::{JobInput, NodeClass};
 
-use super::build::{group_pods_of, leader_with_worker_addresses, spread_as};
+use super::build::{group_pods_of, leader_with_worker_addresses};
 use super::names::GroupOf;
 use super::spread::GroupSpread;
 use crate::capacity::Inventory;
@@ -48,8 +48,7 @@ pub fn leader_from_workers(
         return Ok(None);
     };
     let base = one_pod(&plan, &class)?;
-    let mut pods = group_pods_of(&base, ranks.input, &plan, ranks.group)?;
-    spread_as(&mut pods, ranks.spread);
+    let pods = group_pods_of(&base, ranks.input, &plan, ranks.group, ranks.spread)?;
     let Some(leader) = pods.into_iter().next() else {
         return Ok(None);
     };

@@ -25,7 +25,7 @@ use vramfit_api::pod_keys::{SPEC_HASH_ANNOTATION, replica_group_name, replica_gr
 use vramfit_api::{InferenceJob, InferenceJobStatus, Plan, ServeSpec};
 use vramfit_planner::JobInput;
 
-use super::build::{group_pods_of, spread_as, without_awaited_leader};
+use super::build::{group_pods_of, without_awaited_leader};
 use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
 use super::spread::GroupSpread;
@@ -219,8 +219,7 @@ pub fn into_groups(
                 slot,
                 incarnation,
             };
-            let mut pods = group_pods_of(base, input, plan, &group)?;
-            spread_as(&mut pods, obs.spread);
+            let pods = group_pods_of(base, input, plan, &group, obs.spread)?;
             // A leader that waits for its workers comes once they are Ready.
             for pod in without_awaited_leader(pods, plan) {
                 create_pods.push((pod, plan.clone()));
@@ -259,7 +258,7 @@ pub fn into_groups(
             };
             let existing = members_of(&group_name);
             apply_pods.extend(
-                group_pods_of(base, input, &plan, &group)?
+                group_pods_of(base, input, &plan, &group, obs.spread)?
                     .into_iter()
                     .filter(|pod| existing.contains(&pod.name_any())),
             );
@@ -530,7 +529,7 @@ mod tests {
             slot: 0,
             incarnation: 1,
         };
-        let pods = group_pods_of(&base, &input, &plan, &group)
+        let pods = group_pods_of(&base, &input, &plan, &group, GroupSpread::Node)
             .unwrap()
             .into_iter()
             .map(fixtures::created)

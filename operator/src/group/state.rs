@@ -336,6 +336,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::group::build::group_pods;
+    use crate::group::spread::GroupSpread;
     use crate::group::testing::{group_job, two_node_plan};
     use crate::reconcile::build::desired_pod;
     use vramfit_planner::resolve_job;
@@ -347,7 +348,7 @@ mod tests {
         let class = fixtures::class("a10g", 4);
         let plan = two_node_plan(&input, &class);
         let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
-        group_pods(&base, &input, &plan, "big", 1)
+        group_pods(&base, &input, &plan, "big", 1, GroupSpread::Node)
             .unwrap()
             .into_iter()
             .map(fixtures::created)
@@ -459,8 +460,9 @@ mod tests {
         let class = fixtures::class("a10g", 4);
         let plan = crate::group::testing::rpc_plan(&input, &class);
         let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
-        let worker =
-            fixtures::created(group_pods(&base, &input, &plan, "big", 1).unwrap()[1].clone());
+        let worker = fixtures::created(
+            group_pods(&base, &input, &plan, "big", 1, GroupSpread::Node).unwrap()[1].clone(),
+        );
         let seen_with = |worker: &Pod, leader: LeaderRecord| {
             let lookup = |name: &str| {
                 if name == "big-1-1" {

@@ -14,6 +14,7 @@ use vramfit_planner::{plan_for_class, resolve_job};
 use super::build::group_pods;
 use super::network_policy::desired_network_policy;
 use super::service::desired_service;
+use super::spread::GroupSpread;
 use super::testing::{
     group_job, group_objects_created, group_objects_deleted, nodes_one_step_down, out_of_memory,
     policies, ready_at, rpc_plan, services, two_node_plan,
@@ -40,7 +41,7 @@ fn two_node_group(job: &InferenceJob, attempt: u32) -> Vec<Pod> {
     let class = fixtures::class("a10g", 4);
     let plan = two_node_plan(&input, &class);
     let base = desired_pod(job, &input, &plan, &class, attempt).unwrap();
-    group_pods(&base, &input, &plan, "big", attempt)
+    group_pods(&base, &input, &plan, "big", attempt, GroupSpread::Node)
         .unwrap()
         .into_iter()
         .map(fixtures::created)
@@ -511,7 +512,7 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
     let class = fixtures::class("a10g", 4);
     let plan = rpc_plan(&input, &class);
     let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
-    let pods: Vec<Pod> = group_pods(&base, &input, &plan, "big", 1)
+    let pods: Vec<Pod> = group_pods(&base, &input, &plan, "big", 1, GroupSpread::Node)
         .unwrap()
         .into_iter()
         .map(fixtures::created)
