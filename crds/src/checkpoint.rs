@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[x_kube(validation = Rule::new("self.repo.matches('^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$')").message("huggingFace.repo must be owner/name of letters, digits, '-', '_' and '.'"))]
 #[x_kube(validation = Rule::new("!has(self.revision) || !self.revision.matches('(^|/)[.]')").message("huggingFace.revision must not be '.' or '..' or have a part starting with '.'"))]
+#[x_kube(validation = Rule::new("!has(self.file) || !self.file.matches('(^|/)[.][.]?(/|$)')").message("huggingFace.file must not have a '.' or '..' part"))]
 #[serde(rename_all = "camelCase")]
 pub struct HuggingFaceModel {
     /// The repository, `owner/name` (e.g. `Qwen/Qwen3-8B`).
@@ -22,6 +23,15 @@ pub struct HuggingFaceModel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub revision: Option<String>,
+    /// The GGUF file llama.cpp loads, a path in the repository (e.g. `model-Q4_K_M.gguf`):
+    /// with the node cache the pod gets `LLAMA_ARG_MODEL` pointing at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255), regex(pattern = r"^[^/\\][^\\]*$"))]
+    pub file: Option<String>,
+    /// `false`: pods fetch the model themselves, the node cache is not used for this job.
+    /// Default `true` (used when the operator runs with the cache on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<bool>,
 }
 
 /// How a checkpoint was quantized before it was published (`quantization_config.quant_method`).

@@ -1,7 +1,7 @@
 //! The CRD YAML, generated from the Rust types (the one source of truth).
 use kube::CustomResourceExt;
 
-use crate::{GpuNodeClass, InferenceJob};
+use crate::{GpuNodeClass, InferenceJob, ModelCache};
 
 /// Every CRD, as `(file name, YAML)`, in a stable order.
 pub fn crd_documents() -> Result<Vec<(&'static str, String)>, serde_yaml::Error> {
@@ -13,6 +13,10 @@ pub fn crd_documents() -> Result<Vec<(&'static str, String)>, serde_yaml::Error>
         (
             "gpunodeclasses.vramfit.io.yaml",
             serde_yaml::to_string(&GpuNodeClass::crd())?,
+        ),
+        (
+            "modelcaches.vramfit.io.yaml",
+            serde_yaml::to_string(&ModelCache::crd())?,
         ),
     ])
 }

@@ -44,6 +44,11 @@ use crate::tuning::{TuningFallback, TuningSpec};
         json_path = ".status.plan.quantization"
     ),
     printcolumn(
+        name = "Waiting",
+        type_ = "integer",
+        json_path = ".status.replicasWaitingForModel"
+    ),
+    printcolumn(
         name = "Attempts",
         type_ = "integer",
         json_path = ".status.attemptCount",
@@ -677,6 +682,10 @@ pub struct InferenceJobStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub recent_restarts: Vec<ReplicaRestart>,
+    /// Served jobs: replicas waiting for a node to download their model into its cache
+    /// (`kubectl get` column `Waiting`); unset when none waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_waiting_for_model: Option<u32>,
 }
 
 /// A status condition (same shape as metav1.Condition).

@@ -13,6 +13,8 @@
 //! * [`workload_report`]: what a workload reports in its termination message;
 //!   [`training_report`]: what a fine-tuning workload reports.
 //! * [`tuning`]: a fine-tuning job's section, its plan and its step-down state.
+//! * [`model_cache`]: `ModelCache` (cluster-scoped, one per GPU node): the models a node's
+//!   cache should hold and holds; where a replica's weights came from.
 //! * [`serve`]: the `serve` section of a served job and its replicas' status lines.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
@@ -26,6 +28,7 @@ pub mod event_reasons;
 pub mod group;
 pub mod job;
 pub mod labels;
+pub mod model_cache;
 pub mod nodeclass;
 pub mod outcome;
 pub mod partitions;
@@ -43,6 +46,7 @@ mod words;
 pub mod workload_report;
 
 pub use job::*;
+pub use model_cache::{ModelCache, ModelCacheSpec, ModelCacheStatus};
 pub use nodeclass::*;
 pub use outcome::AttemptOutcome;
 pub use plan::*;

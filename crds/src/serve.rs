@@ -178,6 +178,10 @@ pub struct ReplicaStatus {
     /// `<job>-r<slot>-<n>-<rank>`). Empty for a replica of one pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<crate::group::GroupMember>,
+    /// Where the pod's weights came from (the node's model cache or the pod's own fetch) and
+    /// how long the load took; unset for jobs without `model.huggingFace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<crate::model_cache::ReplicaWeights>,
 }
 
 /// A rolling update's new pod for a slot, until it replaces the old one.

@@ -23,9 +23,10 @@ pub const AGENT_NAME: &str = "vramfit-agent";
 /// (`charts/vramfit/ci/watch-namespaces-values.yaml`).
 pub const WATCHED_NAMESPACES: [&str; 2] = ["team-a", "team-b"];
 /// The generated CRD files, in `crds/` and copied into the chart.
-pub const CRD_FILES: [&str; 2] = [
+pub const CRD_FILES: [&str; 3] = [
     "inferencejobs.vramfit.io.yaml",
     "gpunodeclasses.vramfit.io.yaml",
+    "modelcaches.vramfit.io.yaml",
 ];
 
 /// The repository root (this crate lives in `install-tests/`).

@@ -121,6 +121,7 @@ mod tests {
                     message: None,
                     surge: None,
                     members: Vec::new(),
+                    weights: None,
                 })
                 .collect(),
             ..Default::default()

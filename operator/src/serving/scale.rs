@@ -102,6 +102,7 @@ impl Draft<'_> {
                 reason: None,
                 surge: None,
                 members: Vec::new(),
+                weights: None,
             });
         }
         self.lines.sort_by_key(|l| l.slot);
