@@ -37,20 +37,23 @@ pub struct Binaries {
     pub agent: PathBuf,
     /// `vramfit-operator`.
     pub operator: PathBuf,
+    /// `vramfit-cache-agent`.
+    pub cache_agent: PathBuf,
 }
 
 impl Binaries {
-    /// `VRAMFIT_AGENT_BIN` / `VRAMFIT_OPERATOR_BIN` when set, otherwise builds both with
+    /// `VRAMFIT_AGENT_BIN` / `VRAMFIT_OPERATOR_BIN` / `VRAMFIT_CACHE_AGENT_BIN` when set, otherwise builds them with
     /// [`BUILD_ARGS`] and uses `target/debug/`.
     pub fn locate() -> Result<Self> {
         let agent = std::env::var_os("VRAMFIT_AGENT_BIN").map(PathBuf::from);
         let operator = std::env::var_os("VRAMFIT_OPERATOR_BIN").map(PathBuf::from);
+        let cache_agent = std::env::var_os("VRAMFIT_CACHE_AGENT_BIN").map(PathBuf::from);
         let root = workspace_root();
         let target = target_dir();
-        if agent.is_none() || operator.is_none() {
+        if agent.is_none() || operator.is_none() || cache_agent.is_none() {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             eprintln!(
-                "e2e: building vramfit-agent and vramfit-operator (cargo {})",
+                "e2e: building vramfit-agent, vramfit-operator and vramfit-cache-agent (cargo {})",
                 BUILD_ARGS.join(" ")
             );
             let status = Command::new(cargo)
@@ -65,8 +68,10 @@ impl Binaries {
         let bins = Binaries {
             agent: agent.unwrap_or_else(|| target.join("debug").join("vramfit-agent")),
             operator: operator.unwrap_or_else(|| target.join("debug").join("vramfit-operator")),
+            cache_agent: cache_agent
+                .unwrap_or_else(|| target.join("debug").join("vramfit-cache-agent")),
         };
-        for bin in [&bins.agent, &bins.operator] {
+        for bin in [&bins.agent, &bins.operator, &bins.cache_agent] {
             if !bin.is_file() {
                 bail!("binary {} does not exist", bin.display());
             }

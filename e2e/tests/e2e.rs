@@ -71,6 +71,8 @@ mod rbac;
 mod real_node;
 #[path = "scenarios/real_node_group.rs"]
 mod real_node_group;
+#[path = "scenarios/real_node_model_cache.rs"]
+mod real_node_model_cache;
 #[path = "scenarios/real_node_serving.rs"]
 mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
@@ -285,6 +287,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         // With an operator of its own (`--group-spread none`): the group's ranks share the node.
         ("real-node-served-llama-group", |s| {
             Box::pin(real_node_group::served_llama_group(s))
+        }),
+        ("real-node-model-cache-cold-then-warm", |s| {
+            Box::pin(real_node_model_cache::cold_then_warm(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;
