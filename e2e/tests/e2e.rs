@@ -51,6 +51,8 @@ mod invalid_manifests;
 mod kubectl_columns;
 #[path = "scenarios/leader_election.rs"]
 mod leader_election;
+#[path = "scenarios/model_cache_placement.rs"]
+mod model_cache_placement;
 #[path = "scenarios/namespace_scope.rs"]
 mod namespace_scope;
 #[path = "scenarios/oom_retries.rs"]
@@ -192,6 +194,10 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("compare-classes", |s| Box::pin(compare::compare_classes(s))),
         ("hub-model-is-resolved", |s| {
             Box::pin(hub_models::hub_model_is_resolved(s))
+        }),
+        // With an operator of its own (`--model-cache`); the scenario plays the nodes' agents.
+        ("model-cache-placement", |s| {
+            Box::pin(model_cache_placement::cached_node_preferred(s))
         }),
         ("mixed-and-mig-nodes", |s| {
             Box::pin(partitions::mixed_and_mig_nodes(s))

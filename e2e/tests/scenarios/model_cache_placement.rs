@@ -1,0 +1,350 @@
+//! Placement by where a model is cached, on the real API server with simulated nodes: the
+//! scenario plays the nodes' cache agents (it writes each `ModelCache`'s status), and an
+//! operator of its own runs with `--model-cache` (and no wait: a replica whose class holds no
+//! copy fetches the model itself at once).
+//!
+//! - Equal plans: a served job allowed on `a10g-x1` and `a10g-x4` (the same GPU, the same
+//!   plan; `a10g-x1` wins by name) goes to `a10g-x4`, whose node holds its model: its pod is
+//!   kept to that node (required affinity), mounts the model through a claim bound to a
+//!   hostPath volume of the model's folder, and its replica says `CacheHit`. The same job
+//!   with a model no node holds goes to `a10g-x1` and fetches it itself.
+//! - Never a worse plan: a model held only by the V100 node does not draw a job allowed on
+//!   `v100-sxm2-16gb-x4` and `a10g-x4` away from its better A10G plan.
+//! - A private model held for another namespace is not mounted by this one: no claim, no
+//!   volume, and the replica says why.
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt as _;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use vramfit_api::InferenceJob;
+use vramfit_api::model_cache::{ModelCache, VOLUME_LABEL, WeightsSource};
+use vramfit_e2e::hub::{HubRepo, LocalHub};
+use vramfit_e2e::{SETTLE, Suite, eventually, expect_eq, served_job};
+
+const CONFIG: &str = include_str!("../../../models/testdata/configs/Qwen/Qwen3-8B/config.json");
+const CACHED: &str = "e2e-cache/qwen3-8b";
+const UNCACHED: &str = "e2e-cache/qwen3-8b-nowhere";
+const ON_V100: &str = "e2e-cache/qwen3-8b-on-v100";
+const PRIVATE: &str = "e2e-cache/qwen3-8b-private";
+const ROOT: &str = "/var/lib/vramfit/cache";
+
+/// The scenario with an operator of its own; the suite's single operator is back afterwards,
+/// pass or fail.
+pub async fn cached_node_preferred(s: &mut Suite) -> Result<()> {
+    let public = |_| HubRepo {
+        config: CONFIG.to_string(),
+        token: None,
+        delay: Duration::ZERO,
+    };
+    let hub = LocalHub::start(
+        [CACHED, UNCACHED, ON_V100, PRIVATE]
+            .into_iter()
+            .map(|r| (r.to_string(), public(r)))
+            .collect::<HashMap<_, _>>(),
+    )
+    .await?;
+    s.stop_operators();
+    let flags = [
+        "--hub-endpoint",
+        &hub.endpoint,
+        "--model-cache",
+        "--model-cache-root",
+        ROOT,
+        "--model-cache-wait-seconds",
+        "0",
+    ];
+    let names: Vec<String> = [
+        "cache-equal",
+        "cache-nowhere",
+        "cache-better",
+        "cache-private",
+    ]
+    .map(String::from)
+    .to_vec();
+    let outcome = match s.start_operator("model-cache", &flags, true).await {
+        Ok(()) => placements(s).await,
+        Err(e) => Err(e),
+    };
+    let deleted = s.delete_jobs(&names).await;
+    s.stop_operators();
+    let restored = s.ensure_single_operator().await;
+    outcome.and(deleted).and(restored)
+}
+
+async fn placements(s: &Suite) -> Result<()> {
+    let a10g4 = s.node_name("a10gx4");
+    let v100 = s.node_name("v100x4");
+    // What the node agents would say: a10g-x4's node holds two models (one for another
+    // namespace only), the V100 node holds a third.
+    play_agent(
+        s,
+        &a10g4,
+        json!([
+            held(CACHED, true, &[]),
+            held(PRIVATE, false, &["some-other-team"]),
+        ]),
+    )
+    .await?;
+    play_agent(s, &v100, json!([held(ON_V100, true, &[])])).await?;
+
+    // Equal plans: the class whose node holds the model.
+    s.apply_job(cached_job(
+        s,
+        "cache-equal",
+        CACHED,
+        &["a10g-x1", "a10g-x4"],
+    ))
+    .await?;
+    let (job, pods) = s.wait_replicas("cache-equal", 1).await?;
+    let line = job_line(&job)?;
+    expect_eq("cache-equal's class", line.node_class.as_str(), "a10g-x4")?;
+    expect_eq(
+        "cache-equal's weights",
+        source(&line),
+        Some(WeightsSource::CacheHit),
+    )?;
+    let pod = pods.first().context("no pod")?;
+    expect_eq(
+        "cache-equal's node",
+        pod.spec.as_ref().and_then(|sp| sp.node_name.clone()),
+        Some(a10g4.clone()),
+    )?;
+    ensure!(
+        affinity_names(pod).contains(&a10g4),
+        "the pod is not kept to the node that holds the model: {:?}",
+        affinity_names(pod)
+    );
+    let path = mounted_path(s, pod).await?;
+    ensure!(
+        path.starts_with(&format!("{ROOT}/models/e2e-cache--qwen3-8b/")),
+        "the volume's path {path} is not the model's folder"
+    );
+    println!(
+        "     cache-equal: a10g-x4 (its node holds {CACHED}) over a10g-x1, CacheHit, pod on {a10g4}, volume {path}"
+    );
+
+    // The same job with a model no node holds: the first class by name, fetched by the pod.
+    s.apply_job(cached_job(
+        s,
+        "cache-nowhere",
+        UNCACHED,
+        &["a10g-x1", "a10g-x4"],
+    ))
+    .await?;
+    let (job, pods) = s.wait_replicas("cache-nowhere", 1).await?;
+    let line = job_line(&job)?;
+    expect_eq("cache-nowhere's class", line.node_class.as_str(), "a10g-x1")?;
+    expect_eq(
+        "cache-nowhere's weights",
+        source(&line),
+        Some(WeightsSource::FetchedByPod),
+    )?;
+    no_claim(pods.first().context("no pod")?)?;
+    println!("     cache-nowhere: a10g-x1 (first by name), FetchedByPod, no volume");
+
+    // Never a worse plan: the V100 holds the model, the A10G plan is better.
+    s.apply_job(cached_job(
+        s,
+        "cache-better",
+        ON_V100,
+        &["v100-sxm2-16gb-x4", "a10g-x4"],
+    ))
+    .await?;
+    let (job, pods) = s.wait_replicas("cache-better", 1).await?;
+    let line = job_line(&job)?;
+    expect_eq("cache-better's class", line.node_class.as_str(), "a10g-x4")?;
+    expect_eq(
+        "cache-better's weights",
+        source(&line),
+        Some(WeightsSource::FetchedByPod),
+    )?;
+    no_claim(pods.first().context("no pod")?)?;
+    let rejected = job
+        .status
+        .as_ref()
+        .map(|st| st.rejected_classes.clone())
+        .unwrap_or_default();
+    println!(
+        "     cache-better: a10g-x4 over the V100 that holds {ON_V100} (V100: {:?})",
+        rejected
+            .iter()
+            .find(|r| r.node_class.starts_with("v100"))
+            .map(|r| &r.reason)
+    );
+
+    // A private model held for another namespace: not mounted here.
+    s.apply_job(cached_job(s, "cache-private", PRIVATE, &["a10g-x4"]))
+        .await?;
+    let (job, pods) = s.wait_replicas("cache-private", 1).await?;
+    let line = job_line(&job)?;
+    expect_eq(
+        "cache-private's weights",
+        source(&line),
+        Some(WeightsSource::FetchedByPod),
+    )?;
+    no_claim(pods.first().context("no pod")?)?;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(s.client.clone(), &s.ns);
+    let ours = claims
+        .list(&ListParams::default().labels(VOLUME_LABEL))
+        .await?
+        .items
+        .into_iter()
+        .map(|c| c.name_any())
+        .filter(|n| n.starts_with("cache-private"))
+        .collect::<Vec<_>>();
+    ensure!(
+        ours.is_empty(),
+        "claims for the private model in this namespace: {ours:?}"
+    );
+    println!(
+        "     cache-private: FetchedByPod, no claim (\"{}\")",
+        line.message.unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn cached_job(s: &Suite, name: &str, repo: &str, classes: &[&str]) -> Value {
+    let mut job = served_job(s, name, 1, classes);
+    job["spec"]["model"] = json!({"huggingFace": {"repo": repo}, "contextLimit": 8192});
+    job["spec"]["args"] = json!([]);
+    job
+}
+
+fn held(repo: &str, public: bool, namespaces: &[&str]) -> Value {
+    json!({
+        "repo": repo, "revision": "main", "phase": "Ready",
+        "bytes": 16_000_000_000_u64, "totalBytes": 16_000_000_000_u64,
+        "public": public, "namespaces": namespaces,
+    })
+}
+
+/// Writes `models` as the node's cache agent would (its status, with a fresh heartbeat),
+/// creating the node's ModelCache when the operator has not yet.
+async fn play_agent(s: &Suite, node: &str, models: Value) -> Result<()> {
+    let caches: Api<ModelCache> = Api::all(s.client.clone());
+    if caches.get_opt(node).await?.is_none() {
+        let object: ModelCache = serde_json::from_value(json!({
+            "apiVersion": "vramfit.io/v1alpha1", "kind": "ModelCache",
+            "metadata": {"name": node}, "spec": {},
+        }))?;
+        match caches.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let status = json!({"status": {
+        "budgetBytes": 100_000_000_000_u64, "usedBytes": 48_000_000_000_u64,
+        "models": models, "heartbeatTime": Timestamp::now().to_string(),
+    }});
+    caches
+        .patch_status(node, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .with_context(|| format!("writing ModelCache {node}'s status"))?;
+    Ok(())
+}
+
+fn job_line(job: &InferenceJob) -> Result<vramfit_api::ReplicaStatus> {
+    job.status
+        .as_ref()
+        .and_then(|st| st.replica_statuses.first().cloned())
+        .context("no replica line")
+}
+
+fn source(line: &vramfit_api::ReplicaStatus) -> Option<WeightsSource> {
+    line.weights.as_ref().map(|w| w.source)
+}
+
+/// The node names of the pod's required `kubernetes.io/hostname In` terms.
+fn affinity_names(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|sp| sp.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|req| {
+            req.node_selector_terms
+                .iter()
+                .flat_map(|t| t.match_expressions.iter().flatten())
+                .filter(|e| e.key == "kubernetes.io/hostname" && e.operator == "In")
+                .flat_map(|e| e.values.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The hostPath of the volume bound to the pod's read-only claim, once bound.
+async fn mounted_path(s: &Suite, pod: &Pod) -> Result<String> {
+    let claim = pod
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .find_map(|v| v.persistent_volume_claim.clone())
+        .context("the pod mounts no claim")?;
+    ensure!(
+        claim.read_only == Some(true),
+        "the claim is not read-only: {claim:?}"
+    );
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(s.client.clone(), &s.ns);
+    let volumes: Api<PersistentVolume> = Api::all(s.client.clone());
+    eventually("the model's claim to be bound", SETTLE, || async {
+        let bound = claims.get(&claim.claim_name).await?;
+        let phase = bound.status.as_ref().and_then(|st| st.phase.clone());
+        ensure!(
+            phase.as_deref() == Some("Bound"),
+            "claim {} is {phase:?}",
+            claim.claim_name
+        );
+        let name = bound
+            .spec
+            .and_then(|sp| sp.volume_name)
+            .context("the claim names no volume")?;
+        let volume = volumes.get(&name).await?;
+        let modes = volume
+            .spec
+            .as_ref()
+            .and_then(|sp| sp.access_modes.clone())
+            .unwrap_or_default();
+        ensure!(
+            modes == ["ReadOnlyMany"],
+            "volume {name}'s access modes {modes:?}"
+        );
+        volume
+            .spec
+            .and_then(|sp| sp.host_path)
+            .map(|h| h.path)
+            .context("the volume is not a hostPath")
+    })
+    .await
+}
+
+fn no_claim(pod: &Pod) -> Result<()> {
+    let claims: Vec<String> = pod
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.clone())
+        })
+        .collect();
+    ensure!(
+        claims.is_empty(),
+        "pod {} mounts {claims:?}",
+        pod.name_any()
+    );
+    Ok(())
+}
