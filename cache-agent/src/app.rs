@@ -2,6 +2,7 @@
 //! its ModelCache and the cache loop, until SIGTERM. `/healthz` answers while the process
 //! runs; the loop runs in the main task, so the process ends (and the kubelet restarts it)
 //! if the loop ever stops.
+use std::path::Path;
 use std::sync::Arc;
 
 use kube::Api;
@@ -14,7 +15,7 @@ use vramfit_runtime::admin_server::{self, AdminRoutes};
 use vramfit_runtime::shutdown::{Shutdown, trigger_on_signals};
 
 use crate::cache_loop::{CacheAgent, Settings};
-use crate::cli::Args;
+use crate::cli::{Args, Owner};
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::status_writer::StatusWriter;
@@ -40,6 +41,14 @@ pub enum AgentError {
     /// The HTTP server failed.
     #[error("HTTP server failed: {0}")]
     Serve(#[source] std::io::Error),
+    /// `--prepare-root` could not create or chown the cache root.
+    #[error("cannot prepare the cache root {path}: {source}")]
+    PrepareRoot {
+        /// The cache root.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 impl AgentError {
@@ -70,8 +79,25 @@ pub fn settings(args: &Args) -> Result<Settings, BadRepoPattern> {
     })
 }
 
-/// Runs the agent until SIGTERM or SIGINT.
+/// Creates the cache root if needed and gives the folder itself (not its contents) to
+/// `owner`.
+pub fn prepare_root(root: &Path, owner: Owner) -> Result<(), AgentError> {
+    let error = |source| AgentError::PrepareRoot {
+        path: root.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(root).map_err(error)?;
+    std::os::unix::fs::chown(root, Some(owner.uid), Some(owner.gid)).map_err(error)?;
+    info!(root = %root.display(), uid = owner.uid, gid = owner.gid, "cache root owned");
+    Ok(())
+}
+
+/// Runs the agent until SIGTERM or SIGINT (or, with `--prepare-root`, prepares the cache
+/// root and returns).
 pub async fn run(args: Args) -> Result<(), AgentError> {
+    if let Some(owner) = args.prepare_root {
+        return prepare_root(&args.cache_root, owner);
+    }
     let settings = settings(&args)?;
     match (&settings.token_file, settings.token_scope.is_empty()) {
         (Some(_), true) => warn!(
@@ -123,5 +149,47 @@ pub async fn run(args: Args) -> Result<(), AgentError> {
             warn!(%error, "HTTP server task ended abnormally");
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn prepare_root_creates_the_folder_and_gives_it_to_the_owner() {
+        let parent = tempfile::tempdir().unwrap();
+        let root = parent.path().join("cache");
+        let meta = std::fs::metadata(parent.path()).unwrap();
+        // Our own ids: chown to them needs no privilege.
+        let owner = Owner {
+            uid: meta.uid(),
+            gid: meta.gid(),
+        };
+        prepare_root(&root, owner).unwrap();
+        let made = std::fs::metadata(&root).unwrap();
+        assert!(made.is_dir());
+        assert_eq!((made.uid(), made.gid()), (owner.uid, owner.gid));
+        // Again: nothing to create, same owner.
+        prepare_root(&root, owner).unwrap();
+    }
+
+    #[test]
+    fn settings_follow_the_flags() {
+        let args = <Args as clap::Parser>::try_parse_from([
+            "vramfit-cache-agent",
+            "--node-name=n",
+            "--budget-bytes=5",
+            "--hub-endpoint=https://mirror.example/",
+            "--hub-token-file=/t",
+            "--hub-token-namespaces=team-a",
+        ])
+        .unwrap();
+        let settings = settings(&args).unwrap();
+        assert_eq!(settings.cache.endpoint, "https://mirror.example");
+        assert_eq!(settings.cache.budget_bytes, 5);
+        assert!(!settings.token_scope.is_empty());
+        assert_eq!(settings.token_file.as_deref(), Some(Path::new("/t")));
     }
 }

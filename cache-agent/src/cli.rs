@@ -57,6 +57,30 @@ pub struct Args {
     /// this often).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub resync_seconds: u64,
+
+    /// Give the cache root folder itself (not what it holds) to `UID:GID`, creating it if
+    /// needed, then exit. The chart's init container runs this as root with CAP_CHOWN alone,
+    /// so that the agent runs as a non-root user on a hostPath the kubelet made.
+    #[arg(long, value_name = "UID:GID", value_parser = owner)]
+    pub prepare_root: Option<Owner>,
+}
+
+/// `--prepare-root`: the owner to give the cache root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+fn owner(text: &str) -> Result<Owner, String> {
+    let wrong = || format!("{text:?} is not UID:GID");
+    let (uid, gid) = text.split_once(':').ok_or_else(wrong)?;
+    Ok(Owner {
+        uid: uid.parse().map_err(|_| wrong())?,
+        gid: gid.parse().map_err(|_| wrong())?,
+    })
 }
 
 impl Args {
@@ -107,6 +131,30 @@ mod tests {
         assert_eq!(args.metrics_addr.to_string(), "0.0.0.0:8082");
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.resync(), Duration::from_secs(60));
+        assert_eq!(args.prepare_root, None);
+    }
+
+    #[test]
+    fn prepare_root_takes_a_numeric_owner() {
+        let parse = |owner: &str| {
+            Args::try_parse_from([
+                "vramfit-cache-agent",
+                "--node-name=n",
+                "--budget-bytes=1",
+                &format!("--prepare-root={owner}"),
+            ])
+            .map(|a| a.prepare_root)
+        };
+        assert_eq!(
+            parse("65532:65532").unwrap(),
+            Some(Owner {
+                uid: 65532,
+                gid: 65532
+            })
+        );
+        for wrong in ["65532", "a:b", ":1", "1:", "-1:0"] {
+            assert!(parse(wrong).is_err(), "{wrong:?} accepted");
+        }
     }
 
     #[test]
