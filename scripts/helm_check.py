@@ -16,6 +16,9 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
   * lint and render with ci/watch-namespaces-values.yaml too (the namespace-scoped
     install: operator.watchNamespaces [team-a, team-b]), and with ci/model-cache-values.yaml
     (the node model cache on), whose render install-tests/rendered/model-cache.yaml keeps;
+  * the cache agent status guard's CEL: the cache agent's token may update the status of
+    the ModelCache named after its node (the node-name user extra) and nothing else: no
+    other node's, no spec, labels or finalizers, no create, delete or update of the object;
   * render with each; every object valid against the Kubernetes 1.30 OpenAPI schema in
     strict mode (no unknown field: the chart's supported floor is 1.30);
   * deploy/ equals the default render (--update rewrites it); install-tests/rendered/
@@ -473,6 +476,81 @@ def check_label_guard(report: Report, objects: list[dict[str, Any]]) -> None:
     else:
         report.ok(f"agent label guard (CEL): {len(cases)} changes by the agent allowed/denied as expected "
                   "(own Node only, by the token's node name), other users untouched")
+
+
+def check_cache_agent_guard(report: Report, objects: list[dict[str, Any]]) -> None:
+    """The cache agent status guard's CEL (ci/model-cache-values.yaml): the cache agent's
+    token may update the status of the ModelCache named after its node, and nothing else."""
+    what = "cache agent status guard (CEL)"
+    policy = the_policy(report, objects, what, "-cache-agent-status-guard")
+    if policy is None:
+        return
+    env = celpy.Environment()
+    spec = policy["spec"]
+    programs = [(v["message"], env.program(env.compile(v["expression"]))) for v in spec["validations"]]
+    conditions = [env.program(env.compile(c["expression"])) for c in spec.get("matchConditions", [])]
+    user = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-cache-agent"
+    old = {"metadata": {"name": "gpu-1", "labels": {"team": "a"}},
+           "spec": {"models": [{"repo": "org/m", "revision": "main"}]},
+           "status": {"usedBytes": 0}}
+
+    def changed(change: Any) -> dict[str, Any]:
+        new = copy.deepcopy(old)
+        change(new)
+        return new
+
+    status = changed(lambda o: o["status"].update({"usedBytes": 5}))
+    own = {NODE_NAME_EXTRA: ["gpu-1"]}
+    cases = [
+        ("writes its node's status", "UPDATE", "status", status, own, True),
+        ("writes another node's status", "UPDATE", "status", status, {NODE_NAME_EXTRA: ["gpu-2"]}, False),
+        ("writes a status with a token without a node name", "UPDATE", "status", status, None, False),
+        ("changes the spec through the status", "UPDATE", "status",
+         changed(lambda o: o["spec"].update({"models": []})), own, False),
+        ("changes a label through the status", "UPDATE", "status",
+         changed(lambda o: o["metadata"].update({"labels": {}})), own, False),
+        ("adds a finalizer", "UPDATE", "status", changed(lambda o: o["metadata"].update({"finalizers": ["x"]})),
+         own, False),
+        ("updates the object itself", "UPDATE", "", status, own, False),
+        ("creates its ModelCache", "CREATE", "", old, own, False),
+        ("deletes its ModelCache", "DELETE", "", None, own, False),
+    ]
+    problems = []
+    for name, operation, subresource, new, extra, allowed in cases:
+        user_info: dict[str, Any] = {"username": user}
+        if extra is not None:
+            user_info["extra"] = extra
+        act = celpy.json_to_cel({
+            "request": {"operation": operation, "userInfo": user_info, "name": "gpu-1",
+                        "subResource": subresource},
+            "object": new, "oldObject": old if operation != "CREATE" else None,
+        })
+        if not all(bool(c.evaluate(act)) for c in conditions):
+            problems.append(f"the policy does not apply to {user}")
+            break
+        denied = []
+        for message, program in programs:
+            try:
+                ok = bool(program.evaluate(act))
+            except Exception:  # noqa: BLE001 - an evaluation error denies (failurePolicy: Fail)
+                ok = False
+            if not ok:
+                denied.append(message)
+        if allowed and denied:
+            problems.append(f"the cache agent {name}: denied ({'; '.join(denied)}), should be allowed")
+        if not allowed and not denied:
+            problems.append(f"the cache agent {name}: allowed, should be denied")
+    if spec_binding := [o for o in objects if o.get("kind") == "ValidatingAdmissionPolicyBinding"
+                        and o["metadata"]["name"] == policy["metadata"]["name"]]:
+        if spec_binding[0]["spec"].get("validationActions") != ["Deny"]:
+            problems.append(f"binding actions {spec_binding[0]['spec'].get('validationActions')}, expected [Deny]")
+    else:
+        problems.append("no binding")
+    if problems:
+        report.fail(what, problems)
+    else:
+        report.ok(f"{what}: {len(cases)} writes by the cache agent allowed/denied as expected "
+                  "(its own node's ModelCache, status only)")
 
 
 # The fake authorizer of check_pod_trust: `authorizer.group(g).resource(r).namespace(n)
@@ -1124,6 +1202,7 @@ async def main() -> int:
     cached = await check_render(report, MODEL_CACHE_VALUES.relative_to(CHART).as_posix(), model_cache)
     if cached is not None:
         check_kept_render(report, MODEL_CACHE_RENDER, MODEL_CACHE_HEADER + cached.lstrip("\n"), args.update)
+        check_cache_agent_guard(report, split_manifest(cached))
     else:
         report.fail("install-tests/rendered/model-cache.yaml matches the chart", "the render failed")
     if manifest is not None:

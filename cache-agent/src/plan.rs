@@ -139,7 +139,10 @@ mod tests {
         assert!(satisfied(Some(&private), &none));
         assert!(satisfied(Some(&private), &team_a));
         assert!(!satisfied(Some(&private), &both));
-        assert_eq!(records_by_key(std::slice::from_ref(&private))["org/a@main"], &private);
+        assert_eq!(
+            records_by_key(std::slice::from_ref(&private))["org/a@main"],
+            &private
+        );
     }
 
     #[test]
