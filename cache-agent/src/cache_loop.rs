@@ -1,6 +1,6 @@
 //! The agent's loop: for its node's ModelCache, one pass at a time: touch the models pods
-//! use, decide the next fetch ([`crate::plan`]), say `Fetching` in the status, fetch, say
-//! `Ready` or `Failed`; then read the spec again. Idle, it wakes on a change of the
+//! use, decide the next fetch ([`crate::plan`]), say `Fetching` in the status, fetch (the
+//! status heartbeat goes on meanwhile), say `Ready` or `Failed`; then read the spec again. Idle, it wakes on a change of the
 //! ModelCache, every resync period (the status heartbeat), or when a failed model's backoff
 //! ends. Nothing here exits on an error: a failed fetch is retried with backoff, a failed
 //! status write on the next pass.
@@ -130,7 +130,22 @@ impl CacheAgent {
             .await;
         info!(model = %key, "fetching");
         let started = Instant::now();
-        let result = self.fetch(&model, &in_use_keys(&wanted)).await;
+        // The fetch runs while the status keeps its heartbeat and shows the bytes in place
+        // every resync period: a download may take far longer than the heartbeat's period.
+        let fetch = fetch(self.settings.clone(), model.clone(), in_use_keys(&wanted));
+        tokio::pin!(fetch);
+        let period = self.settings.resync;
+        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let result = loop {
+            tokio::select! {
+                result = &mut fetch => break result,
+                _ = heartbeat.tick() => {
+                    if let Some(records) = self.records().await {
+                        self.write_status(&wanted, &records, Some(&key), generation).await;
+                    }
+                }
+            }
+        };
         let seconds = started.elapsed().as_secs_f64();
         match result {
             Ok(fetched) => {
@@ -239,25 +254,6 @@ impl CacheAgent {
         }
     }
 
-    /// Fetches `model`; why not, in one line, otherwise.
-    async fn fetch(
-        &self,
-        model: &WantedModel,
-        in_use: &BTreeSet<String>,
-    ) -> Result<Fetched, String> {
-        let repo = RepoRef::new(&model.repo, &model.revision).map_err(|e| e.to_string())?;
-        let scope = &self.settings.token_scope;
-        let token = match &self.settings.token_file {
-            Some(path) if wants_token(scope, model, &repo) => Some(read_token(path).await?),
-            _ => None,
-        };
-        let credential = credential_for(scope, token.as_deref(), model, &repo);
-        debug!(model = %model.key(), with_token = credential.is_some(), "fetch starts");
-        fetch_model(&self.settings.cache, &repo, credential.as_ref(), in_use)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
     /// Marks the models pods mount as used (at most once a resync period each), so that the
     /// least recently used eviction spares what runs.
     async fn touch_in_use(&self, wanted: &[WantedModel]) {
@@ -340,6 +336,26 @@ impl CacheAgent {
             }
         }
     }
+}
+
+/// Fetches `model` as `settings` say; why not, in one line, otherwise. Owns what it uses,
+/// so that the loop can write the status while it runs.
+async fn fetch(
+    settings: Settings,
+    model: WantedModel,
+    in_use: BTreeSet<String>,
+) -> Result<Fetched, String> {
+    let repo = RepoRef::new(&model.repo, &model.revision).map_err(|e| e.to_string())?;
+    let scope = &settings.token_scope;
+    let token = match &settings.token_file {
+        Some(path) if wants_token(scope, &model, &repo) => Some(read_token(path).await?),
+        _ => None,
+    };
+    let credential = credential_for(scope, token.as_deref(), &model, &repo);
+    debug!(model = %model.key(), with_token = credential.is_some(), "fetch starts");
+    fetch_model(&settings.cache, &repo, credential.as_ref(), &in_use)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The token in `path`, trimmed; why not, otherwise.

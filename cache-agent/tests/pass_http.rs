@@ -69,11 +69,16 @@ fn git_blob_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// A Hub with one repository, `org/tiny` at `main`, of one small file kept in git; every
-/// other repository is not found.
+/// A Hub with one repository, `org/tiny` at `main`, of one small file kept in git, and
+/// `org/slow`, the same served slowly; every other repository is not found.
 async fn start_hub() -> String {
     async fn serve(request: Request) -> Response {
-        match request.uri().path() {
+        let path = request.uri().path().replace("/org/slow/", "/org/tiny/");
+        if path != request.uri().path() && path.contains("/resolve/") {
+            // `org/slow`: the same files, each answered after a pause.
+            tokio::time::sleep(Duration::from_millis(900)).await;
+        }
+        match path.as_str() {
             "/api/models/org/tiny/tree/main" => {
                 let listing = format!(
                     r#"[{{"type":"file","oid":"{}","size":{},"path":"config.json"}}]"#,
@@ -113,13 +118,22 @@ fn agent(
     endpoint: &str,
     client: Client,
 ) -> (CacheAgent, Arc<Metrics>, Arc<Readiness>) {
+    agent_with_resync(root, endpoint, client, Duration::from_secs(60))
+}
+
+fn agent_with_resync(
+    root: &std::path::Path,
+    endpoint: &str,
+    client: Client,
+    resync: Duration,
+) -> (CacheAgent, Arc<Metrics>, Arc<Readiness>) {
     let mut cache = CacheConfig::new(root, 1 << 20);
     cache.endpoint = endpoint.to_string();
     let settings = Settings {
         cache,
         token_file: None,
         token_scope: TokenScope::default(),
-        resync: Duration::from_secs(60),
+        resync,
     };
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::new());
@@ -305,5 +319,38 @@ async fn a_failed_status_write_is_retried_by_the_next_pass() {
     assert!(
         text.contains("vramfit_model_cache_status_write_errors_total 1\n"),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_long_download_keeps_the_heartbeat() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) =
+        agent_with_resync(root.path(), &hub, client, Duration::from_millis(200));
+    let cache = model_cache(vec![wanted("org/slow", false)]);
+    let api = tokio::spawn(async move {
+        let mut statuses = Vec::new();
+        loop {
+            let status = status_of(&expect_status_apply(&mut handle).await);
+            let done = status.fetching.is_none();
+            statuses.push(status);
+            if done {
+                return statuses;
+            }
+        }
+    });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    let statuses = api.await.unwrap();
+    // Fetching before, at least one heartbeat while the file was on its way, Ready after.
+    assert!(statuses.len() >= 3, "{statuses:?}");
+    for during in &statuses[..statuses.len() - 1] {
+        assert_eq!(during.fetching.as_deref(), Some("org/slow@main"));
+        assert_eq!(during.models[0].phase, CachedModelPhase::Fetching);
+    }
+    assert_eq!(
+        statuses.last().unwrap().models[0].phase,
+        CachedModelPhase::Ready
     );
 }
