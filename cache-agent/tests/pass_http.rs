@@ -69,15 +69,27 @@ fn git_blob_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// A Hub with one repository, `org/tiny` at `main`, of one small file kept in git, and
-/// `org/slow`, the same served slowly; every other repository is not found.
+/// A Hub with one repository, `org/tiny` at `main`, of one small file kept in git;
+/// `org/slow`, the same served slowly; `private/tiny`, the same for the token `hf_secret`
+/// only. Every other repository is not found.
 async fn start_hub() -> String {
     async fn serve(request: Request) -> Response {
-        let path = request.uri().path().replace("/org/slow/", "/org/tiny/");
-        if path != request.uri().path() && path.contains("/resolve/") {
+        let asked = request.uri().path();
+        if asked.contains("/org/slow/") && asked.contains("/resolve/") {
             // `org/slow`: the same files, each answered after a pause.
             tokio::time::sleep(Duration::from_millis(900)).await;
         }
+        let token = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if asked.contains("/private/") && token != Some("Bearer hf_secret") {
+            // `private/tiny`: the same files, for the token only.
+            return (StatusCode::UNAUTHORIZED, [("x-error-code", "RepoNotFound")]).into_response();
+        }
+        let path = asked
+            .replace("/org/slow/", "/org/tiny/")
+            .replace("/private/tiny/", "/org/tiny/");
         match path.as_str() {
             "/api/models/org/tiny/tree/main" => {
                 let listing = format!(
@@ -135,6 +147,13 @@ fn agent_with_resync(
         token_scope: TokenScope::default(),
         resync,
     };
+    agent_with_settings(settings, client)
+}
+
+fn agent_with_settings(
+    settings: Settings,
+    client: Client,
+) -> (CacheAgent, Arc<Metrics>, Arc<Readiness>) {
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::new());
     let agent = CacheAgent::new(
@@ -353,4 +372,55 @@ async fn a_long_download_keeps_the_heartbeat() {
         statuses.last().unwrap().models[0].phase,
         CachedModelPhase::Ready
     );
+}
+
+#[tokio::test]
+async fn the_token_reads_a_private_model_only_for_the_namespaces_it_serves() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let token_file = root.path().join("token");
+    std::fs::write(&token_file, "hf_secret\n").unwrap();
+    let settings = |scope: &str| {
+        let mut cache = CacheConfig::new(root.path().join("cache"), 1 << 20);
+        cache.endpoint = hub.clone();
+        Settings {
+            cache,
+            token_file: Some(token_file.clone()),
+            token_scope: TokenScope::new([scope.to_string()], ["private/*".to_string()]).unwrap(),
+            resync: Duration::from_secs(60),
+        }
+    };
+    let cache = model_cache(vec![wanted("private/tiny", false)]);
+
+    // The token serves team-b, not team-a (the namespace that wants it): anonymous, refused.
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) = agent_with_settings(settings("team-b"), client);
+    let api = tokio::spawn(async move {
+        expect_status_apply(&mut handle).await;
+        expect_status_apply(&mut handle).await
+    });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    let refused = status_of(&api.await.unwrap());
+    assert_eq!(refused.models[0].phase, CachedModelPhase::Failed);
+    assert!(
+        !root
+            .path()
+            .join("cache/models/private--tiny/main/config.json")
+            .exists()
+    );
+
+    // The token serves team-a: read with it, mountable by team-a only.
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) = agent_with_settings(settings("team-a"), client);
+    let api = tokio::spawn(async move {
+        expect_status_apply(&mut handle).await;
+        expect_status_apply(&mut handle).await
+    });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    let ready = status_of(&api.await.unwrap());
+    let model = &ready.models[0];
+    assert_eq!(model.phase, CachedModelPhase::Ready, "{model:?}");
+    assert!(!model.public);
+    assert_eq!(model.namespaces, ["team-a"]);
+    assert!(model.mountable_by("team-a") && !model.mountable_by("team-b"));
 }
