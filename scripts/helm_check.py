@@ -52,7 +52,8 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
   * images by digest: scripts/pin_images.py's edit of values.yaml renders every image as
     repository@digest; without a digest the chart refuses unless images.allowTags. Every
     render here adds images.allowTags while values.yaml has no digests (between
-    releases), and so does deploy/;
+    releases), and so does deploy/; pin_images.py --cache-agent pins the cache agent's
+    image (modelCache.agent.image) the same way;
   * wrong values fail: values.schema.json (a string replica count, an unknown key, a
     malformed digest or label key) and the chart's own cross-field checks (the agent
     without a label guard that denies, unless agentLabelGuard.acceptUnguardedAgent says
@@ -964,6 +965,24 @@ async def check_image_pinning(report: Report) -> None:
                              f"{component}.image.digest is empty", by_schema=False)
     await check_rejected(report, 'operator.image.digest: "sha256:latest"',
                          {"operator": {"image": {"digest": "sha256:latest"}}}, "digest")
+
+    what = "the cache agent's image by digest: scripts/pin_images.py --cache-agent pins modelCache.agent.image"
+    try:
+        digest = "sha256:" + "c" * 64
+        pinned = yaml.safe_load(pin_images.pin(defaults_text, {**digests, "cache-agent": digest}))
+        objects = split_manifest(await render(deep_merge(pinned, {"images": {"allowTags": False},
+                                                                  "modelCache": {"enabled": True}})))
+        daemonset = next(o for o in objects if o.get("kind") == "DaemonSet"
+                         and o["metadata"]["labels"]["app.kubernetes.io/component"] == "cache-agent")
+        pod = daemonset["spec"]["template"]["spec"]
+        images = [c["image"] for c in pod["initContainers"] + pod["containers"]]
+        want = f"{defaults['modelCache']['agent']['image']['repository']}@{digest}"
+        if images != [want, want]:
+            report.fail(what, f"images {images}, expected {want} for the init container and the agent")
+        else:
+            report.ok(what)
+    except (pin_images.PinError, helm_sdkpy.HelmError, StopIteration) as e:
+        report.fail(what, f"{type(e).__name__}: {e}")
 
 
 def network_policies(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
