@@ -22,7 +22,7 @@ use vramfit_runtime::shutdown::Shutdown;
 use crate::backoff::Failures;
 use crate::credential::{credential_for, wants_token};
 use crate::metrics::{FetchResult, Metrics};
-use crate::plan::{distinct, in_use_keys, next_fetch, records_by_key, satisfied};
+use crate::plan::{distinct, next_fetch, protected_keys, records_by_key, satisfied};
 use crate::readiness::Readiness;
 use crate::status::{StatusInput, Written, assemble, write_due};
 use crate::status_writer::StatusWriter;
@@ -132,7 +132,11 @@ impl CacheAgent {
         let started = Instant::now();
         // The fetch runs while the status keeps its heartbeat and shows the bytes in place
         // every resync period: a download may take far longer than the heartbeat's period.
-        let fetch = fetch(self.settings.clone(), model.clone(), in_use_keys(&wanted));
+        let fetch = fetch(
+            self.settings.clone(),
+            model.clone(),
+            protected_keys(&wanted, &model),
+        );
         tokio::pin!(fetch);
         let period = self.settings.resync;
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);

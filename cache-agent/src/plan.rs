@@ -38,6 +38,22 @@ pub fn in_use_keys(wanted: &[WantedModel]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The models a fetch of `next` must not evict: those pods mount, and the wanted models
+/// listed before it (the spec lists the most needed first). Without the second, two wanted
+/// models that do not fit the budget together would evict each other in turn, downloading
+/// forever; with it, the less needed one fails (no room) and waits its backoff.
+pub fn protected_keys(wanted: &[WantedModel], next: &WantedModel) -> BTreeSet<String> {
+    let mut keys = in_use_keys(wanted);
+    let next_key = next.key();
+    keys.extend(
+        wanted
+            .iter()
+            .map(WantedModel::key)
+            .take_while(|key| *key != next_key),
+    );
+    keys
+}
+
 /// Whether a model needs no fetch: complete on disk and, when it would be read with the
 /// token, mountable already by every namespace the token serves for it (else a fetch proves
 /// the token reads its files and adds them).
@@ -142,6 +158,28 @@ mod tests {
         assert_eq!(
             records_by_key(std::slice::from_ref(&private))["org/a@main"],
             &private
+        );
+    }
+
+    #[test]
+    fn a_fetch_spares_the_models_in_use_and_those_more_needed() {
+        let wanted = [
+            model("org/a", &[], false),
+            model("org/b", &[], false),
+            model("org/c", &[], true),
+            model("org/d", &[], false),
+        ];
+        let keys = |list: &[&str]| -> BTreeSet<String> {
+            list.iter().map(|k| format!("{k}@main")).collect()
+        };
+        assert_eq!(protected_keys(&wanted, &wanted[0]), keys(&["org/c"]));
+        assert_eq!(
+            protected_keys(&wanted, &wanted[1]),
+            keys(&["org/a", "org/c"])
+        );
+        assert_eq!(
+            protected_keys(&wanted, &wanted[3]),
+            keys(&["org/a", "org/b", "org/c"])
         );
     }
 

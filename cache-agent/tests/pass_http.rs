@@ -70,7 +70,7 @@ fn git_blob_hex(bytes: &[u8]) -> String {
 }
 
 /// A Hub with one repository, `org/tiny` at `main`, of one small file kept in git;
-/// `org/slow`, the same served slowly; `private/tiny`, the same for the token `hf_secret`
+/// `org/slow`, the same served slowly; `org/twin`, the same again; `private/tiny`, the same for the token `hf_secret`
 /// only. Every other repository is not found.
 async fn start_hub() -> String {
     async fn serve(request: Request) -> Response {
@@ -89,7 +89,8 @@ async fn start_hub() -> String {
         }
         let path = asked
             .replace("/org/slow/", "/org/tiny/")
-            .replace("/private/tiny/", "/org/tiny/");
+            .replace("/private/tiny/", "/org/tiny/")
+            .replace("/org/twin/", "/org/tiny/");
         match path.as_str() {
             "/api/models/org/tiny/tree/main" => {
                 let listing = format!(
@@ -423,4 +424,54 @@ async fn the_token_reads_a_private_model_only_for_the_namespaces_it_serves() {
     assert!(!model.public);
     assert_eq!(model.namespaces, ["team-a"]);
     assert!(model.mountable_by("team-a") && !model.mountable_by("team-b"));
+}
+
+#[tokio::test]
+async fn a_less_needed_model_never_evicts_a_more_needed_one() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let (client, mut handle) = mock_api();
+    let mut cache = CacheConfig::new(root.path(), CONFIG.len() as u64);
+    cache.endpoint = hub.clone();
+    let settings = Settings {
+        cache,
+        token_file: None,
+        token_scope: TokenScope::default(),
+        resync: Duration::from_secs(60),
+    };
+    let (mut agent, _, _) = agent_with_settings(settings, client);
+    // Room for one of them: the first listed is the more needed.
+    let spec = model_cache(vec![wanted("org/tiny", false), wanted("org/twin", false)]);
+    let api = tokio::spawn(async move {
+        let mut last = None;
+        for _ in 0..4 {
+            last = Some(expect_status_apply(&mut handle).await);
+        }
+        last.unwrap()
+    });
+    assert_eq!(agent.pass(&spec).await, PassOutcome::Fetched);
+    assert_eq!(agent.pass(&spec).await, PassOutcome::Fetched);
+    let status = status_of(&api.await.unwrap());
+    assert_eq!(status.models[0].phase, CachedModelPhase::Ready);
+    assert_eq!(status.models[1].phase, CachedModelPhase::Failed);
+    assert!(
+        status.models[1]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("org/twin"),
+        "{:?}",
+        status.models[1]
+    );
+    assert!(
+        root.path()
+            .join("models/org--tiny/main/config.json")
+            .exists()
+    );
+    assert!(
+        !root
+            .path()
+            .join("models/org--twin/main/config.json")
+            .exists()
+    );
 }
