@@ -185,9 +185,11 @@ impl CacheAgent {
     pub fn idle_wait(&self) -> Duration {
         let resync = self.settings.resync;
         match self.failures.next_retry() {
+            // At least a second (never a busy loop), at most the resync period.
             Some(at) => at
                 .saturating_duration_since(Instant::now())
-                .clamp(Duration::from_secs(1), resync),
+                .max(Duration::from_secs(1))
+                .min(resync),
             None => resync,
         }
     }

@@ -475,3 +475,47 @@ async fn a_less_needed_model_never_evicts_a_more_needed_one() {
             .exists()
     );
 }
+
+#[tokio::test]
+async fn the_loop_waits_for_its_model_cache_then_reports_and_stops_on_shutdown() {
+    use vramfit_cache_agent::watch::Observed;
+    use vramfit_runtime::shutdown::Shutdown;
+
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let (client, mut handle) = mock_api();
+    let (agent, _, readiness) = agent(root.path(), &hub, client);
+    let (sender, receiver) = tokio::sync::watch::channel(Observed::Unknown);
+    let (trigger, shutdown) = Shutdown::new();
+    let running = tokio::spawn(agent.run(receiver, shutdown));
+
+    // Not listed yet: not ready. Listed absent: ready, nothing written.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!readiness.is_ready());
+    sender.send(Observed::Absent).unwrap();
+    for _ in 0..100 {
+        if readiness.is_ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(readiness.is_ready());
+
+    // Created: its status is written at once.
+    sender
+        .send(Observed::Present(Arc::new(model_cache(vec![]))))
+        .unwrap();
+    let status = status_of(
+        &tokio::time::timeout(Duration::from_secs(5), expect_status_apply(&mut handle))
+            .await
+            .expect("no status written"),
+    );
+    assert_eq!(status.observed_generation, Some(2));
+    assert!(status.models.is_empty());
+
+    trigger.trigger();
+    tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the loop did not stop")
+        .unwrap();
+}
