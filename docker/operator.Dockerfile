@@ -17,6 +17,7 @@ COPY crds crds
 COPY models models
 COPY hub hub
 COPY cache cache
+COPY cache-agent cache-agent
 COPY planner planner
 COPY runtime runtime
 COPY agent agent

@@ -9,6 +9,8 @@
 
 mod client;
 pub mod repo;
+pub mod token_scope;
 
 pub use client::{HubClient, HubConfig, HubError, HubModel, chain as error_chain, refusal};
 pub use repo::{DEFAULT_ENDPOINT, DEFAULT_REVISION, RepoError, RepoRef, encode_segment};
+pub use token_scope::{BadRepoPattern, TokenScope};

@@ -19,6 +19,9 @@ pub const NAMESPACE: &str = "vramfit";
 /// The operator's and the agent's ServiceAccounts (and workload names) in `deploy/`.
 pub const OPERATOR_NAME: &str = "vramfit-operator";
 pub const AGENT_NAME: &str = "vramfit-agent";
+/// The node cache agent's objects' name (DaemonSet, ServiceAccount, ClusterRole) with
+/// `modelCache.enabled`.
+pub const CACHE_AGENT_NAME: &str = "vramfit-cache-agent";
 /// The namespaces whose InferenceJobs the namespace-scoped render's operator reconciles
 /// (`charts/vramfit/ci/watch-namespaces-values.yaml`).
 pub const WATCHED_NAMESPACES: [&str; 2] = ["team-a", "team-b"];
@@ -122,6 +125,17 @@ pub fn watch_namespaces_objects() -> Vec<Object> {
             .join("install-tests")
             .join("rendered")
             .join("watch-namespaces.yaml"),
+    )
+}
+
+/// Every object of the chart rendered with `ci/model-cache-values.yaml` (the node model
+/// cache on), kept in `install-tests/rendered/` by `scripts/helm-check.sh`.
+pub fn model_cache_objects() -> Vec<Object> {
+    read_yaml_documents(
+        &repo_root()
+            .join("install-tests")
+            .join("rendered")
+            .join("model-cache.yaml"),
     )
 }
 

@@ -2,16 +2,24 @@
 //! workspace crate Cargo needs and nothing else from the repository.
 use std::path::Path;
 
-const DOCKERFILES: [&str; 2] = ["docker/operator.Dockerfile", "docker/agent.Dockerfile"];
+const DOCKERFILES: [&str; 3] = [
+    "docker/operator.Dockerfile",
+    "docker/agent.Dockerfile",
+    "docker/cache-agent.Dockerfile",
+];
 
 /// Every image the project builds, and the build arguments that choose its base images
 /// (docker/README.md documents each override).
-const IMAGES: [(&str, &[&str]); 5] = [
+const IMAGES: [(&str, &[&str]); 6] = [
     (
         "docker/operator.Dockerfile",
         &["BUILD_IMAGE", "RUNTIME_IMAGE"],
     ),
     ("docker/agent.Dockerfile", &["BUILD_IMAGE", "RUNTIME_IMAGE"]),
+    (
+        "docker/cache-agent.Dockerfile",
+        &["BUILD_IMAGE", "RUNTIME_IMAGE"],
+    ),
     ("workload/examples/captioner/Dockerfile", &["BASE_IMAGE"]),
     ("workload/examples/scripted/Dockerfile", &["BASE_IMAGE"]),
     (

@@ -35,6 +35,7 @@ fn deploy_installs_everything() {
         ("Namespace", "vramfit"),
         ("CustomResourceDefinition", "inferencejobs.vramfit.io"),
         ("CustomResourceDefinition", "gpunodeclasses.vramfit.io"),
+        ("CustomResourceDefinition", "modelcaches.vramfit.io"),
         ("ServiceAccount", "vramfit-operator"),
         ("ServiceAccount", "vramfit-agent"),
         ("ClusterRole", "vramfit-operator"),

@@ -1,4 +1,4 @@
-//! docs/monitoring.md lists every metric the operator and the agent export, by the name a
+//! docs/monitoring.md lists every metric the operator, the agent and the cache agent export, by the name a
 //! query uses (`_total` for a counter), and names no metric that neither exports.
 // Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
@@ -71,6 +71,18 @@ fn agent_metrics() -> String {
     metrics.encode().unwrap()
 }
 
+/// The cache agent's, the same way.
+fn cache_agent_metrics() -> String {
+    use vramfit_api::model_cache::ModelCacheStatus;
+    use vramfit_cache_agent::metrics::{FetchResult, Metrics};
+    let metrics = Metrics::new();
+    metrics.observe_status(&ModelCacheStatus::default());
+    metrics.count_fetch(FetchResult::Hit);
+    metrics.observe_fetch(1.0, 1, 1);
+    metrics.count_status_write_error();
+    metrics.encode().unwrap()
+}
+
 /// `registry.register(` calls under `dir`: one per exported family.
 fn registrations(dir: &Path) -> usize {
     let mut count = 0;
@@ -100,7 +112,17 @@ fn the_monitoring_doc_lists_exactly_the_exported_metrics() {
         registrations(&root.join("agent/src")),
         "every agent metric needs a series above: {agent:?}"
     );
-    let exported: BTreeSet<String> = operator.into_iter().chain(agent).collect();
+    let cache_agent = exported(&cache_agent_metrics());
+    assert_eq!(
+        cache_agent.len(),
+        registrations(&root.join("cache-agent/src")),
+        "every cache agent metric needs a series above: {cache_agent:?}"
+    );
+    let exported: BTreeSet<String> = operator
+        .into_iter()
+        .chain(agent)
+        .chain(cache_agent)
+        .collect();
     let doc = std::fs::read_to_string(repo_root().join("docs/monitoring.md")).unwrap();
     let named = named(&doc);
     let undocumented: Vec<_> = exported.difference(&named).collect();

@@ -9,8 +9,8 @@ use clap::Parser as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, Subject};
 use vramfit_install_tests::{
-    AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, WATCHED_NAMESPACES, deploy_objects,
-    watch_namespaces_objects,
+    AGENT_NAME, CACHE_AGENT_NAME, NAMESPACE, OPERATOR_NAME, Object, WATCHED_NAMESPACES,
+    deploy_objects, model_cache_objects, watch_namespaces_objects,
 };
 use vramfit_operator::cli::Args;
 use vramfit_operator::permissions::{self, Grant, Install};
@@ -27,6 +27,16 @@ type Grants = BTreeSet<(Scope, String, String, String)>;
 
 /// The verbs the agent code uses: read its Node, server-side apply its vramfit.io/ labels.
 const AGENT_CLUSTER_VERBS: &[(&str, &str, &[&str])] = &[("", "nodes", &["get", "patch"])];
+
+/// The verbs the cache agent code uses: watch its ModelCache, server-side apply its status.
+const CACHE_AGENT_CLUSTER_VERBS: &[(&str, &str, &[&str])] = &[
+    ("vramfit.io", "modelcaches", &["get", "list", "watch"]),
+    (
+        "vramfit.io",
+        "modelcaches/status",
+        &["get", "patch", "update"],
+    ),
+];
 
 /// Each verb of `list` in `scope`.
 fn expand(scope: &Scope, list: &[(&str, &str, &[&str])]) -> Grants {
@@ -152,13 +162,17 @@ fn operator_permissions(install: Install, watched: &[&str]) -> Grants {
     out
 }
 
-/// Both renders, named.
-fn renders() -> [(&'static str, Vec<Object>); 2] {
+/// Every kept render, named.
+fn renders() -> [(&'static str, Vec<Object>); 3] {
     [
         ("deploy/", deploy_objects()),
         (
             "install-tests/rendered/watch-namespaces.yaml",
             watch_namespaces_objects(),
+        ),
+        (
+            "install-tests/rendered/model-cache.yaml",
+            model_cache_objects(),
         ),
     ]
 }
@@ -235,6 +249,67 @@ fn agent_may_only_get_and_patch_nodes() {
 }
 
 #[test]
+fn cache_agent_may_only_read_model_caches_and_write_their_status() {
+    assert_same(
+        &format!("ServiceAccount {CACHE_AGENT_NAME} with modelCache.enabled"),
+        &granted_to(&model_cache_objects(), CACHE_AGENT_NAME),
+        &expand(&Scope::Cluster, CACHE_AGENT_CLUSTER_VERBS),
+    );
+    // Its ClusterRole exactly: two rules, no Secret (the Hub token is a mounted file).
+    let role: ClusterRole = find(
+        &model_cache_objects(),
+        "ClusterRole",
+        CACHE_AGENT_NAME,
+        None,
+    )
+    .typed();
+    assert_eq!(
+        grants(&Scope::Cluster, &role.rules.unwrap_or_default()),
+        expand(&Scope::Cluster, CACHE_AGENT_CLUSTER_VERBS)
+    );
+    // Off by default: nothing is granted to it, and there is no such ServiceAccount.
+    for objects in [deploy_objects(), watch_namespaces_objects()] {
+        assert!(granted_to(&objects, CACHE_AGENT_NAME).is_empty());
+        assert!(!objects.iter().any(|o| o.name() == CACHE_AGENT_NAME));
+    }
+}
+
+#[test]
+fn the_cache_agent_status_guard_names_its_service_account_and_denies() {
+    let objects = model_cache_objects();
+    let policy = find(
+        &objects,
+        "ValidatingAdmissionPolicy",
+        "vramfit-cache-agent-status-guard",
+        None,
+    );
+    let condition = policy.value["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        condition,
+        format!(
+            "request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{CACHE_AGENT_NAME}'"
+        )
+    );
+    let rules = &policy.value["spec"]["matchConstraints"]["resourceRules"][0];
+    assert_eq!(
+        rules["resources"],
+        serde_json::json!(["modelcaches", "modelcaches/status"])
+    );
+    let binding = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "vramfit-cache-agent-status-guard",
+        None,
+    );
+    assert_eq!(
+        binding.value["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+}
+
+#[test]
 fn no_rule_uses_a_wildcard() {
     for object in renders().into_iter().flat_map(|(_, objects)| objects) {
         if !matches!(object.kind(), "ClusterRole" | "Role") {
@@ -271,7 +346,8 @@ fn only_the_chart_service_accounts_are_bound() {
         for subject in subjects {
             assert!(
                 subject.kind == "ServiceAccount"
-                    && [OPERATOR_NAME, AGENT_NAME].contains(&subject.name.as_str())
+                    && [OPERATOR_NAME, AGENT_NAME, CACHE_AGENT_NAME]
+                        .contains(&subject.name.as_str())
                     && subject.namespace.as_deref() == Some(NAMESPACE),
                 "{object} binds {subject:?}"
             );

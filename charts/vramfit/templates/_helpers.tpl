@@ -34,6 +34,10 @@ longest suffix ("-operator-leader-election") still fits in 63.
 {{- printf "%s-agent" (include "vramfit.fullname" .) }}
 {{- end }}
 
+{{- define "vramfit.cacheAgent.fullname" -}}
+{{- printf "%s-cache-agent" (include "vramfit.fullname" .) }}
+{{- end }}
+
 {{/* "<chart>-<version>" for the helm.sh/chart label. */}}
 {{- define "vramfit.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
