@@ -30,21 +30,9 @@ pub const VOLUME_LABEL: &str = "vramfit.io/model-cache";
     category = "vramfit",
     status = "ModelCacheStatus",
     doc = "The models a GPU node's cache should hold (written by the operator) and holds (written by the node's cache agent). Named after the node.",
-    printcolumn(
-        name = "Used",
-        type_ = "integer",
-        json_path = ".status.usedBytes"
-    ),
-    printcolumn(
-        name = "Budget",
-        type_ = "integer",
-        json_path = ".status.budgetBytes"
-    ),
-    printcolumn(
-        name = "Fetching",
-        type_ = "string",
-        json_path = ".status.fetching"
-    ),
+    printcolumn(name = "Used", type_ = "integer", json_path = ".status.usedBytes"),
+    printcolumn(name = "Budget", type_ = "integer", json_path = ".status.budgetBytes"),
+    printcolumn(name = "Fetching", type_ = "string", json_path = ".status.fetching"),
     printcolumn(
         name = "Age",
         type_ = "date",

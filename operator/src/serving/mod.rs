@@ -27,6 +27,7 @@ use crate::reconcile::update_status;
 
 pub mod apply;
 pub mod backoff;
+mod cache_hook;
 pub mod decide;
 mod failure;
 pub mod gauges;

@@ -52,6 +52,7 @@ impl Draft<'_> {
             status: self.status,
             delete_pods: dedup(self.delete_pods),
             create_pods: self.create_pods,
+            volumes: self.volumes,
             apply_pods: self.apply_pods,
             service,
             pdb,
