@@ -24,6 +24,8 @@ pub mod job_model;
 pub mod mount;
 pub mod placement;
 pub mod sync;
+#[cfg(test)]
+mod tests;
 pub mod view;
 pub mod volumes;
 pub mod wanted;

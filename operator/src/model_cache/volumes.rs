@@ -18,11 +18,15 @@ pub async fn create(
     job_uid: &str,
     volumes: &[ModelVolume],
 ) -> Result<(), ApplyError> {
+    let params = PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     for volume in volumes {
         let pv_name = volume.volume.name_any();
-        match pvs.create(&PostParams::default(), &volume.volume).await {
+        match pvs.create(&params, &volume.volume).await {
             Ok(_) => info!(volume = %pv_name, "created a model volume"),
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(source) => {
@@ -33,7 +37,7 @@ pub async fn create(
             }
         }
         let claim_name = volume.claim.name_any();
-        match pvcs.create(&PostParams::default(), &volume.claim).await {
+        match pvcs.create(&params, &volume.claim).await {
             Ok(_) => info!(claim = %claim_name, "created a model claim"),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let existing =
