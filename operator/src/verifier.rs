@@ -93,7 +93,7 @@ pub fn next_resource_version(job: &InferenceJob) -> String {
 }
 
 impl ApiServerVerifier {
-    async fn next(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
+    pub(crate) async fn next(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
         match tokio::time::timeout(Duration::from_secs(5), self.handle.next_request()).await {
             Ok(Some(pair)) => pair,
             Ok(None) => panic!("the client went away before the expected request"),
@@ -101,7 +101,7 @@ impl ApiServerVerifier {
         }
     }
 
-    async fn body(request: Request<Body>) -> Value {
+    pub(crate) async fn body(request: Request<Body>) -> Value {
         let bytes = request
             .into_body()
             .collect_bytes()

@@ -374,6 +374,30 @@ mod tests {
     }
 
     #[test]
+    fn the_affinity_names_at_most_32_nodes_by_name() {
+        let mut v = CacheView::default();
+        for i in 0..40 {
+            let node = format!("n-{i:02}");
+            v.free.insert(("c".into(), node.clone()), 1);
+            v.nodes.insert(
+                node,
+                NodeCache {
+                    held: vec![held(CachedModelPhase::Ready, true, &[])],
+                    wanted: Vec::new(),
+                },
+            );
+        }
+        let CachePlacement::Mount { nodes, .. } =
+            run(&v, &model(Runtime::Vllm, None), "a", None, 0)
+        else {
+            panic!("mounted");
+        };
+        assert_eq!(nodes.len(), MAX_AFFINITY_NODES);
+        assert_eq!(nodes.first().map(String::as_str), Some("n-00"));
+        assert_eq!(nodes.last().map(String::as_str), Some("n-31"));
+    }
+
+    #[test]
     fn llamacpp_without_a_file_fetches_in_the_pod() {
         let v = view(Some(held(CachedModelPhase::Ready, true, &[])), false);
         let CachePlacement::FetchedByPod { why: Some(why) } =

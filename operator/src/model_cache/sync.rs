@@ -46,7 +46,7 @@ pub async fn run(ctx: Arc<Context>, changed: Arc<Notify>, mut stop: watch::Recei
 
 /// One pass: the specs, then the released volumes.
 pub async fn sync_once(ctx: &Context) {
-    let desired = desired_specs(ctx);
+    let desired = desired_specs(ctx).await;
     let stored: BTreeMap<String, Arc<ModelCache>> = ctx
         .stores
         .model_caches
@@ -92,8 +92,12 @@ pub fn spec_patch(node: &str, node_uid: &str, models: &[WantedModel]) -> serde_j
     })
 }
 
+/// Jobs parsed between two yields: a job is inflated from the cache's compressed JSON (tens of
+/// µs), and the runtime may have one thread that reconciles too.
+const JOBS_PER_YIELD: usize = 64;
+
 /// Every GPU node (name → uid) with its desired models (empty when it should hold none).
-pub fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<WantedModel>)> {
+pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<WantedModel>)> {
     let inventory = ctx.inventory();
     let now = Time(Timestamp::now());
     let mut class_nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -145,14 +149,19 @@ pub fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<WantedModel
                 .insert(node.clone());
         }
     }
-    let jobs: Vec<JobWant> = ctx
-        .stores
-        .jobs
-        .state()
-        .iter()
-        .filter_map(|cached| cached.job().ok())
-        .filter_map(|job| job_want(&job, &nodes_of_job))
-        .collect();
+    let mut jobs: Vec<JobWant> = Vec::new();
+    for (index, cached) in ctx.stores.jobs.state().iter().enumerate() {
+        if index % JOBS_PER_YIELD == JOBS_PER_YIELD - 1 {
+            tokio::task::yield_now().await;
+        }
+        if let Some(want) = cached
+            .job()
+            .ok()
+            .and_then(|job| job_want(&job, &nodes_of_job))
+        {
+            jobs.push(want);
+        }
+    }
     let wanted = wanted_models(&WantedInput {
         jobs: &jobs,
         mounting: &mounting,

@@ -235,3 +235,97 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
     assert_eq!(line.get("reason"), None);
     assert_eq!(status["status"].get("replicasWaitingForModel"), None);
 }
+
+/// The leader's sync: a node whose stored spec is already the wanted one is not written; a
+/// node that should hold the model gets its ModelCache applied (owned by its Node); a GPU
+/// node that wants nothing and has no ModelCache is left alone; a released model volume is
+/// deleted, a bound one is not.
+#[tokio::test]
+async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes() {
+    let mut two = settings();
+    two.model_cache.prefetch_nodes = 2;
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(two);
+    cluster(&mut writers, &mut serving);
+    let mut job = cached_job();
+    job.status.get_or_insert_default().replica_statuses = vec![vramfit_api::ReplicaStatus {
+        slot: 0,
+        pod_name: "chat-r0-1".into(),
+        incarnation: 1,
+        node_class: "l40s-x1".into(),
+        plan_summary: String::new(),
+        ready: false,
+        node_name: None,
+        updated: true,
+        fallback: None,
+        restarts: 0,
+        failures: 0,
+        retry_after: None,
+        message: None,
+        reason: None,
+        surge: None,
+        members: Vec::new(),
+        weights: None,
+    }];
+    writers.apply_job(&job);
+    // l-1 holds it Ready and is asked already; the class's two nodes asked are l-1 (Ready
+    // first), then l-2 (by name); l-3 wants nothing and has no ModelCache.
+    let mut held = cache("l-1", CachedModelPhase::Ready);
+    held.spec.models = vec![vramfit_api::model_cache::WantedModel {
+        repo: "mistralai/Mistral-7B-Instruct-v0.3".into(),
+        revision: "main".into(),
+        namespaces: vec![NAMESPACE.into()],
+        in_use: false,
+    }];
+    writers.apply_model_cache(held);
+    writers.mark_ready();
+    let task = tokio::spawn({
+        let ctx = ctx.clone();
+        async move { super::sync::sync_once(&ctx).await }
+    });
+    let (request, send) = api.next().await;
+    assert_eq!(request.method(), http::Method::PATCH);
+    assert_eq!(
+        request.uri().to_string(),
+        "/apis/vramfit.io/v1alpha1/modelcaches/l-2?&force=true&fieldManager=vramfit-operator"
+    );
+    let body = crate::verifier::ApiServerVerifier::body(request).await;
+    assert_eq!(body["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(body["metadata"]["ownerReferences"][0]["name"], "l-2");
+    assert_eq!(
+        body["spec"]["models"][0]["repo"],
+        "mistralai/Mistral-7B-Instruct-v0.3"
+    );
+    assert_eq!(
+        body["spec"]["models"][0]["namespaces"],
+        serde_json::json!([NAMESPACE])
+    );
+    crate::verifier::respond(send, 200, &body);
+
+    let (request, send) = api.next().await;
+    assert_eq!(request.method(), http::Method::GET);
+    assert!(
+        request.uri().to_string().starts_with(
+            "/api/v1/persistentvolumes?&labelSelector=vramfit.io%2Fmodel-cache%3Dtrue"
+        ),
+        "{}",
+        request.uri()
+    );
+    let volume = |name: &str, phase: &str| serde_json::json!({"metadata": {"name": name}, "status": {"phase": phase}});
+    crate::verifier::respond(
+        send,
+        200,
+        &serde_json::json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeList", "metadata": {},
+            "items": [volume("vramfit-model-bound", "Bound"), volume("vramfit-model-gone", "Released")],
+        }),
+    );
+    let (request, send) = api.next().await;
+    assert_eq!(request.method(), http::Method::DELETE);
+    assert_eq!(
+        request.uri().path(),
+        "/api/v1/persistentvolumes/vramfit-model-gone"
+    );
+    crate::verifier::respond(send, 200, &volume("vramfit-model-gone", "Released"));
+    api.no_more_requests().await;
+    task.await.unwrap();
+}
