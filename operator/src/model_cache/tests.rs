@@ -182,11 +182,27 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
     writers.mark_ready();
     let job = cached_job();
     let mut status = Value::Null;
-    run(&ctx, &job, &mut api, async |api| {
+    let action = run(&ctx, &job, &mut api, async |api| {
         api.object_create(&services(), "chat").await;
         status = api.status_apply(&job).await;
     })
     .await;
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(10)),
+        "looked at again soon while a replica waits"
+    );
+    let scheduled = status["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Scheduled")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        scheduled["message"],
+        "0/1 replicas have a pod; 1 wait for a node to download the model"
+    );
     let line = &status["status"]["replicaStatuses"][0];
     assert_eq!(line["reason"], "WaitingForModel");
     let message = line["message"].as_str().unwrap();
