@@ -4,9 +4,9 @@
 //! `weights` status.
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use vramfit_api::Plan;
 use vramfit_api::model_cache::WeightsSource;
 use vramfit_api::pod_keys::replica_pod_name;
+use vramfit_api::{Plan, ReplicaStatus};
 use vramfit_planner::NodeClass;
 
 use super::decide::Draft;
@@ -19,6 +19,42 @@ use crate::reconcile::decide::PodSeen;
 pub(super) struct ModelWait {
     pub(super) class: String,
     pub(super) message: String,
+}
+
+/// A new replica (slot `slot`) that waits for its model: no pod yet, `pod_name` the next one.
+pub(super) fn waiting_line(slot: u32, pod_name: String, wait: ModelWait) -> ReplicaStatus {
+    let mut line = ReplicaStatus {
+        slot,
+        pod_name: String::new(),
+        incarnation: 0,
+        node_class: String::new(),
+        plan_summary: String::new(),
+        ready: false,
+        node_name: None,
+        updated: true,
+        fallback: None,
+        restarts: 0,
+        failures: 0,
+        retry_after: None,
+        message: None,
+        reason: None,
+        surge: None,
+        members: Vec::new(),
+        weights: None,
+    };
+    mark_waiting(&mut line, pod_name, wait);
+    line
+}
+
+/// Replica `line` waits for its model (no pod while a node downloads it): `pod_name` is the
+/// name its pod will have.
+pub(super) fn mark_waiting(line: &mut ReplicaStatus, pod_name: String, wait: ModelWait) {
+    line.pod_name = pod_name;
+    line.node_class = wait.class;
+    line.node_name = None;
+    line.ready = false;
+    line.reason = Some(WAITING_REASON.to_string());
+    line.message = Some(wait.message);
 }
 
 impl<'a> Draft<'a> {

@@ -519,13 +519,7 @@ impl<'a> Draft<'a> {
             }
             None => {
                 if let Some((name, wait)) = wait {
-                    // No pod while a node downloads the model (the cache).
-                    line.pod_name = name;
-                    line.node_class = wait.class;
-                    line.node_name = None;
-                    line.ready = false;
-                    line.reason = Some(crate::model_cache::WAITING_REASON.to_string());
-                    line.message = Some(wait.message);
+                    super::cache_hook::mark_waiting(line, name, wait);
                     return Ok(());
                 }
                 let why = self.no_room.clone().unwrap_or_default();

@@ -84,26 +84,8 @@ impl Draft<'_> {
             })?;
             let Some(pod) = obtained else {
                 if let Some((pod_name, wait)) = self.wait_line(slot) {
-                    // No pod while a node downloads the model (the cache).
-                    self.lines.push(ReplicaStatus {
-                        slot,
-                        pod_name,
-                        incarnation: 0,
-                        node_class: wait.class,
-                        plan_summary: String::new(),
-                        ready: false,
-                        node_name: None,
-                        updated: true,
-                        fallback: None,
-                        restarts: 0,
-                        failures: 0,
-                        retry_after: None,
-                        message: Some(wait.message),
-                        reason: Some(crate::model_cache::WAITING_REASON.to_string()),
-                        surge: None,
-                        members: Vec::new(),
-                        weights: None,
-                    });
+                    self.lines
+                        .push(super::cache_hook::waiting_line(slot, pod_name, wait));
                     continue;
                 }
                 break;
