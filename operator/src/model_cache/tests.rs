@@ -345,3 +345,30 @@ async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes
     api.no_more_requests().await;
     task.await.unwrap();
 }
+
+/// `model.huggingFace.cache: false`: the job behaves as without the cache, whatever the nodes
+/// hold: no volume, no annotation, no weights in status.
+#[tokio::test]
+async fn a_job_that_turns_the_cache_off_gets_the_pod_of_today() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(settings());
+    cluster(&mut writers, &mut serving);
+    writers.apply_model_cache(cache("l-2", CachedModelPhase::Ready));
+    writers.mark_ready();
+    let mut job = cached_job();
+    if let Some(hf) = job.spec.model.hugging_face.as_mut() {
+        hf.cache = Some(false);
+    }
+    let (mut pod, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        pod = api.pod_create("chat-r0-1").await;
+        api.object_create(&services(), "chat").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    let annotations = pod["metadata"]["annotations"].as_object().unwrap();
+    assert!(!annotations.contains_key(WEIGHTS_SOURCE_ANNOTATION));
+    assert!(!annotations.contains_key(POD_MODEL_ANNOTATION));
+    assert_eq!(env(&pod, "HF_HUB_OFFLINE"), Value::Null);
+    assert_eq!(status["status"]["replicaStatuses"][0].get("weights"), None);
+}
