@@ -372,3 +372,51 @@ async fn a_job_that_turns_the_cache_off_gets_the_pod_of_today() {
     assert_eq!(env(&pod, "HF_HUB_OFFLINE"), Value::Null);
     assert_eq!(status["status"]["replicaStatuses"][0].get("weights"), None);
 }
+
+/// A claim of the model claim's name that is not the job's is never taken over: no pod, the
+/// job says why, the reconcile is retried, the reservation released.
+#[tokio::test]
+async fn a_foreign_claim_of_the_name_is_reported_and_no_pod_is_created() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(settings());
+    cluster(&mut writers, &mut serving);
+    writers.apply_model_cache(cache("l-2", CachedModelPhase::Ready));
+    writers.mark_ready();
+    let job = cached_job();
+    let pv = volume_name(NAMESPACE, &fixtures::uid("chat"), KEY);
+    let pvc = claim_name("chat", KEY);
+    let task = tokio::spawn(crate::reconcile::reconcile(
+        std::sync::Arc::new(crate::stores::cached_job::CachedJob::of(&job)),
+        ctx.clone(),
+    ));
+    api.object_create_only(&volumes(), &pv).await;
+    api.object_create_exists(&claims(), &pvc).await;
+    let foreign = serde_json::json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": pvc, "namespace": NAMESPACE},
+        "spec": {"volumeName": "someone-elses"},
+    });
+    api.object_get(&claims(), &pvc, &foreign).await;
+    let status = api.status_apply(&job).await;
+    api.events("chat", &["PodRejected"]).await;
+    api.no_more_requests().await;
+    let result = tokio::time::timeout(std::time::Duration::from_secs(5), task)
+        .await
+        .expect("reconcile finishes")
+        .expect("no panic");
+    assert!(result.is_err(), "{result:?}");
+    let scheduled = status["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Scheduled")
+        .cloned()
+        .unwrap();
+    assert_eq!(scheduled["reason"], "PodRejected");
+    assert!(
+        scheduled["message"].as_str().unwrap().contains(&format!(
+            "PersistentVolumeClaim {pvc} exists but this job does not own it"
+        )),
+        "{scheduled}"
+    );
+    assert!(ctx.reservations.is_empty());
+}
