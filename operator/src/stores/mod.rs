@@ -7,6 +7,7 @@
 //!   of `--watch-namespaces`, one per namespace, merged into one store each.
 //! * [`gpu_resources`]: GPU resources of nodes and pods; [`gpu_usage`]: GPUs taken per node,
 //!   summed as the pod watch goes.
+//! * [`model_caches`]: every node's ModelCache, watched only with `--model-cache`.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
