@@ -148,6 +148,7 @@ where
         ..crate::hub_models::resolver::HubSettings::new(args.hub_endpoint.clone())
     };
     config.settings.group_spread = args.group_spread;
+    config.settings.model_cache = args.model_cache_settings();
     if !args.leader_election {
         let controller = tokio::spawn(run_controller(
             client,

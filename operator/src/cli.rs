@@ -90,6 +90,34 @@ pub struct Args {
     /// on a single node).
     #[arg(long, value_enum, default_value_t = GroupSpread::Node)]
     pub group_spread: GroupSpread,
+
+    /// Use the node model cache (docs/model-cache-placement.md): served jobs' replicas mount
+    /// their `model.huggingFace` model from a node's cache, or wait while a node downloads it.
+    #[arg(long)]
+    pub model_cache: bool,
+    /// The cache's root folder on every GPU node (the cache agent's).
+    #[arg(long, default_value = crate::model_cache::DEFAULT_ROOT)]
+    pub model_cache_root: String,
+    /// Seconds a replica waits for a node to download its model before its pod fetches it
+    /// itself.
+    #[arg(long, default_value_t = 900)]
+    pub model_cache_wait_seconds: u32,
+    /// The most nodes per class asked to hold a job's model ahead of its pods (the nodes its
+    /// pods run on always are).
+    #[arg(long, default_value_t = 4)]
+    pub model_cache_prefetch_nodes: u16,
+}
+
+impl Args {
+    /// The `--model-cache*` settings.
+    pub fn model_cache_settings(&self) -> crate::model_cache::ModelCacheSettings {
+        crate::model_cache::ModelCacheSettings {
+            enabled: self.model_cache,
+            root: self.model_cache_root.trim_end_matches('/').to_string(),
+            wait: std::time::Duration::from_secs(self.model_cache_wait_seconds.into()),
+            prefetch_nodes: self.model_cache_prefetch_nodes.into(),
+        }
+    }
 }
 
 /// A `--hub-token-repos` entry: `owner/name` or `owner/*`.
@@ -141,6 +169,32 @@ mod tests {
         assert_eq!(args.group_spread, GroupSpread::None);
         assert!(Args::try_parse_from(["vramfit-operator", "--concurrency=0"]).is_err());
         assert!(Args::try_parse_from(["vramfit-operator", "--group-spread=zone"]).is_err());
+    }
+
+    #[test]
+    fn the_model_cache_is_off_unless_asked_and_its_flags_match_the_chart() {
+        let args = Args::try_parse_from(["vramfit-operator"]).unwrap();
+        let off = args.model_cache_settings();
+        assert!(!off.enabled);
+        assert_eq!(off.root, "/var/lib/vramfit/cache");
+        assert_eq!(off.wait.as_secs(), 900);
+        assert_eq!(off.prefetch_nodes, 4);
+        let args = Args::try_parse_from([
+            "vramfit-operator",
+            "--model-cache",
+            "--model-cache-root=/data/cache/",
+            "--model-cache-wait-seconds=60",
+            "--model-cache-prefetch-nodes=2",
+        ])
+        .unwrap();
+        let on = args.model_cache_settings();
+        assert!(on.enabled);
+        assert_eq!(
+            on.root, "/data/cache",
+            "no trailing slash in the volumes' paths"
+        );
+        assert_eq!(on.wait.as_secs(), 60);
+        assert_eq!(on.prefetch_nodes, 2);
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Settings {
     pub hub: HubSettings,
     /// Whether a group's pods each need a node of their own.
     pub group_spread: GroupSpread,
+    /// The node model cache (`--model-cache*`; off by default).
+    pub model_cache: crate::model_cache::ModelCacheSettings,
 }
 
 impl Default for Settings {
@@ -59,6 +61,7 @@ impl Default for Settings {
             error_backoff_max: Duration::from_secs(300),
             hub: HubSettings::new(vramfit_hub::DEFAULT_ENDPOINT.to_string()),
             group_spread: GroupSpread::Node,
+            model_cache: crate::model_cache::ModelCacheSettings::default(),
         }
     }
 }

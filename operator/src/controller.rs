@@ -97,6 +97,17 @@ pub async fn run(
     // The job store is the Controller's, filled by the job reflector below; reconciles read it
     // through `stores.jobs` (whose pod a pod is).
     let job_writer = std::mem::take(&mut writers.jobs);
+    // The ModelCache store is filled only with `--model-cache`.
+    let model_cache_writer = std::mem::take(&mut writers.model_caches);
+    let model_cache_on = config.settings.model_cache.enabled;
+    let model_caches_changed = Arc::new(Notify::new());
+    let model_cache_watch = model_cache_on.then(|| {
+        tokio::spawn(crate::stores::model_caches::drive_model_cache_reflector(
+            client.clone(),
+            model_cache_writer,
+            model_caches_changed.clone(),
+        ))
+    });
     let job_store = stores.jobs.clone();
     let wake = Arc::new(Notify::new());
     // Pod changes reach their job through the job-pod store's own stream, after the store
@@ -179,21 +190,38 @@ pub async fn run(
     let mut waiting = stop.clone();
     let synced = async {
         stores.wait_until_ready().await?;
+        if model_cache_on {
+            stores.model_caches.wait_until_ready().await?;
+        }
         serving_stores.wait_until_ready().await
     };
     tokio::select! {
         synced = synced => if synced.is_err() {
             reflectors.abort();
             serving_watches.abort();
+            if let Some(watch) = &model_cache_watch {
+                watch.abort();
+            }
             return Err(StartupError::ControllerEnded("a store's reflector ended before it synced".into()));
         },
         _ = waiting.wait_for(|stopped| *stopped) => {
             reflectors.abort();
             serving_watches.abort();
+            if let Some(watch) = &model_cache_watch {
+                watch.abort();
+            }
             return Ok(());
         }
     }
     info!("caches synced; starting the controller (ready once the jobs are listed)");
+    // Leader only, as the whole controller: the nodes' ModelCache specs and the volume sweep.
+    let model_cache_sync = model_cache_on.then(|| {
+        tokio::spawn(crate::model_cache::sync::run(
+            ctx.clone(),
+            model_caches_changed.clone(),
+            stop.clone(),
+        ))
+    });
 
     let reconciling = controller
         .reconcile_on(changed_jobs)
@@ -232,6 +260,9 @@ pub async fn run(
     health.set_synced(false);
     reflectors.abort();
     serving_watches.abort();
+    for task in [model_cache_watch, model_cache_sync].into_iter().flatten() {
+        task.abort();
+    }
     match ended {
         Some(why) => Err(StartupError::ControllerEnded(why)),
         None if *stop.borrow() => {
@@ -265,6 +296,9 @@ fn gauge_source(jobs: Arc<JobGauges>, ctx: Arc<Context>) -> Box<dyn Fn() + Send 
         ctx.metrics
             .serving()
             .observe_ready(ctx.serving.gauges().totals());
+        ctx.metrics
+            .serving()
+            .observe_waiting_for_model(ctx.serving.gauges().waiting_for_model());
         ctx.metrics
             .observe_inventory(ctx.inventory().gpu_inventory());
     })

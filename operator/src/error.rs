@@ -47,6 +47,8 @@ impl Error {
             Error::Apply(ApplyError::PodApply { .. }) => "pod_apply",
             Error::Apply(ApplyError::PodNameTaken { .. }) => "pod_name_taken",
             Error::Apply(ApplyError::PodDelete { .. }) => "pod_delete",
+            Error::Apply(ApplyError::ModelVolume { .. }) => "model_volume_create",
+            Error::Apply(ApplyError::ModelClaimTaken { .. }) => "model_claim_taken",
             Error::Status(StatusError::StatusPatch { .. }) => "status_patch",
             Error::Panicked(_) => "panic",
             Error::Serving(error) => error.metric_label(),

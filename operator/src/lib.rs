@@ -40,6 +40,7 @@ pub mod job_gauges;
 pub mod leader;
 pub mod lease_fence;
 pub mod metrics;
+pub mod model_cache;
 pub mod permissions;
 pub mod reconcile;
 pub mod serving;

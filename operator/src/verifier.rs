@@ -47,18 +47,24 @@ pub fn test_context_with_serving() -> (
     StoreWriters,
     crate::serving::state::ServingWriters,
 ) {
+    test_context_with_settings(Settings::default())
+}
+
+/// [`test_context_with_serving`] with `settings` (the model cache on, say).
+pub fn test_context_with_settings(
+    settings: Settings,
+) -> (
+    Arc<Context>,
+    ApiServerVerifier,
+    StoreWriters,
+    crate::serving::state::ServingWriters,
+) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (stores, writers) = Stores::writable();
     let (serving, serving_writers) = crate::serving::ServingState::writable();
-    let ctx = Context::new(
-        client,
-        Arc::new(Metrics::new()),
-        stores,
-        Settings::default(),
-        None,
-    )
-    .with_serving(serving);
+    let ctx = Context::new(client, Arc::new(Metrics::new()), stores, settings, None)
+        .with_serving(serving);
     (
         Arc::new(ctx),
         ApiServerVerifier { handle },
@@ -87,7 +93,7 @@ pub fn next_resource_version(job: &InferenceJob) -> String {
 }
 
 impl ApiServerVerifier {
-    async fn next(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
+    pub(crate) async fn next(&mut self) -> (Request<Body>, SendResponse<Response<Body>>) {
         match tokio::time::timeout(Duration::from_secs(5), self.handle.next_request()).await {
             Ok(Some(pair)) => pair,
             Ok(None) => panic!("the client went away before the expected request"),
@@ -95,7 +101,7 @@ impl ApiServerVerifier {
         }
     }
 
-    async fn body(request: Request<Body>) -> Value {
+    pub(crate) async fn body(request: Request<Body>) -> Value {
         let bytes = request
             .into_body()
             .collect_bytes()

@@ -59,6 +59,8 @@ impl GroupApplyError {
             GroupApplyError::Pod(ApplyError::PodApply { .. }) => "pod_apply",
             GroupApplyError::Pod(ApplyError::PodNameTaken { .. }) => "pod_name_taken",
             GroupApplyError::Pod(ApplyError::PodDelete { .. }) => "pod_delete",
+            GroupApplyError::Pod(ApplyError::ModelVolume { .. }) => "model_volume_create",
+            GroupApplyError::Pod(ApplyError::ModelClaimTaken { .. }) => "model_claim_taken",
         }
     }
 

@@ -40,6 +40,22 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    /// A cached model's PersistentVolume or claim could not be created (the pod that mounts
+    /// it is not created either).
+    #[error("creating {object}: {source}")]
+    ModelVolume {
+        /// `PersistentVolume <name>` or `PersistentVolumeClaim <name>`.
+        object: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The claim name of a cached model is held by a claim that is not the job's.
+    #[error("PersistentVolumeClaim {claim} exists but this job does not own it")]
+    ModelClaimTaken {
+        /// The claim.
+        claim: String,
+    },
 }
 
 impl ApplyError {
@@ -60,10 +76,10 @@ impl ApplyError {
     /// Whether a retry soon is expected to succeed (see [`crate::error::is_transient`]).
     pub fn is_transient(&self) -> bool {
         match self {
-            ApplyError::PodApply { source, .. } | ApplyError::PodDelete { source, .. } => {
-                crate::error::is_transient(source)
-            }
-            ApplyError::PodNameTaken { .. } => false,
+            ApplyError::PodApply { source, .. }
+            | ApplyError::PodDelete { source, .. }
+            | ApplyError::ModelVolume { source, .. } => crate::error::is_transient(source),
+            ApplyError::PodNameTaken { .. } | ApplyError::ModelClaimTaken { .. } => false,
         }
     }
 }

@@ -141,6 +141,28 @@ pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &A
             )
         }),
         ApplyError::PodDelete { .. } => None,
+        // A cached model's claim or volume (`--model-cache`): the replica's pod is not created.
+        ApplyError::ModelClaimTaken { claim } => Some((
+            claim,
+            Reason::PodRejected,
+            EventReason::PodRejected,
+            format!(
+                "PersistentVolumeClaim {claim} exists but this job does not own it; the pod that would mount the cached model through it is not created"
+            ),
+        )),
+        ApplyError::ModelVolume {
+            object,
+            source: kube::Error::Api(status),
+        } if !error.is_transient() => Some((
+            object,
+            Reason::PodRejected,
+            EventReason::PodRejected,
+            format!(
+                "the API server refused {object} ({} {}); the pod that would mount the cached model through it is not created",
+                status.message, status.code
+            ),
+        )),
+        ApplyError::ModelVolume { .. } => None,
     };
     if let Some((pod, condition_reason, event_reason, message)) = rejection {
         report_rejection(job, ctx, pod, (condition_reason, event_reason), message).await;

@@ -112,8 +112,21 @@ pub async fn write_pods(
         }
         ctx.reservations.forget(&namespace, name);
     }
+    // The model volumes the new pods mount come first (`--model-cache`).
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let volumes =
+        crate::model_cache::volumes::create(&ctx.client, &namespace, uid, &decision.volumes).await;
+    if let Err(error) = volumes {
+        for (pod, _) in &decision.create_pods {
+            ctx.reservations.forget(&namespace, &pod.name_any());
+        }
+        return Err(error);
+    }
     let new: Vec<&Pod> = decision.create_pods.iter().map(|(pod, _)| pod).collect();
     create_pods(&pods, &new, job, ctx, "a replica pod").await?;
+    for pod in &new {
+        crate::model_cache::count_created(ctx, pod);
+    }
     apply_pods(&pods, &decision.apply_pods).await
 }
 

@@ -39,6 +39,7 @@ use vramfit_api::{
 use vramfit_planner::{JobInput, SpecError};
 
 use super::backoff::Backoff;
+use super::cache_hook::ModelWait;
 use super::ownership::ObjectWrite;
 use super::pdb::PdbWrite;
 use super::placement::{Where, place};
@@ -46,6 +47,7 @@ use super::pod::replica_pod;
 use super::pod_state::{EndKind, Ending, ReplicaPod, replica_pod as read_pod};
 use crate::capacity::{Capacity, Inventory};
 use crate::events::JobEvent;
+use crate::model_cache::placement::CachePlacement;
 use crate::reconcile::build::{BuildError, recorded_plan};
 use crate::reconcile::decide::PodSeen;
 use crate::reconcile::decide::placement::{NoClassFits, plan_summary};
@@ -95,6 +97,8 @@ pub struct ServedObserved<'a> {
     pub unschedulable_requeue: Duration,
     /// How soon a job is looked at again without a change.
     pub resync: Duration,
+    /// The node model caches, when the job uses them (`--model-cache`).
+    pub model_cache: Option<&'a crate::model_cache::view::CacheView>,
 }
 
 /// What to do for a served job.
@@ -106,6 +110,8 @@ pub struct ServedDecision {
     pub delete_pods: Vec<String>,
     /// Pods to create, with their plans (for the reservation ledger).
     pub create_pods: Vec<(Pod, Plan)>,
+    /// The model volumes and claims the created pods mount, created before them.
+    pub volumes: Vec<crate::model_cache::mount::ModelVolume>,
     /// Pods whose labels or annotations only changed: applied in place.
     pub apply_pods: Vec<Pod>,
     /// What to do with the Service.
@@ -143,6 +149,12 @@ pub(super) struct Draft<'a> {
     pub(super) scaled_down: bool,
     /// How soon the next due thing falls (a backoff ending, a start deadline).
     pub(super) wake_in: Option<Duration>,
+    /// The model volumes the created pods mount.
+    pub(super) volumes: Vec<crate::model_cache::mount::ModelVolume>,
+    /// The last placement that waits for a node to download the model.
+    pub(super) model_wait: Option<super::cache_hook::ModelWait>,
+    /// Pods that fetch their model themselves though the job uses the cache, and why.
+    pub(super) cache_notes: Vec<(String, String)>,
 }
 
 /// Decides a served job's next state.
@@ -167,6 +179,9 @@ pub fn next_served(obs: &ServedObserved<'_>) -> Result<ServedDecision, BuildErro
         no_room: None,
         scaled_down: false,
         wake_in: None,
+        volumes: Vec::new(),
+        model_wait: None,
+        cache_notes: Vec::new(),
     };
     draft.status.observed_generation = draft.generation;
     draft.validate();
@@ -179,6 +194,7 @@ pub fn next_served(obs: &ServedObserved<'_>) -> Result<ServedDecision, BuildErro
         draft.scale_up(input)?;
     }
     draft.tidy();
+    draft.cache_status();
     Ok(draft.finish())
 }
 
@@ -480,11 +496,13 @@ impl<'a> Draft<'a> {
         let at = Where {
             preferred: Some(&class),
             only: only.as_deref(),
+            cache: self.cache_ask(),
         };
         let inventory = self.obs.inventory;
         let obtained = self.obtain(input, slot, |draft| {
             place(input, inventory, draft.capacity(), &fallback, at)
         })?;
+        let wait = self.wait_line(slot);
         let line = &mut self.lines[index];
         match obtained {
             Some(pod) => {
@@ -500,6 +518,10 @@ impl<'a> Draft<'a> {
                 line.message = Some(format!("pod {} created: {}", pod.name, line.plan_summary));
             }
             None => {
+                if let Some((name, wait)) = wait {
+                    super::cache_hook::mark_waiting(line, name, wait);
+                    return Ok(());
+                }
                 let why = self.no_room.clone().unwrap_or_default();
                 line.message = Some(trim_message(&format!("waits for a class with room: {why}")));
             }
@@ -529,9 +551,17 @@ impl<'a> Draft<'a> {
                 return Ok(Some(Obtained { name, number, plan }));
             }
         }
+        self.model_wait = None;
         match placed(self) {
             Ok((plan, class)) => {
-                let (pod, number) = self.new_pod(input, &plan, &class, slot)?;
+                let cache = self.cache_placement(slot, &plan, &class);
+                if let Some(CachePlacement::Wait { message }) = cache {
+                    let class = class.name.clone();
+                    self.model_wait = Some(ModelWait { class, message });
+                    return Ok(None);
+                }
+                let (mut pod, number) = self.new_pod(input, &plan, &class, slot)?;
+                self.attach_cache(&mut pod, cache);
                 let name = pod.name_any();
                 self.created(pod, plan.clone(), slot);
                 Ok(Some(Obtained { name, number, plan }))

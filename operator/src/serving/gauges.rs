@@ -25,7 +25,12 @@ struct Counts {
     relist: Option<HashMap<ObjectRef<CachedJob>, Ready>>,
 }
 
-/// The Ready replicas of `job` by class (nothing for a batch job or an unreadable one).
+/// The key under which a job's replicas waiting for their model are kept (no class name holds
+/// a `/`).
+const WAITING_KEY: &str = "/waiting-for-model";
+
+/// The Ready replicas of `job` by class (nothing for a batch job or an unreadable one), and
+/// its replicas waiting for their model under [`WAITING_KEY`].
 fn ready_of(job: &CachedJob) -> Ready {
     let mut ready = Ready::new();
     let Ok(job) = job.job() else {
@@ -36,6 +41,14 @@ fn ready_of(job: &CachedJob) -> Ready {
     }
     for line in job.status.iter().flat_map(|s| &s.replica_statuses) {
         *ready.entry(line.node_class.clone()).or_default() += i64::from(line.ready);
+    }
+    if let Some(waiting) = job
+        .status
+        .as_ref()
+        .and_then(|s| s.replicas_waiting_for_model)
+        .filter(|w| *w > 0)
+    {
+        ready.insert(WAITING_KEY.to_string(), i64::from(waiting));
     }
     ready
 }
@@ -82,11 +95,21 @@ impl ServingGauges {
         let counts = self.lock();
         let mut totals = Ready::new();
         for ready in counts.jobs.values() {
-            for (class, n) in ready {
+            for (class, n) in ready.iter().filter(|(class, _)| *class != WAITING_KEY) {
                 *totals.entry(class.clone()).or_default() += n;
             }
         }
         totals
+    }
+
+    /// Replicas waiting for a node to download their model, over every served job.
+    pub fn waiting_for_model(&self) -> i64 {
+        let counts = self.lock();
+        counts
+            .jobs
+            .values()
+            .filter_map(|ready| ready.get(WAITING_KEY))
+            .sum()
     }
 }
 

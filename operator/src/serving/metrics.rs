@@ -6,6 +6,11 @@
 //!   ended, by why (`OutOfMemory`, `HostOutOfMemory`, `Failed`, `StartTimeout`,
 //!   `ScheduleTimeout`, `Disrupted`, `AdmissionRefused`, `Deleted`); every reason's series
 //!   exists from the start, at 0.
+//! * `vramfit_replica_weights_total{source}`: replica pods created with the model cache on,
+//!   by where their weights come from (`CacheHit`, `FetchedByNode`, `FetchedByPod`; each
+//!   from 0).
+//! * `vramfit_replicas_waiting_for_model` (gauge): replicas waiting for a node to download
+//!   their model, from the served jobs' status as the job watch goes.
 use std::collections::BTreeMap;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -30,11 +35,20 @@ pub struct RestartLabel {
     pub reason: String,
 }
 
+/// Labels of `vramfit_replica_weights_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabel {
+    /// Where the weights came from.
+    pub source: String,
+}
+
 /// The served jobs' metrics.
 #[derive(Clone, Debug, Default)]
 pub struct ServingMetrics {
     ready: Family<ClassLabel, Gauge>,
     restarts: Family<RestartLabel, Counter>,
+    weights: Family<SourceLabel, Counter>,
+    waiting_for_model: Gauge,
 }
 
 impl ServingMetrics {
@@ -51,6 +65,21 @@ impl ServingMetrics {
             "Replica pods of served InferenceJobs replaced after they ended, by reason",
             metrics.restarts.clone(),
         );
+        registry.register(
+            "replica_weights",
+            "Replica pods created with the model cache on, by where their weights come from",
+            metrics.weights.clone(),
+        );
+        registry.register(
+            "replicas_waiting_for_model",
+            "Replicas of served InferenceJobs waiting for a node to download their model",
+            metrics.waiting_for_model.clone(),
+        );
+        for source in ["CacheHit", "FetchedByNode", "FetchedByPod"] {
+            let _ = metrics.weights.get_or_create(&SourceLabel {
+                source: source.to_string(),
+            });
+        }
         // Every reason from 0: Prometheus's increase() counts a counter's growth from its
         // first scrape, so a series that first appeared at 1 would never show that restart.
         for kind in EndKind::ALL {
@@ -68,6 +97,20 @@ impl ServingMetrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    /// Counts a replica pod created with its weights from `source`.
+    pub fn count_weights(&self, source: &str) {
+        self.weights
+            .get_or_create(&SourceLabel {
+                source: source.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets the gauge of replicas waiting for their model.
+    pub fn observe_waiting_for_model(&self, waiting: i64) {
+        self.waiting_for_model.set(waiting);
     }
 
     /// Sets the ready-replica gauge from its totals per class (classes absent are dropped).

@@ -27,6 +27,7 @@ use crate::reconcile::update_status;
 
 pub mod apply;
 pub mod backoff;
+mod cache_hook;
 pub mod decide;
 mod failure;
 pub mod gauges;
@@ -47,7 +48,7 @@ pub mod watches;
 pub use state::ServingState;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// The reconcile of a served job: the steps in order.
 /// `job` comes with the numbers `model.huggingFace` leaves unset filled in, and `resolved` is

@@ -120,6 +120,8 @@ impl ServedSnapshot<'_> {
             .spec
             .schedule_deadline_seconds
             .unwrap_or(DEFAULT_SCHEDULE_DEADLINE_SECONDS);
+        let cache_view =
+            crate::model_cache::view::observe(self.ctx, self.job, self.base.inventory(), &now);
         let observed = ServedObserved {
             job: self.job,
             serve: self.serve,
@@ -137,6 +139,7 @@ impl ServedSnapshot<'_> {
             schedule_deadline: Duration::from_secs(schedule_deadline.into()),
             unschedulable_requeue: requeues.unschedulable,
             resync: requeues.resync,
+            model_cache: cache_view.as_ref(),
         };
         next_served(&observed)
     }

@@ -9,6 +9,7 @@ use vramfit_api::{Fallback, Plan};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class};
 
 use crate::capacity::{Capacity, Inventory};
+use crate::model_cache::placement::{CacheAsk, prefer_cached_class};
 use crate::reconcile::decide::placement::{Choice, NoClassFits, choose};
 
 /// Where one pod may go.
@@ -18,6 +19,9 @@ pub struct Where<'a> {
     pub preferred: Option<&'a str>,
     /// Only this class (`replicaClasses: Single`).
     pub only: Option<&'a str>,
+    /// The job's model and the node caches: among classes whose plans rank equal, one holding
+    /// the model is preferred (`--model-cache`).
+    pub cache: Option<CacheAsk<'a>>,
 }
 
 /// Places one pod of `job` with `fallback`: its plan and class, its GPUs taken from
@@ -55,6 +59,10 @@ pub fn place(
         None => job,
     };
     let Choice { plan, class, .. } = choose(job, inventory, capacity, fallback, &[])?;
+    let (plan, class) = match at.cache {
+        Some(ask) => prefer_cached_class(job, inventory, capacity, fallback, (plan, class), ask),
+        None => (plan, class),
+    };
     // A replica that is a group takes one pod's GPUs on each of its nodes.
     capacity.take_on(&class.name, plan.gpu_count, plan.nodes());
     Ok((plan, class))
@@ -124,6 +132,7 @@ mod tests {
         let own = Where {
             preferred: Some("a10g-x1"),
             only: None,
+            cache: None,
         };
         let (plan, _) = place(&job, &inventory, &mut capacity, &fallback, own).unwrap();
         assert_eq!(
@@ -134,6 +143,7 @@ mod tests {
         let single = Where {
             preferred: Some("a10g-x1"),
             only: Some("a10g-x1"),
+            cache: None,
         };
         let (mut full, mut spare) = (capacity.clone(), capacity.clone());
         assert!(place(&job, &inventory, &mut full, &fallback, single).is_err());

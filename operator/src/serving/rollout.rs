@@ -195,6 +195,7 @@ impl Draft<'_> {
         let at = Where {
             preferred: None,
             only: only.as_deref(),
+            cache: self.cache_ask(),
         };
         let inventory = self.obs.inventory;
         let slot = self.lines[index].slot;
@@ -261,6 +262,7 @@ impl Draft<'_> {
         let only = self.single_class();
         let inventory = self.obs.inventory;
         let room = self.no_room.take();
+        let cache = self.cache_ask();
         // Its own class, whose GPUs the old pod gives back; elsewhere only if it cannot run the
         // new spec there.
         let obtained = self.obtain(input, slot, |draft| match own {
@@ -269,6 +271,7 @@ impl Draft<'_> {
                 let at = Where {
                     preferred: None,
                     only: only.as_deref(),
+                    cache,
                 };
                 place(input, inventory, draft.capacity(), &fallback, at)
             }

@@ -76,12 +76,18 @@ impl Draft<'_> {
             let at = Where {
                 preferred: None,
                 only: only.as_deref(),
+                cache: self.cache_ask(),
             };
             let inventory = self.obs.inventory;
             let obtained = self.obtain(input, slot, |draft| {
                 place(input, inventory, draft.capacity(), &Fallback::default(), at)
             })?;
             let Some(pod) = obtained else {
+                if let Some((pod_name, wait)) = self.wait_line(slot) {
+                    self.lines
+                        .push(super::cache_hook::waiting_line(slot, pod_name, wait));
+                    continue;
+                }
                 break;
             };
             let summary = plan_summary(&pod.plan);

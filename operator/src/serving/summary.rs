@@ -52,6 +52,7 @@ impl Draft<'_> {
             status: self.status,
             delete_pods: dedup(self.delete_pods),
             create_pods: self.create_pods,
+            volumes: self.volumes,
             apply_pods: self.apply_pods,
             service,
             pdb,
@@ -237,12 +238,19 @@ impl Draft<'_> {
                     message,
                 );
             }
-            (None, false) => self.set(
-                ConditionType::Scheduled,
-                true,
-                Reason::PodCreated,
-                format!("{have}/{desired} replicas have a pod"),
-            ),
+            (None, false) => {
+                // Replicas waiting for a node to download their model have no pod yet.
+                let waiting = self.status.replicas_waiting_for_model.unwrap_or(0);
+                let message = if waiting > 0 {
+                    format!(
+                        "{}/{desired} replicas have a pod; {waiting} wait for a node to download the model",
+                        have.saturating_sub(waiting)
+                    )
+                } else {
+                    format!("{have}/{desired} replicas have a pod")
+                };
+                self.set(ConditionType::Scheduled, true, Reason::PodCreated, message);
+            }
         }
 
         let stepped: Vec<String> = self

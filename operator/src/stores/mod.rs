@@ -7,6 +7,7 @@
 //!   of `--watch-namespaces`, one per namespace, merged into one store each.
 //! * [`gpu_resources`]: GPU resources of nodes and pods; [`gpu_usage`]: GPUs taken per node,
 //!   summed as the pod watch goes.
+//! * [`model_caches`]: every node's ModelCache, watched only with `--model-cache`.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -17,12 +18,13 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use vramfit_api::{GpuNodeClass, InferenceJob};
+use vramfit_api::{GpuNodeClass, InferenceJob, ModelCache};
 
 pub mod cached_job;
 pub mod deflate;
 pub mod gpu_resources;
 pub mod gpu_usage;
+pub mod model_caches;
 pub mod namespaces;
 pub mod reflectors;
 pub mod relist;
@@ -98,6 +100,8 @@ pub struct Stores {
     pub inventory_version: Arc<AtomicU64>,
     /// Every InferenceJob (the controller's own store): whose pod a pod is.
     pub jobs: Store<CachedJob>,
+    /// Every node's ModelCache (filled only with `--model-cache`).
+    pub model_caches: Store<ModelCache>,
 }
 
 impl Stores {
@@ -109,6 +113,7 @@ impl Stores {
         let node_classes = Writer::<DeserializeGuard<GpuNodeClass>>::default();
         let inventory_version = Arc::new(AtomicU64::new(0));
         let jobs = Writer::<CachedJob>::default();
+        let model_caches = Writer::<ModelCache>::default();
         let stores = Self {
             nodes: nodes.as_reader(),
             job_pods: job_pods.as_reader(),
@@ -116,6 +121,7 @@ impl Stores {
             node_classes: node_classes.as_reader(),
             inventory_version: inventory_version.clone(),
             jobs: jobs.as_reader(),
+            model_caches: model_caches.as_reader(),
         };
         let writers = StoreWriters {
             nodes,
@@ -124,6 +130,7 @@ impl Stores {
             node_classes,
             inventory_version,
             jobs,
+            model_caches,
         };
         (stores, writers)
     }
@@ -186,6 +193,8 @@ pub struct StoreWriters {
     pub inventory_version: Arc<AtomicU64>,
     /// InferenceJobs: the controller's reflector writes them (tests write directly).
     pub jobs: Writer<CachedJob>,
+    /// ModelCaches: their reflector runs only with `--model-cache` (tests write directly).
+    pub model_caches: Writer<ModelCache>,
 }
 
 impl StoreWriters {
@@ -237,6 +246,12 @@ impl StoreWriters {
             .apply_watcher_event(&watcher::Event::Apply(CachedJob::of(job)));
     }
 
+    /// Adds or replaces a node's ModelCache.
+    pub fn apply_model_cache(&mut self, cache: ModelCache) {
+        self.model_caches
+            .apply_watcher_event(&watcher::Event::Apply(cache));
+    }
+
     /// Removes a pod from both pod stores.
     pub fn delete_pod(&mut self, pod: Pod) {
         self.job_pods
@@ -252,6 +267,7 @@ impl StoreWriters {
         self.usage_mut().mark_listed();
         relist(&mut self.node_classes);
         relist(&mut self.jobs);
+        relist(&mut self.model_caches);
     }
 }
 

@@ -49,6 +49,7 @@ pub async fn drive_reflectors(
         node_classes,
         inventory_version,
         jobs: _,
+        model_caches: _,
     } = writers;
 
     let node_wake = wake.clone();

@@ -19,7 +19,7 @@ use crate::stores::StoreWriters;
 use crate::stores::cached_job::CachedJob;
 use crate::verifier::{ApiServerVerifier, test_context_with_serving};
 
-pub(super) fn services() -> String {
+pub(crate) fn services() -> String {
     format!("/api/v1/namespaces/{NAMESPACE}/services")
 }
 
@@ -46,7 +46,7 @@ pub(super) fn ready(body: &Value, node: &str) -> Pod {
     pod
 }
 
-pub(super) fn served_job(n: u32) -> InferenceJob {
+pub(crate) fn served_job(n: u32) -> InferenceJob {
     let mut spec = served_spec(replicas(n));
     spec.gpus.max = 1;
     fixtures::job("chat", spec)

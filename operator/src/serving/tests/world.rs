@@ -126,6 +126,7 @@ impl World {
             ),
             unschedulable_requeue: Duration::from_secs(300),
             resync: Duration::from_secs(3600),
+            model_cache: None,
         };
         next_served(&observed).expect("a decision")
     }

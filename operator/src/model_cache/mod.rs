@@ -1,0 +1,91 @@
+//! The node-local model cache, operator side (docs/model-cache-placement.md): which models each
+//! GPU node's cache should hold ([`wanted`], written by [`sync`] into each node's
+//! `ModelCache`), and, when a served replica's pod is placed, whether it mounts the model a
+//! node holds, waits while a node downloads it, or fetches it itself ([`placement`],
+//! [`mount`]); a replica's weights source as its status says ([`weights`]).
+//!
+//! Only served jobs whose replica is one pod (`spec.serve`, `gpus.maxNodes` 1) use the cache;
+//! batch jobs and groups fetch their model in their pods as before. Everything here is off
+//! unless the operator runs with `--model-cache`.
+//!
+//! | module | holds | API |
+//! |---|---|---|
+//! | [`job_model`] | the model a job would take from the cache | pure |
+//! | [`view`] | what placement reads of the caches and of each node's free GPUs | pure |
+//! | [`wanted`] | the desired `spec.models` of every node | pure |
+//! | [`placement`] | the class a replica prefers and where its weights come from | pure |
+//! | [`mount`] | the PersistentVolume, the claim, and the pod's mount, affinity and env | pure |
+//! | [`weights`] | a replica's `weights` status, read back from its pod | pure |
+//! | [`sync`] | the leader's task: ModelCache specs, released volumes swept | yes |
+//! | [`volumes`] | a decision's volumes and claims, created before its pods | yes |
+use std::time::Duration;
+
+pub mod job_model;
+pub mod mount;
+pub mod placement;
+pub mod sync;
+#[cfg(test)]
+mod tests;
+pub mod view;
+pub mod volumes;
+pub mod wanted;
+pub mod weights;
+
+/// The annotation of a replica pod that says where its weights come from (a
+/// `WeightsSource` value): the decision survives an operator restart.
+pub const WEIGHTS_SOURCE_ANNOTATION: &str = "vramfit.io/weights-source";
+
+/// How often the leader's sync task writes the ModelCache specs and sweeps volumes.
+pub const SYNC_PERIOD: Duration = Duration::from_secs(10);
+
+/// How soon a replica that waits for its model is looked at again.
+pub const WAIT_REQUEUE: Duration = Duration::from_secs(10);
+
+/// A node agent's status older than this is not trusted (the agent may be gone): its models
+/// are neither mounted nor waited for.
+pub const HEARTBEAT_TRUST: Duration = Duration::from_secs(600);
+
+/// The replica line's `reason` while it waits for a node to download its model.
+pub const WAITING_REASON: &str = "WaitingForModel";
+
+/// `--model-cache*` flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelCacheSettings {
+    /// `--model-cache`: the cache is used at all.
+    pub enabled: bool,
+    /// `--model-cache-root`: the cache's root folder on every node (the agent's).
+    pub root: String,
+    /// `--model-cache-wait-seconds`: how long a replica waits for a node to download its model
+    /// before its pod fetches the model itself.
+    pub wait: Duration,
+    /// `--model-cache-prefetch-nodes`: the most nodes per class asked to hold a job's model
+    /// ahead of its pods (the nodes its pods run on always are).
+    pub prefetch_nodes: usize,
+}
+
+/// The default cache root on the nodes.
+pub const DEFAULT_ROOT: &str = "/var/lib/vramfit/cache";
+
+impl Default for ModelCacheSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            root: DEFAULT_ROOT.to_string(),
+            wait: Duration::from_secs(900),
+            prefetch_nodes: 4,
+        }
+    }
+}
+
+/// Counts a created replica pod by where its weights come from
+/// (`vramfit_replica_weights_total{source}`), when it says so (the cache is on for its job).
+pub fn count_created(ctx: &crate::context::Context, pod: &k8s_openapi::api::core::v1::Pod) {
+    if let Some(source) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WEIGHTS_SOURCE_ANNOTATION))
+    {
+        ctx.metrics.serving().count_weights(source);
+    }
+}

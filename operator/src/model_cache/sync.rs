@@ -1,0 +1,260 @@
+//! The leader's model cache task (API): every [`super::SYNC_PERIOD`], and when a ModelCache
+//! changes, it computes the models each GPU node should hold ([`super::wanted`]) and
+//! server-side applies each node's `ModelCache` spec whose stored spec differs (field manager
+//! `vramfit-operator`; a new object is owned by its Node, so it goes with the node). A node
+//! that wants nothing any more gets an empty spec, never a deletion: its agent's status still
+//! lists what is on disk. The same pass deletes the model PersistentVolumes whose claim went
+//! (`Released`).
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::{Notify, watch};
+use tracing::{debug, warn};
+use vramfit_api::model_cache::{ModelCacheSpec, POD_MODEL_ANNOTATION, VOLUME_LABEL, WantedModel};
+use vramfit_api::{InferenceJob, ModelCache};
+
+use super::job_model::job_model;
+use super::view::NodeCache;
+use super::wanted::{JobWant, MountingPod, WantedInput, wanted_models};
+use super::{HEARTBEAT_TRUST, SYNC_PERIOD};
+use crate::context::Context;
+use crate::stores::is_finished;
+
+/// Runs the sync until `stop` turns true (the controller runs only while leading, and so does
+/// this task).
+pub async fn run(ctx: Arc<Context>, changed: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    loop {
+        sync_once(&ctx).await;
+        tokio::select! {
+            () = tokio::time::sleep(SYNC_PERIOD) => {}
+            () = changed.notified() => {
+                // Coalesce a burst of status writes from the agents.
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            changed = stop.changed() => if changed.is_err() || *stop.borrow() {
+                return;
+            },
+        }
+    }
+}
+
+/// One pass: the specs, then the released volumes.
+pub async fn sync_once(ctx: &Context) {
+    let desired = desired_specs(ctx).await;
+    let stored: BTreeMap<String, Arc<ModelCache>> = ctx
+        .stores
+        .model_caches
+        .state()
+        .into_iter()
+        .map(|c| (c.name_any(), c))
+        .collect();
+    let api = Api::<ModelCache>::all(ctx.client.clone());
+    for (node, (uid, models)) in desired {
+        let current = stored.get(&node);
+        let unchanged = match current {
+            Some(cache) => cache.spec.models == models,
+            None => models.is_empty(),
+        };
+        if unchanged {
+            continue;
+        }
+        let body = spec_patch(&node, &uid, &models);
+        let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+        match api.patch(&node, &params, &Patch::Apply(&body)).await {
+            Ok(_) => debug!(%node, models = models.len(), "ModelCache spec applied"),
+            Err(error) => warn!(%node, %error, "ModelCache spec not applied; retried next pass"),
+        }
+    }
+    sweep_released_volumes(ctx).await;
+}
+
+/// The server-side apply body of node `node`'s ModelCache.
+pub fn spec_patch(node: &str, node_uid: &str, models: &[WantedModel]) -> serde_json::Value {
+    json!({
+        "apiVersion": ModelCache::api_version(&()),
+        "kind": ModelCache::kind(&()),
+        "metadata": {
+            "name": node,
+            "ownerReferences": [{
+                "apiVersion": Node::api_version(&()),
+                "kind": Node::kind(&()),
+                "name": node,
+                "uid": node_uid,
+            }],
+        },
+        "spec": ModelCacheSpec { models: models.to_vec() },
+    })
+}
+
+/// Jobs parsed between two yields: a job is inflated from the cache's compressed JSON (tens of
+/// µs), and the runtime may have one thread that reconciles too.
+const JOBS_PER_YIELD: usize = 64;
+
+/// Every GPU node (name → uid) with its desired models (empty when it should hold none).
+pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<WantedModel>)> {
+    let inventory = ctx.inventory();
+    let now = Time(Timestamp::now());
+    let mut class_nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut gpu_nodes: BTreeMap<String, String> = BTreeMap::new();
+    for info in &inventory.nodes {
+        gpu_nodes.insert(info.name.clone(), info.node.uid().unwrap_or_default());
+        for &index in &info.classes {
+            if let Some(class) = inventory.classes.get(index) {
+                class_nodes
+                    .entry(class.name.clone())
+                    .or_default()
+                    .push(info.name.clone());
+            }
+        }
+    }
+    let caches: BTreeMap<String, NodeCache> = ctx
+        .stores
+        .model_caches
+        .state()
+        .iter()
+        .map(|c| (c.name_any(), NodeCache::of(c, &now, HEARTBEAT_TRUST)))
+        .collect();
+    let pods = ctx.stores.job_pods.state();
+    let mut mounting = Vec::new();
+    let mut nodes_of_job: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for pod in &pods {
+        if is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref())) {
+            continue;
+        }
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        let namespace = pod.namespace().unwrap_or_default();
+        if let Some(key) = pod.annotations().get(POD_MODEL_ANNOTATION) {
+            mounting.push(MountingPod {
+                node: node.clone(),
+                namespace: namespace.clone(),
+                key: key.clone(),
+            });
+        }
+        for owner in pod
+            .owner_references()
+            .iter()
+            .filter(|o| o.controller == Some(true))
+        {
+            nodes_of_job
+                .entry(owner.uid.clone())
+                .or_default()
+                .insert(node.clone());
+        }
+    }
+    let mut jobs: Vec<JobWant> = Vec::new();
+    for (index, cached) in ctx.stores.jobs.state().iter().enumerate() {
+        if index % JOBS_PER_YIELD == JOBS_PER_YIELD - 1 {
+            tokio::task::yield_now().await;
+        }
+        if let Some(want) = cached
+            .job()
+            .ok()
+            .and_then(|job| job_want(&job, &nodes_of_job))
+        {
+            jobs.push(want);
+        }
+    }
+    let wanted = wanted_models(&WantedInput {
+        jobs: &jobs,
+        mounting: &mounting,
+        class_nodes: &class_nodes,
+        caches: &caches,
+        prefetch_nodes: ctx.settings.model_cache.prefetch_nodes,
+    });
+    gpu_nodes
+        .into_iter()
+        .map(|(node, uid)| {
+            let models = wanted.get(&node).cloned().unwrap_or_default();
+            (node, (uid, models))
+        })
+        .collect()
+}
+
+/// What `job` wants cached, if anything: its model, its pods' nodes and its planned classes.
+fn job_want(
+    job: &InferenceJob,
+    nodes_of_job: &BTreeMap<String, BTreeSet<String>>,
+) -> Option<JobWant> {
+    let model = job_model(job)?;
+    let status = job.status.as_ref();
+    let classes = status
+        .map(|s| {
+            s.replica_statuses
+                .iter()
+                .flat_map(|l| {
+                    std::iter::once(l.node_class.clone())
+                        .chain(l.surge.as_ref().map(|s| s.node_class.clone()))
+                })
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let pod_nodes = job
+        .metadata
+        .uid
+        .as_ref()
+        .and_then(|uid| nodes_of_job.get(uid))
+        .map(|nodes| nodes.iter().cloned().collect())
+        .unwrap_or_default();
+    Some(JobWant {
+        namespace: job.namespace().unwrap_or_default(),
+        model,
+        pod_nodes,
+        classes,
+    })
+}
+
+/// Deletes the model volumes whose claim is gone (phase `Released`): the claim went with its
+/// job, and the volume is `Retain` so that the node's files are never touched by Kubernetes.
+async fn sweep_released_volumes(ctx: &Context) {
+    let api = Api::<PersistentVolume>::all(ctx.client.clone());
+    let volumes = match api
+        .list(&ListParams::default().labels(&format!("{VOLUME_LABEL}=true")))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(error) => {
+            warn!(%error, "model volumes not listed; swept next pass");
+            return;
+        }
+    };
+    for volume in volumes.iter().filter(|v| is_released(v)) {
+        let name = volume.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => debug!(volume = %name, "released model volume deleted"),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => warn!(volume = %name, %error, "released model volume not deleted"),
+        }
+    }
+}
+
+/// Whether `volume`'s claim went.
+pub fn is_released(volume: &PersistentVolume) -> bool {
+    volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_patch_is_owned_by_the_node() {
+        let body = spec_patch("gpu-1", "uid-1", &[]);
+        assert_eq!(body["kind"], "ModelCache");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["kind"], "Node");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(
+            body["spec"],
+            json!({}),
+            "an empty spec drops the models this manager set"
+        );
+    }
+}

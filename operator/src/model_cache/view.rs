@@ -1,0 +1,206 @@
+//! What placement reads of the node caches (pure once built): each node's `ModelCache` (the
+//! models its agent says it holds, and those it is asked to hold) and its free GPUs per class
+//! for the job being placed.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use vramfit_api::model_cache::{CachedModel, ModelCache};
+
+use super::job_model::{JobModel, job_model};
+use super::placement::CacheAsk;
+use super::{HEARTBEAT_TRUST, ModelCacheSettings};
+use crate::capacity::{Inventory, PodConstraints};
+use crate::context::Context;
+use vramfit_api::InferenceJob;
+
+/// The caches and the free GPUs of every node, as one decision sees them.
+#[derive(Clone, Debug, Default)]
+pub struct CacheView {
+    /// The `--model-cache*` settings.
+    pub settings: ModelCacheSettings,
+    /// The job's model, when it may use the cache.
+    pub model: Option<JobModel>,
+    /// The job's namespace.
+    pub namespace: String,
+    /// Per node: what its cache holds (agent's status, trusted only while its heartbeat is
+    /// recent) and is asked to hold (the spec).
+    pub nodes: BTreeMap<String, NodeCache>,
+    /// Free GPUs of the class's resource on each node the job's pod may use, by `(class,
+    /// node)`.
+    pub free: BTreeMap<(String, String), u32>,
+}
+
+/// One node's cache.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeCache {
+    /// The models the agent says the node holds or fetches (empty when its status is stale).
+    pub held: Vec<CachedModel>,
+    /// The keys the operator asked the node to hold.
+    pub wanted: Vec<String>,
+}
+
+impl NodeCache {
+    /// A node's cache from its object: the status only while its heartbeat is younger than
+    /// `trust` at `now`.
+    pub fn of(cache: &ModelCache, now: &Time, trust: Duration) -> Self {
+        let fresh = cache
+            .status
+            .as_ref()
+            .and_then(|s| s.heartbeat_time.as_ref())
+            .is_some_and(|beat| {
+                let age = now.0.duration_since(beat.0);
+                age.as_secs_f64() <= trust.as_secs_f64()
+            });
+        Self {
+            held: cache
+                .status
+                .as_ref()
+                .filter(|_| fresh)
+                .map(|s| s.models.clone())
+                .unwrap_or_default(),
+            wanted: cache.spec.models.iter().map(|m| m.key()).collect(),
+        }
+    }
+
+    /// The model `key` as the node holds it, if listed.
+    pub fn model(&self, key: &str) -> Option<&CachedModel> {
+        self.held.iter().find(|m| m.key() == key)
+    }
+}
+
+/// What `job`'s placement sees of the caches; `None` when the cache is off or the job does
+/// not use it (reads the stores, writes nothing).
+pub fn observe(
+    ctx: &Context,
+    job: &InferenceJob,
+    inventory: &Inventory,
+    now: &Time,
+) -> Option<CacheView> {
+    let settings = &ctx.settings.model_cache;
+    if !settings.enabled {
+        return None;
+    }
+    let model = job_model(job)?;
+    let nodes = ctx
+        .stores
+        .model_caches
+        .state()
+        .iter()
+        .map(|c| {
+            (
+                kube::ResourceExt::name_any(c.as_ref()),
+                NodeCache::of(c, now, HEARTBEAT_TRUST),
+            )
+        })
+        .collect();
+    let constraints = PodConstraints::of_job(job);
+    let usage = ctx.stores.usage();
+    let mut free = BTreeMap::new();
+    for info in inventory
+        .nodes
+        .iter()
+        .filter(|i| i.schedulable && constraints.admit(&i.node))
+    {
+        for &index in &info.classes {
+            let Some(class) = inventory.classes.get(index) else {
+                continue;
+            };
+            let left = info
+                .allocatable
+                .get(&class.resource)
+                .saturating_sub(usage.used_on(&info.name, &class.resource));
+            free.insert((class.name.clone(), info.name.clone()), left);
+        }
+    }
+    Some(CacheView {
+        settings: settings.clone(),
+        namespace: kube::ResourceExt::namespace(job).unwrap_or_default(),
+        model: Some(model),
+        nodes,
+        free,
+    })
+}
+
+impl CacheView {
+    /// The job's model and namespace with the caches, for one placement.
+    pub fn ask(&self) -> Option<CacheAsk<'_>> {
+        Some(CacheAsk {
+            view: self,
+            namespace: &self.namespace,
+            model: self.model.as_ref()?,
+        })
+    }
+
+    /// The nodes of `class` the job's pod may use, by name.
+    pub fn class_nodes<'s>(&'s self, class: &'s str) -> impl Iterator<Item = &'s str> + 's {
+        self.free
+            .keys()
+            .filter(move |(c, _)| c == class)
+            .map(|(_, node)| node.as_str())
+    }
+
+    /// Whether `node` of `class` has `gpus` free.
+    pub fn has_room(&self, class: &str, node: &str, gpus: u32) -> bool {
+        self.free
+            .get(&(class.to_string(), node.to_string()))
+            .is_some_and(|free| *free >= gpus)
+    }
+
+    /// `node`'s cache (empty when it has no ModelCache).
+    pub fn node(&self, node: &str) -> Option<&NodeCache> {
+        self.nodes.get(node)
+    }
+
+    /// The nodes of `class` with `gpus` free whose cache holds `key` Ready for `namespace`,
+    /// by name.
+    pub fn mountable_nodes(
+        &self,
+        class: &str,
+        key: &str,
+        namespace: &str,
+        gpus: u32,
+    ) -> Vec<String> {
+        self.class_nodes(class)
+            .filter(|node| self.has_room(class, node, gpus))
+            .filter(|node| {
+                self.node(node)
+                    .and_then(|n| n.model(key))
+                    .is_some_and(|m| m.mountable_by(namespace))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+    use vramfit_api::model_cache::{CachedModelPhase, ModelCacheSpec, ModelCacheStatus};
+
+    #[test]
+    fn a_stale_agent_status_is_not_trusted() {
+        let now = Time(Timestamp::from_second(10_000).unwrap());
+        let mut cache = ModelCache::new("gpu-1", ModelCacheSpec::default());
+        cache.status = Some(ModelCacheStatus {
+            models: vec![CachedModel {
+                repo: "o/m".into(),
+                revision: "main".into(),
+                phase: CachedModelPhase::Ready,
+                public: true,
+                ..Default::default()
+            }],
+            heartbeat_time: Some(Time(Timestamp::from_second(9_900).unwrap())),
+            ..Default::default()
+        });
+        let trust = Duration::from_secs(600);
+        assert!(
+            NodeCache::of(&cache, &now, trust)
+                .model("o/m@main")
+                .is_some()
+        );
+        let later = Time(Timestamp::from_second(20_000).unwrap());
+        assert!(NodeCache::of(&cache, &later, trust).held.is_empty());
+    }
+}

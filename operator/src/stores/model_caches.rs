@@ -1,0 +1,42 @@
+//! The ModelCache reflector (`--model-cache` only): every node's cache object, cluster-scoped,
+//! managed fields dropped. Placement reads which node holds which model; the sync task
+//! compares the wanted specs with the stored ones ([`crate::model_cache::sync`]).
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Notify;
+use tracing::warn;
+use vramfit_api::ModelCache;
+
+use super::reflectors::list_config;
+use super::watch_retry::with_backoff;
+
+/// Fills `writer` with every ModelCache until the watch ends; each change, once stored,
+/// notifies `changed` (the sync task, and replicas waiting for a model, look again).
+pub async fn drive_model_cache_reflector(
+    client: Client,
+    writer: Writer<ModelCache>,
+    changed: Arc<Notify>,
+) {
+    with_backoff(
+        "modelcaches",
+        watcher(Api::<ModelCache>::all(client), list_config()),
+    )
+    .modify(|cache| cache.metadata.managed_fields = None)
+    .reflect(writer)
+    .for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                changed.notify_one();
+            }
+            Ok(_) => {}
+            Err(error) => warn!(%error, "ModelCache watch failed; retrying"),
+        }
+        futures::future::ready(())
+    })
+    .await;
+}
