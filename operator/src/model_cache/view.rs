@@ -40,27 +40,49 @@ pub struct NodeCache {
     pub wanted: Vec<String>,
 }
 
+/// The agent's status of `cache`, while its heartbeat is younger than `trust` at `now`.
+fn trusted_status<'c>(
+    cache: &'c ModelCache,
+    now: &Time,
+    trust: Duration,
+) -> Option<&'c vramfit_api::ModelCacheStatus> {
+    let status = cache.status.as_ref()?;
+    let beat = status.heartbeat_time.as_ref()?;
+    let age = now.0.duration_since(beat.0);
+    (age.as_secs_f64() <= trust.as_secs_f64()).then_some(status)
+}
+
 impl NodeCache {
     /// A node's cache from its object: the status only while its heartbeat is younger than
     /// `trust` at `now`.
     pub fn of(cache: &ModelCache, now: &Time, trust: Duration) -> Self {
-        let fresh = cache
-            .status
-            .as_ref()
-            .and_then(|s| s.heartbeat_time.as_ref())
-            .is_some_and(|beat| {
-                let age = now.0.duration_since(beat.0);
-                age.as_secs_f64() <= trust.as_secs_f64()
-            });
         Self {
-            held: cache
-                .status
-                .as_ref()
-                .filter(|_| fresh)
+            held: trusted_status(cache, now, trust)
                 .map(|s| s.models.clone())
                 .unwrap_or_default(),
             wanted: cache.spec.models.iter().map(|m| m.key()).collect(),
         }
+    }
+
+    /// [`NodeCache::of`] keeping only model `key`; `None` when the node neither holds nor is
+    /// asked to hold it (a placement reads one model: copying every node's whole list for
+    /// each reconcile would not scale with nodes).
+    pub fn of_model(cache: &ModelCache, key: &str, now: &Time, trust: Duration) -> Option<Self> {
+        let (repo, revision) = key.split_once('@')?;
+        let held: Vec<CachedModel> = trusted_status(cache, now, trust)
+            .into_iter()
+            .flat_map(|s| &s.models)
+            .filter(|m| m.repo == repo && m.revision == revision)
+            .cloned()
+            .collect();
+        let wanted: Vec<String> = cache
+            .spec
+            .models
+            .iter()
+            .filter(|m| m.repo == repo && m.revision == revision)
+            .map(|m| m.key())
+            .collect();
+        (!held.is_empty() || !wanted.is_empty()).then_some(Self { held, wanted })
     }
 
     /// The model `key` as the node holds it, if listed.
@@ -87,11 +109,9 @@ pub fn observe(
         .model_caches
         .state()
         .iter()
-        .map(|c| {
-            (
-                kube::ResourceExt::name_any(c.as_ref()),
-                NodeCache::of(c, now, HEARTBEAT_TRUST),
-            )
+        .filter_map(|c| {
+            let node = NodeCache::of_model(c, &model.key, now, HEARTBEAT_TRUST)?;
+            Some((kube::ResourceExt::name_any(c.as_ref()), node))
         })
         .collect();
     let constraints = PodConstraints::of_job(job);
@@ -202,5 +222,12 @@ mod tests {
         );
         let later = Time(Timestamp::from_second(20_000).unwrap());
         assert!(NodeCache::of(&cache, &later, trust).held.is_empty());
+        let one = NodeCache::of_model(&cache, "o/m@main", &now, trust).unwrap();
+        assert_eq!(one.held.len(), 1);
+        assert_eq!(
+            NodeCache::of_model(&cache, "o/other@main", &now, trust),
+            None,
+            "a node that neither holds nor is asked to hold the model is left out"
+        );
     }
 }
