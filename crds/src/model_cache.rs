@@ -41,8 +41,9 @@ pub const VOLUME_LABEL: &str = "vramfit.io/model-cache";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCacheSpec {
-    /// The models the node should hold, most needed first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The models the node should hold, most needed first. Always written, empty too: a
+    /// server-side apply of `spec: {}` is read as a null spec and refused.
+    #[serde(default)]
     #[schemars(length(max = 64))]
     pub models: Vec<WantedModel>,
 }

@@ -212,6 +212,9 @@ fn cached_job(s: &Suite, name: &str, repo: &str, classes: &[&str]) -> Value {
     let mut job = served_job(s, name, 1, classes);
     job["spec"]["model"] = json!({"huggingFace": {"repo": repo}, "contextLimit": 8192});
     job["spec"]["args"] = json!([]);
+    // One GPU, one sequence: both A10G classes plan the same (8-bit on one A10G).
+    job["spec"]["batchSize"] = json!(1);
+    job["spec"]["gpus"] = json!({"min": 1, "max": 1});
     job
 }
 

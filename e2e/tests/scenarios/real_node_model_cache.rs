@@ -6,7 +6,7 @@
 //! placed where the model already is (`CacheHit`); both mount the folder read-only through a
 //! PersistentVolumeClaim, and the kubelet's `llama-server` loads it from there
 //! (`LLAMA_ARG_MODEL`). The Hub cuts the GGUF's first download off (the agent resumes it with a
-//! `Range` request) and flips a byte of `config.json` in transit (the agent fetches it again):
+//! `Range` request) and flips a byte of another file in transit (the agent fetches it again):
 //! what the pods load was verified. Both times to Ready are printed.
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +28,8 @@ use crate::real_node_serving::{replicas_of, served_llama, setup, wait_ready};
 const NAME: &str = "real-cached";
 const REPO: &str = "e2e-org/cached-llama";
 const GGUF: &str = "model.gguf";
+/// A file of the repository that only the node's download reads.
+const TOKENIZER: &str = "tokenizer.json";
 /// The GGUF's size: several hundred MiB, as a small model's weights.
 const MODEL_MIB: u64 = 300;
 /// Where the Hub cuts the GGUF's first download off.
@@ -68,8 +70,8 @@ pub async fn cold_then_warm(s: &mut Suite) -> Result<()> {
     outcome.and(agent_alive).and(deleted).and(restored)
 }
 
-/// The repository on a local Hub: the GGUF (cut off once) and its `config.json` (corrupted
-/// once).
+/// The repository on a local Hub: its `config.json`, the GGUF (cut off once) and a file
+/// corrupted once.
 async fn serve_model(dir: &Path) -> Result<ModelHub> {
     let shape = LlamaShape::of_mib(MODEL_MIB);
     let path = dir.join("served.gguf");
@@ -89,12 +91,18 @@ async fn serve_model(dir: &Path) -> Result<ModelHub> {
                     path: GGUF.into(),
                     bytes,
                 },
+                // Only the node downloads it (the operator reads config.json and the GGUF's
+                // header, never this): the corrupt body is the agent's to catch.
+                ServedFile {
+                    path: TOKENIZER.into(),
+                    bytes: Arc::new(vec![b'{'; 1 << 20]),
+                },
             ],
             token: None,
         },
     );
     hub.arm(REPO, GGUF, Fault::CutAfter(CUT_AFTER));
-    hub.arm(REPO, "config.json", Fault::Corrupt);
+    hub.arm(REPO, TOKENIZER, Fault::Corrupt);
     println!(
         "     local Hub {}: {REPO} ({} blocks, {size} bytes of GGUF)",
         hub.endpoint, shape.blocks
@@ -151,6 +159,25 @@ async fn replicas_start_warm(
     // The model from the Hub through the node's cache: no --model, the file named instead.
     manifest["spec"]["args"] = json!([]);
     manifest["spec"]["model"]["huggingFace"] = json!({"repo": REPO, "file": GGUF});
+    // The operator gives every GPU node its ModelCache; the node's agent reports in it.
+    let caches: Api<ModelCache> = Api::all(s.client.clone());
+    eventually(
+        "the node's cache agent to report in its ModelCache",
+        Duration::from_secs(60),
+        || async {
+            let cache = caches.get_opt(&node.name).await?;
+            ensure!(
+                cache
+                    .as_ref()
+                    .and_then(|c| c.status.as_ref())
+                    .is_some_and(|st| st.heartbeat_time.is_some()),
+                "ModelCache {}: {cache:?}",
+                node.name
+            );
+            Ok(())
+        },
+    )
+    .await?;
     let started = Instant::now();
     s.apply_job(manifest).await?;
 
@@ -163,9 +190,10 @@ async fn replicas_start_warm(
             let status = job.status.clone().unwrap_or_default();
             ensure!(
                 status.replicas_waiting_for_model == Some(1),
-                "replicasWaitingForModel {:?}, replicas {:?}",
+                "replicasWaitingForModel {:?}, replicas {:?}, conditions {:?}",
                 status.replicas_waiting_for_model,
-                status.replica_statuses
+                status.replica_statuses,
+                status.conditions
             );
             Ok(())
         },
@@ -197,8 +225,7 @@ async fn replicas_start_warm(
     check_pod_mounts(s, &first.pod_name, &key).await?;
 
     // What the node holds, and how it got there: one cut download resumed, one corrupt
-    // config.json fetched again.
-    let caches: Api<ModelCache> = Api::all(s.client.clone());
+    // file fetched again.
     let cache = caches.get(&node.name).await?;
     let status = cache.status.clone().unwrap_or_default();
     let held = status
@@ -221,12 +248,12 @@ async fn replicas_start_warm(
                 .is_some_and(|r| r.starts_with("bytes=") && r != "bytes=0-"),
         "the GGUF's downloads: {gguf:?} (want one cut off and one resumed with a Range)"
     );
-    let config = hub.downloads(REPO, "config.json");
+    let tokenizer = hub.downloads(REPO, TOKENIZER);
+    expect_eq("downloads of the file corrupted once", tokenizer.len(), 2)?;
     println!(
-        "     the node resumed the GGUF after the cut ({}), fetched config.json {} times after \
-         a corrupt body (the operator read it too), ModelCache {}: Ready, {} bytes",
+        "     the node resumed the GGUF after the cut ({}), fetched {TOKENIZER} again after a \
+         corrupt body, ModelCache {}: Ready, {} bytes",
         gguf[1].range.as_deref().unwrap_or_default(),
-        config.len(),
         node.name,
         held.bytes
     );

@@ -178,10 +178,11 @@ pub fn decide(d: &Decide<'_>) -> CachePlacement {
                 may.then(|| (node.to_string(), held.bytes, held.total_bytes))
             }
             Some(_) => None,
-            None => cache
-                .wanted
-                .contains(&model.key)
-                .then(|| (node.to_string(), 0, 0)),
+            // Asked to fetch it, or alive and asked at the next sync (the waiting replica's
+            // line names the class whose nodes the sync asks).
+            None => {
+                (cache.live || cache.wanted.contains(&model.key)).then(|| (node.to_string(), 0, 0))
+            }
         }
     });
     let Some((node, bytes, total)) = fetching.filter(|_| d.may_wait) else {
@@ -256,6 +257,7 @@ mod tests {
                 } else {
                     Vec::new()
                 },
+                live: false,
             },
         );
         view
@@ -358,7 +360,17 @@ mod tests {
             run(&asked, &m, "a", None, 0),
             CachePlacement::Wait { .. }
         ));
-        // Nobody has it or fetches it: the pod fetches it.
+        // Not asked yet, but the node's agent is alive: the sync asks it once the waiting
+        // replica names the class, so the replica waits (a new job's first replica).
+        let mut alive = view(None, false);
+        if let Some(node) = alive.nodes.get_mut("n-1") {
+            node.live = true;
+        }
+        assert!(matches!(
+            run(&alive, &m, "a", None, 0),
+            CachePlacement::Wait { .. }
+        ));
+        // Nobody has it or fetches it, and no agent is alive: the pod fetches it.
         let none = view(None, false);
         assert_eq!(
             run(&none, &m, "a", None, 0),
@@ -384,6 +396,7 @@ mod tests {
                 NodeCache {
                     held: vec![held(CachedModelPhase::Ready, true, &[])],
                     wanted: Vec::new(),
+                    live: true,
                 },
             );
         }
@@ -448,6 +461,7 @@ mod tests {
             NodeCache {
                 held: vec![held(CachedModelPhase::Ready, true, &[])],
                 wanted: Vec::new(),
+                live: true,
             },
         );
         let m = model(Runtime::Vllm, None);

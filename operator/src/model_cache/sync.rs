@@ -57,10 +57,9 @@ pub async fn sync_once(ctx: &Context) {
     let api = Api::<ModelCache>::all(ctx.client.clone());
     for (node, (uid, models)) in desired {
         let current = stored.get(&node);
-        let unchanged = match current {
-            Some(cache) => cache.spec.models == models,
-            None => models.is_empty(),
-        };
+        // Every GPU node gets its ModelCache, empty too: its agent writes its status there
+        // (a heartbeat placement trusts) before any job asks it for a model.
+        let unchanged = current.is_some_and(|cache| cache.spec.models == models);
         if unchanged {
             continue;
         }
@@ -253,8 +252,8 @@ mod tests {
         assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert_eq!(
             body["spec"],
-            json!({}),
-            "an empty spec drops the models this manager set"
+            json!({"models": []}),
+            "an empty list drops the models this manager set (`spec: {{}}` would be read as null)"
         );
     }
 }

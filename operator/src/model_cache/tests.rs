@@ -284,7 +284,7 @@ async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes
     }];
     writers.apply_job(&job);
     // l-1 holds it Ready and is asked already; the class's two nodes asked are l-1 (Ready
-    // first), then l-2 (by name); l-3 wants nothing and has no ModelCache.
+    // first), then l-2 (by name); l-3 wants nothing and has no ModelCache yet.
     let mut held = cache("l-1", CachedModelPhase::Ready);
     held.spec.models = vec![vramfit_api::model_cache::WantedModel {
         repo: "mistralai/Mistral-7B-Instruct-v0.3".into(),
@@ -315,6 +315,17 @@ async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes
         body["spec"]["models"][0]["namespaces"],
         serde_json::json!([NAMESPACE])
     );
+    crate::verifier::respond(send, 200, &body);
+
+    // l-3 is asked for nothing, and gets its (empty) ModelCache for its agent to report in.
+    let (request, send) = api.next().await;
+    assert_eq!(request.method(), http::Method::PATCH);
+    assert_eq!(
+        request.uri().path(),
+        "/apis/vramfit.io/v1alpha1/modelcaches/l-3"
+    );
+    let body = crate::verifier::ApiServerVerifier::body(request).await;
+    assert_eq!(body["spec"], serde_json::json!({"models": []}));
     crate::verifier::respond(send, 200, &body);
 
     let (request, send) = api.next().await;

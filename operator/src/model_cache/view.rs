@@ -38,6 +38,9 @@ pub struct NodeCache {
     pub held: Vec<CachedModel>,
     /// The keys the operator asked the node to hold.
     pub wanted: Vec<String>,
+    /// The node's agent is alive (its heartbeat is trusted): a model it is not asked for yet
+    /// will be, once the replica waiting for it names its class (the next sync).
+    pub live: bool,
 }
 
 /// The agent's status of `cache`, while its heartbeat is younger than `trust` at `now`.
@@ -61,11 +64,12 @@ impl NodeCache {
                 .map(|s| s.models.clone())
                 .unwrap_or_default(),
             wanted: cache.spec.models.iter().map(|m| m.key()).collect(),
+            live: trusted_status(cache, now, trust).is_some(),
         }
     }
 
     /// [`NodeCache::of`] keeping only model `key`; `None` when the node neither holds nor is
-    /// asked to hold it (a placement reads one model: copying every node's whole list for
+    /// asked to hold it and its agent is not alive (a placement reads one model: copying every node's whole list for
     /// each reconcile would not scale with nodes).
     pub fn of_model(cache: &ModelCache, key: &str, now: &Time, trust: Duration) -> Option<Self> {
         let (repo, revision) = key.split_once('@')?;
@@ -82,7 +86,8 @@ impl NodeCache {
             .filter(|m| m.repo == repo && m.revision == revision)
             .map(|m| m.key())
             .collect();
-        (!held.is_empty() || !wanted.is_empty()).then_some(Self { held, wanted })
+        let live = trusted_status(cache, now, trust).is_some();
+        (!held.is_empty() || !wanted.is_empty() || live).then_some(Self { held, wanted, live })
     }
 
     /// The model `key` as the node holds it, if listed.
@@ -224,10 +229,15 @@ mod tests {
         assert!(NodeCache::of(&cache, &later, trust).held.is_empty());
         let one = NodeCache::of_model(&cache, "o/m@main", &now, trust).unwrap();
         assert_eq!(one.held.len(), 1);
+        let other = NodeCache::of_model(&cache, "o/other@main", &now, trust).unwrap();
+        assert!(
+            other.live && other.held.is_empty() && other.wanted.is_empty(),
+            "a live agent's node is kept for a model it neither holds nor is asked for: {other:?}"
+        );
         assert_eq!(
-            NodeCache::of_model(&cache, "o/other@main", &now, trust),
+            NodeCache::of_model(&cache, "o/other@main", &later, trust),
             None,
-            "a node that neither holds nor is asked to hold the model is left out"
+            "a stale node that neither holds nor is asked to hold the model is left out"
         );
     }
 }

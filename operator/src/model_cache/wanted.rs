@@ -176,6 +176,7 @@ mod tests {
                 ..Default::default()
             }],
             wanted: Vec::new(),
+            live: true,
         }
     }
 
