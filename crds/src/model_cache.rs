@@ -192,4 +192,8 @@ pub struct ReplicaWeights {
     /// serve), once Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_seconds: Option<u32>,
+    /// Why the pod fetches the model itself though the job uses the node cache (no node of
+    /// its class holds it, it is held for other namespaces only, the wait ran out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

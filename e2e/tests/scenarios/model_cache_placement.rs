@@ -201,10 +201,12 @@ async fn placements(s: &Suite) -> Result<()> {
         ours.is_empty(),
         "claims for the private model in this namespace: {ours:?}"
     );
-    println!(
-        "     cache-private: FetchedByPod, no claim (\"{}\")",
-        line.message.unwrap_or_default()
+    let why = line.weights.and_then(|w| w.message).unwrap_or_default();
+    ensure!(
+        why.contains("other namespaces"),
+        "the replica does not say why it fetches the model itself: {why:?}"
     );
+    println!("     cache-private: FetchedByPod, no claim (\"{why}\")");
     Ok(())
 }
 

@@ -35,6 +35,10 @@ pub mod weights;
 /// `WeightsSource` value): the decision survives an operator restart.
 pub const WEIGHTS_SOURCE_ANNOTATION: &str = "vramfit.io/weights-source";
 
+/// The annotation of a replica pod that fetches its model itself though its job uses the
+/// cache: why (read back into the replica's `weights.message`).
+pub const WEIGHTS_NOTE_ANNOTATION: &str = "vramfit.io/weights-note";
+
 /// How often the leader's sync task writes the ModelCache specs and sweeps volumes.
 pub const SYNC_PERIOD: Duration = Duration::from_secs(10);
 

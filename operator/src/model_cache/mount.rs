@@ -20,8 +20,8 @@ use vramfit_api::{InferenceJob, Runtime};
 use vramfit_cache::layout::Layout;
 use vramfit_hub::RepoRef;
 
-use super::WEIGHTS_SOURCE_ANNOTATION;
 use super::job_model::JobModel;
+use super::{WEIGHTS_NOTE_ANNOTATION, WEIGHTS_SOURCE_ANNOTATION};
 
 /// The pod volume's name.
 pub const VOLUME_NAME: &str = "vramfit-model";
@@ -244,6 +244,18 @@ pub fn mark_source(pod: &mut Pod, source: WeightsSource) {
         WEIGHTS_SOURCE_ANNOTATION.to_string(),
         source_name(source).to_string(),
     );
+}
+
+/// Writes why `pod` fetches its model itself (at most 512 bytes, cut on a character).
+pub fn mark_note(pod: &mut Pod, why: &str) {
+    let mut end = why.len().min(512);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    pod.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(WEIGHTS_NOTE_ANNOTATION.to_string(), why[..end].to_string());
 }
 
 /// A source's name, as annotations and metrics spell it.

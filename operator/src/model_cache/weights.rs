@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use vramfit_api::model_cache::{POD_MODEL_ANNOTATION, ReplicaWeights, WeightsSource};
 
-use super::WEIGHTS_SOURCE_ANNOTATION;
+use super::{WEIGHTS_NOTE_ANNOTATION, WEIGHTS_SOURCE_ANNOTATION};
 
 /// The source an annotation value names.
 pub fn parse_source(text: &str) -> Option<WeightsSource> {
@@ -28,10 +28,15 @@ pub fn of_pod(pod: &Pod) -> ReplicaWeights {
         .and_then(|a| a.get(POD_MODEL_ANNOTATION))
         .filter(|_| source != WeightsSource::FetchedByPod)
         .cloned();
+    let message = annotations
+        .and_then(|a| a.get(WEIGHTS_NOTE_ANNOTATION))
+        .filter(|_| source == WeightsSource::FetchedByPod)
+        .cloned();
     ReplicaWeights {
         source,
         model,
         load_seconds: load_seconds(pod),
+        message,
     }
 }
 
@@ -111,5 +116,28 @@ mod tests {
             ..Default::default()
         }]);
         assert_eq!(of_pod(&pod).load_seconds, Some(42));
+    }
+
+    #[test]
+    fn why_a_pod_fetches_its_model_itself_is_read_back_from_it() {
+        let mut pod = Pod::default();
+        crate::model_cache::mount::mark_source(&mut pod, WeightsSource::FetchedByPod);
+        crate::model_cache::mount::mark_note(
+            &mut pod,
+            &format!("held elsewhere {}", "é".repeat(300)),
+        );
+        let weights = of_pod(&pod);
+        assert_eq!(weights.source, WeightsSource::FetchedByPod);
+        let message = weights.message.unwrap();
+        assert!(
+            message.starts_with("held elsewhere ") && message.len() <= 512,
+            "{message}"
+        );
+        crate::model_cache::mount::mark_source(&mut pod, WeightsSource::CacheHit);
+        assert_eq!(
+            of_pod(&pod).message,
+            None,
+            "a note only explains a pod's own fetch"
+        );
     }
 }

@@ -116,7 +116,7 @@ impl<'a> Draft<'a> {
         };
         mount::mark_source(pod, WeightsSource::FetchedByPod);
         if let Some(why) = why {
-            self.cache_notes.push((pod.name_any(), why));
+            mount::mark_note(pod, &why);
         }
     }
 
@@ -128,7 +128,7 @@ impl<'a> Draft<'a> {
     }
 
     /// Each replica's `weights` (from its pod, the one this decision creates or the one the
-    /// stores show), why a pod fetches the model itself in its message, the replicas waiting
+    /// stores show; why a pod fetches the model itself among them), the replicas waiting
     /// for their model counted, and a look again soon while any waits.
     pub(super) fn cache_status(&mut self) {
         if self.obs.model_cache.is_none() {
@@ -153,11 +153,6 @@ impl<'a> Draft<'a> {
             });
             if let Some(pod) = pod {
                 self.lines[index].weights = Some(weights::of_pod(&pod));
-            }
-            if let Some((_, why)) = self.cache_notes.iter().find(|(p, _)| *p == name)
-                && let Some(message) = self.lines[index].message.as_mut()
-            {
-                message.push_str(&format!("; the pod fetches the model itself: {why}"));
             }
         }
         self.status.replicas_waiting_for_model = (waiting > 0).then_some(waiting);

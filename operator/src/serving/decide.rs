@@ -153,8 +153,6 @@ pub(super) struct Draft<'a> {
     pub(super) volumes: Vec<crate::model_cache::mount::ModelVolume>,
     /// The last placement that waits for a node to download the model.
     pub(super) model_wait: Option<super::cache_hook::ModelWait>,
-    /// Pods that fetch their model themselves though the job uses the cache, and why.
-    pub(super) cache_notes: Vec<(String, String)>,
 }
 
 /// Decides a served job's next state.
@@ -181,7 +179,6 @@ pub fn next_served(obs: &ServedObserved<'_>) -> Result<ServedDecision, BuildErro
         wake_in: None,
         volumes: Vec::new(),
         model_wait: None,
-        cache_notes: Vec::new(),
     };
     draft.status.observed_generation = draft.generation;
     draft.validate();
