@@ -101,15 +101,16 @@ pub async fn run(
     let model_cache_writer = std::mem::take(&mut writers.model_caches);
     let model_cache_on = config.settings.model_cache.enabled;
     let model_caches_changed = Arc::new(Notify::new());
+    let wake = Arc::new(Notify::new());
     let model_cache_watch = model_cache_on.then(|| {
         tokio::spawn(crate::stores::model_caches::drive_model_cache_reflector(
             client.clone(),
             model_cache_writer,
             model_caches_changed.clone(),
+            wake.clone(),
         ))
     });
     let job_store = stores.jobs.clone();
-    let wake = Arc::new(Notify::new());
     // Pod changes reach their job through the job-pod store's own stream, after the store
     // holds them: a separate `.owns()` watch could trigger a reconcile that reads the store
     // before the change arrives there, and then nothing would trigger another.

@@ -213,6 +213,10 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
         "{message}"
     );
     assert_eq!(status["status"]["replicasWaitingForModel"], 1);
+    assert!(
+        waits(&ctx),
+        "a replica waiting for its model is woken when a node's cache changes"
+    );
 
     // Still fetching: nothing is written.
     let job = with_status(&job, &status);
@@ -250,11 +254,21 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
     assert_eq!(line["weights"]["source"], "FetchedByNode");
     assert_eq!(line.get("reason"), None);
     assert_eq!(status["status"].get("replicasWaitingForModel"), None);
+    assert!(!waits(&ctx));
+}
+
+/// Whether job `chat` is in the set of served jobs woken by node and cache changes.
+fn waits(ctx: &crate::context::Context) -> bool {
+    ctx.serving
+        .waiting()
+        .jobs()
+        .iter()
+        .any(|job| job.name == "chat" && job.namespace.as_deref() == Some(NAMESPACE))
 }
 
 /// The leader's sync: a node whose stored spec is already the wanted one is not written; a
 /// node that should hold the model gets its ModelCache applied (owned by its Node); a GPU
-/// node that wants nothing and has no ModelCache is left alone; a released model volume is
+/// node that wants nothing and has no ModelCache gets an empty one; a released model volume is
 /// deleted, a bound one is not.
 #[tokio::test]
 async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes() {

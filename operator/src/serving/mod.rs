@@ -73,9 +73,12 @@ pub async fn reconcile_served(
         apply::reserve(job, snapshot.base.namespace(), &decision, ctx);
         (decision, snapshot.base.namespace().to_string())
     };
+    // Woken when GPUs free up, and when a node's cache changes (a model it downloads is
+    // Ready): a replica waiting for its model is placed within a second of it, not at its
+    // next look.
     ctx.serving.waiting().set(
         ObjectRef::new(&job.name_any()).within(&namespace),
-        decision.waits_for_room,
+        decision.waits_for_room || decision.status.replicas_waiting_for_model.is_some(),
     );
     // API: pods (deletions first), then the Service and the PDB.
     if let Err(error) = apply::write_pods(job, &decision, ctx).await {

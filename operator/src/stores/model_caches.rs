@@ -16,11 +16,13 @@ use super::reflectors::list_config;
 use super::watch_retry::with_backoff;
 
 /// Fills `writer` with every ModelCache until the watch ends; each change, once stored,
-/// notifies `changed` (the sync task, and replicas waiting for a model, look again).
+/// notifies `changed` (the sync task looks again) and `wake` (the jobs that wait, among them
+/// the served jobs whose replicas wait for a model, are reconciled).
 pub async fn drive_model_cache_reflector(
     client: Client,
     writer: Writer<ModelCache>,
     changed: Arc<Notify>,
+    wake: Arc<Notify>,
 ) {
     with_backoff(
         "modelcaches",
@@ -32,6 +34,7 @@ pub async fn drive_model_cache_reflector(
         match event {
             Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
                 changed.notify_one();
+                wake.notify_one();
             }
             Ok(_) => {}
             Err(error) => warn!(%error, "ModelCache watch failed; retrying"),
