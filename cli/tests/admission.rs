@@ -503,6 +503,11 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "huggingFace.revision must not be '.' or '..'",
         ),
         (
+            "spec.model.huggingFace",
+            spec(json!({"model": {"huggingFace": {"repo": "a/b", "file": "gguf/../../etc/x"}}})),
+            "huggingFace.file must not have a '.' or '..' part",
+        ),
+        (
             "spec.llamaCpp.gpuLayers",
             spec(json!({"llamaCpp": {"gpuLayers": 1026}})),
             "gpuLayers must be `auto` or a number of layers from 0 to 1025",
