@@ -95,8 +95,24 @@ async fn answer(
 
 /// The request line's path and the `Authorization` header (a GET has no body).
 async fn read_head(socket: &mut TcpStream) -> Option<HubRequest> {
+    let (path, headers) = read_request_head(socket).await?;
+    let authorization = headers
+        .into_iter()
+        .find(|(name, _)| name == "authorization")
+        .map(|(_, value)| value);
+    Some(HubRequest {
+        path,
+        authorization,
+    })
+}
+
+/// A request's path and headers (names lowercased), read up to the blank line (at most
+/// 16 KiB): what both local Hubs read of a GET.
+pub(crate) async fn read_request_head(
+    socket: &mut TcpStream,
+) -> Option<(String, Vec<(String, String)>)> {
     let mut head = Vec::new();
-    let mut buffer = [0u8; 2048];
+    let mut buffer = [0u8; 4096];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
         let n = socket.read(&mut buffer).await.ok()?;
         if n == 0 {
@@ -107,14 +123,11 @@ async fn read_head(socket: &mut TcpStream) -> Option<HubRequest> {
     let text = String::from_utf8_lossy(&head);
     let mut lines = text.lines();
     let path = lines.next()?.split_whitespace().nth(1)?.to_string();
-    let authorization = lines
+    let headers = lines
         .filter_map(|l| l.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
-        .map(|(_, value)| value.trim().to_string());
-    Some(HubRequest {
-        path,
-        authorization,
-    })
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some((path, headers))
 }
 
 /// What the Hub would answer: the repository's `config.json`, 401 without its token, 404

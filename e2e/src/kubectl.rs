@@ -28,7 +28,8 @@ pub fn kubectl(args: &[&str]) -> Result<String> {
 }
 
 /// Checks that `kubectl get` output has a header with every column in `columns` and a row
-/// starting with each of `rows`; returns the rows keyed by their first column.
+/// starting with each of `rows`; returns the rows keyed by their first column, each cell read
+/// by the header's column positions ([`cell`]).
 pub fn parse_table(
     output: &str,
     columns: &[&str],
@@ -47,19 +48,15 @@ pub fn parse_table(
     }
     let mut table = BTreeMap::new();
     for line in lines {
-        let cells: Vec<&str> = line.split_whitespace().collect();
-        let Some(first) = cells.first() else { continue };
-        // Empty cells make rows shorter than the header: keep what lines up from the left
-        // only when the row is complete.
-        let row: BTreeMap<String, String> = if cells.len() == header.len() {
-            header
-                .iter()
-                .zip(&cells)
-                .map(|(h, c)| (h.to_string(), c.to_string()))
-                .collect()
-        } else {
-            BTreeMap::from([("NAME".to_string(), first.to_string())])
+        let Some(first) = line.split_whitespace().next() else {
+            continue;
         };
+        // By the header's positions: an empty cell (a column only some rows fill) does not
+        // shift the cells after it.
+        let row = header
+            .iter()
+            .map(|h| Ok((h.to_string(), cell(output, h, first)?)))
+            .collect::<Result<BTreeMap<String, String>>>()?;
         table.insert(first.to_string(), row);
     }
     for row in rows {
@@ -134,6 +131,17 @@ mod tests {
         .unwrap();
         assert_eq!(table["chat"]["PHASE"], "Scheduled");
         assert_eq!(table["chat"]["GPUS"], "1");
+        assert_eq!(table["pending"]["PHASE"], "Pending");
+        assert_eq!(
+            table["pending"]["GPUS"], "",
+            "an empty cell is empty, not shifted"
+        );
+        let gap = "NAME   PHASE     READY   WAITING   AGE\n\
+                   chat   Running   3/3               1s\n";
+        let table = parse_table(gap, &["READY", "WAITING"], &["chat"]).unwrap();
+        assert_eq!(table["chat"]["READY"], "3/3");
+        assert_eq!(table["chat"]["WAITING"], "");
+        assert_eq!(table["chat"]["AGE"], "1s");
         assert!(
             parse_table(out, &["NODE"], &[])
                 .unwrap_err()

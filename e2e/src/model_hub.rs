@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Result;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// One file of a repository.
@@ -123,22 +123,7 @@ async fn answer(mut socket: TcpStream, state: Arc<Mutex<State>>) {
 }
 
 async fn read_head(socket: &mut TcpStream) -> Option<ModelRequest> {
-    let mut head = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        let n = socket.read(&mut buffer).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buffer[..n]);
-    }
-    let text = String::from_utf8_lossy(&head);
-    let mut lines = text.lines();
-    let path = lines.next()?.split_whitespace().nth(1)?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
+    let (path, headers) = crate::hub::read_request_head(socket).await?;
     let header = |name: &str| {
         headers
             .iter()

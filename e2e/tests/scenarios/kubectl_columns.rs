@@ -10,7 +10,7 @@ pub async fn kubectl_columns(s: &mut Suite) -> Result<()> {
     parse_table(
         &text,
         &[
-            "NAME", "PHASE", "READY", "CLASS", "GPUS", "DTYPE", "QUANT", "AGE",
+            "NAME", "PHASE", "READY", "CLASS", "GPUS", "DTYPE", "QUANT", "WAITING", "AGE",
         ],
         &rows,
     )?;
