@@ -155,7 +155,8 @@ async fn measure(args: &Args, client: &Client, node: &str, dir: &std::path::Path
     let mut done = None;
     while Instant::now() < deadline {
         agent.check_alive()?;
-        if let Some(rss) = proc_status_kib(pid, "VmRSS") {
+        // Zero until the child has exec'd the agent.
+        if let Some(rss) = proc_status_kib(pid, "VmRSS").filter(|&kib| kib > 0) {
             first_rss.get_or_insert(rss);
             samples.push(rss);
         }
