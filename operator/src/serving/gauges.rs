@@ -20,37 +20,45 @@ pub struct ServingGauges {
 
 #[derive(Debug, Default)]
 struct Counts {
-    jobs: HashMap<ObjectRef<CachedJob>, Ready>,
+    jobs: HashMap<ObjectRef<CachedJob>, JobCounts>,
     /// During a relist: what the new list has shown so far.
-    relist: Option<HashMap<ObjectRef<CachedJob>, Ready>>,
+    relist: Option<HashMap<ObjectRef<CachedJob>, JobCounts>>,
 }
 
-/// The key under which a job's replicas waiting for their model are kept (no class name holds
-/// a `/`).
-const WAITING_KEY: &str = "/waiting-for-model";
+/// One served job's counts, from its status.
+#[derive(Debug, Default)]
+struct JobCounts {
+    /// Ready replicas by class.
+    ready: Ready,
+    /// Replicas waiting for a node to download their model.
+    waiting_for_model: i64,
+}
 
-/// The Ready replicas of `job` by class (nothing for a batch job or an unreadable one), and
-/// its replicas waiting for their model under [`WAITING_KEY`].
-fn ready_of(job: &CachedJob) -> Ready {
-    let mut ready = Ready::new();
+impl JobCounts {
+    fn is_empty(&self) -> bool {
+        self.ready.is_empty() && self.waiting_for_model == 0
+    }
+}
+
+/// The Ready replicas of `job` by class and its replicas waiting for their model (nothing for
+/// a batch job or an unreadable one).
+fn counts_of(job: &CachedJob) -> JobCounts {
+    let mut counts = JobCounts::default();
     let Ok(job) = job.job() else {
-        return ready;
+        return counts;
     };
     if job.spec.serve.is_none() {
-        return ready;
+        return counts;
     }
     for line in job.status.iter().flat_map(|s| &s.replica_statuses) {
-        *ready.entry(line.node_class.clone()).or_default() += i64::from(line.ready);
+        *counts.ready.entry(line.node_class.clone()).or_default() += i64::from(line.ready);
     }
-    if let Some(waiting) = job
+    counts.waiting_for_model = job
         .status
         .as_ref()
         .and_then(|s| s.replicas_waiting_for_model)
-        .filter(|w| *w > 0)
-    {
-        ready.insert(WAITING_KEY.to_string(), i64::from(waiting));
-    }
-    ready
+        .map_or(0, i64::from);
+    counts
 }
 
 impl ServingGauges {
@@ -63,12 +71,12 @@ impl ServingGauges {
         let mut counts = self.lock();
         match event {
             watcher::Event::Apply(job) => {
-                let ready = ready_of(job);
+                let job_counts = counts_of(job);
                 let key = ObjectRef::from_obj(job);
-                if ready.is_empty() {
+                if job_counts.is_empty() {
                     counts.jobs.remove(&key);
                 } else {
-                    counts.jobs.insert(key, ready);
+                    counts.jobs.insert(key, job_counts);
                 }
             }
             watcher::Event::Delete(job) => {
@@ -76,12 +84,12 @@ impl ServingGauges {
             }
             watcher::Event::Init => counts.relist = Some(HashMap::new()),
             watcher::Event::InitApply(job) => {
-                let ready = ready_of(job);
-                if !ready.is_empty() {
+                let job_counts = counts_of(job);
+                if !job_counts.is_empty() {
                     counts
                         .relist
                         .get_or_insert_default()
-                        .insert(ObjectRef::from_obj(job), ready);
+                        .insert(ObjectRef::from_obj(job), job_counts);
                 }
             }
             watcher::Event::InitDone => {
@@ -94,8 +102,8 @@ impl ServingGauges {
     pub fn totals(&self) -> Ready {
         let counts = self.lock();
         let mut totals = Ready::new();
-        for ready in counts.jobs.values() {
-            for (class, n) in ready.iter().filter(|(class, _)| *class != WAITING_KEY) {
+        for job in counts.jobs.values() {
+            for (class, n) in &job.ready {
                 *totals.entry(class.clone()).or_default() += n;
             }
         }
@@ -105,11 +113,7 @@ impl ServingGauges {
     /// Replicas waiting for a node to download their model, over every served job.
     pub fn waiting_for_model(&self) -> i64 {
         let counts = self.lock();
-        counts
-            .jobs
-            .values()
-            .filter_map(|ready| ready.get(WAITING_KEY))
-            .sum()
+        counts.jobs.values().map(|job| job.waiting_for_model).sum()
     }
 }
 
