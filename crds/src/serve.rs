@@ -128,7 +128,7 @@ pub enum ReplicaClasses {
 }
 
 /// One replica of a served job, as `status.replicaStatuses` lists it.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaStatus {
     /// The replica's slot (its identity: pods of slot 1 are `<job>-r1-<n>`).

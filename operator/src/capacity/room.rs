@@ -69,6 +69,44 @@ pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
     })
 }
 
+/// One node of one class: the class's GPUs its bound pods leave free, and whether a pod with
+/// the job's constraints may use the node (schedulable, tolerated, selected).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeFree<'i> {
+    /// The node's name.
+    pub node: &'i str,
+    /// The class.
+    pub class: &'i vramfit_planner::NodeClass,
+    /// Its GPUs (of the class's resource) that bound pods leave free.
+    pub free: u32,
+    /// A pod with the constraints may go there.
+    pub admitted: bool,
+}
+
+/// Every node of every class with its free GPUs, for a pod with `constraints` (what both the
+/// class room and the model cache's choice of nodes start from).
+pub fn free_per_node<'i>(
+    inventory: &'i Inventory,
+    usage: &'i GpuUsage,
+    constraints: &'i PodConstraints,
+) -> impl Iterator<Item = NodeFree<'i>> + 'i {
+    inventory.nodes.iter().flat_map(move |info| {
+        let admitted = info.schedulable && constraints.admit(&info.node);
+        info.classes
+            .iter()
+            .filter_map(|&index| inventory.classes.get(index))
+            .map(move |class| NodeFree {
+                node: &info.name,
+                class,
+                free: info
+                    .allocatable
+                    .get(&class.resource)
+                    .saturating_sub(usage.used_on(&info.name, &class.resource)),
+                admitted,
+            })
+    })
+}
+
 /// Free GPUs per class for one job, after every reservation.
 #[derive(Clone, Debug, Default)]
 pub struct Capacity {
@@ -112,24 +150,14 @@ impl Capacity {
             .iter()
             .map(|c| (c.name.clone(), ClassRoom::default()))
             .collect();
-        for info in &inventory.nodes {
-            let admitted = info.schedulable && constraints.admit(&info.node);
-            for &index in &info.classes {
-                let Some(class) = inventory.classes.get(index) else {
-                    continue;
-                };
-                let Some(room) = rooms.get_mut(&class.name) else {
-                    continue;
-                };
-                let free = info
-                    .allocatable
-                    .get(&class.resource)
-                    .saturating_sub(usage.used_on(&info.name, &class.resource));
-                room.nodes += 1;
-                if admitted {
-                    room.admitted += 1;
-                    *room.free.entry(free).or_default() += 1;
-                }
+        for node in free_per_node(inventory, usage, constraints) {
+            let Some(room) = rooms.get_mut(&node.class.name) else {
+                continue;
+            };
+            room.nodes += 1;
+            if node.admitted {
+                room.admitted += 1;
+                *room.free.entry(node.free).or_default() += 1;
             }
         }
         for class in &inventory.classes {

@@ -278,23 +278,11 @@ async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes
     cluster(&mut writers, &mut serving);
     let mut job = cached_job();
     job.status.get_or_insert_default().replica_statuses = vec![vramfit_api::ReplicaStatus {
-        slot: 0,
         pod_name: "chat-r0-1".into(),
         incarnation: 1,
         node_class: "l40s-x1".into(),
-        plan_summary: String::new(),
-        ready: false,
-        node_name: None,
         updated: true,
-        fallback: None,
-        restarts: 0,
-        failures: 0,
-        retry_after: None,
-        message: None,
-        reason: None,
-        surge: None,
-        members: Vec::new(),
-        weights: None,
+        ..Default::default()
     }];
     writers.apply_job(&job);
     // l-1 holds it Ready and is asked already; the class's two nodes asked are l-1 (Ready

@@ -10,6 +10,7 @@ use vramfit_api::model_cache::{CachedModel, ModelCache};
 use super::job_model::{JobModel, job_model};
 use super::placement::CacheAsk;
 use super::{HEARTBEAT_TRUST, ModelCacheSettings};
+use crate::capacity::room::free_per_node;
 use crate::capacity::{Inventory, PodConstraints};
 use crate::context::Context;
 use vramfit_api::InferenceJob;
@@ -121,23 +122,10 @@ pub fn observe(
         .collect();
     let constraints = PodConstraints::of_job(job);
     let usage = ctx.stores.usage();
-    let mut free = BTreeMap::new();
-    for info in inventory
-        .nodes
-        .iter()
-        .filter(|i| i.schedulable && constraints.admit(&i.node))
-    {
-        for &index in &info.classes {
-            let Some(class) = inventory.classes.get(index) else {
-                continue;
-            };
-            let left = info
-                .allocatable
-                .get(&class.resource)
-                .saturating_sub(usage.used_on(&info.name, &class.resource));
-            free.insert((class.name.clone(), info.name.clone()), left);
-        }
-    }
+    let free = free_per_node(inventory, &usage, &constraints)
+        .filter(|node| node.admitted)
+        .map(|node| ((node.class.name.clone(), node.node.to_string()), node.free))
+        .collect();
     Some(CacheView {
         settings: settings.clone(),
         namespace: kube::ResourceExt::namespace(job).unwrap_or_default(),

@@ -25,22 +25,8 @@ pub(super) struct ModelWait {
 pub(super) fn waiting_line(slot: u32, pod_name: String, wait: ModelWait) -> ReplicaStatus {
     let mut line = ReplicaStatus {
         slot,
-        pod_name: String::new(),
-        incarnation: 0,
-        node_class: String::new(),
-        plan_summary: String::new(),
-        ready: false,
-        node_name: None,
         updated: true,
-        fallback: None,
-        restarts: 0,
-        failures: 0,
-        retry_after: None,
-        message: None,
-        reason: None,
-        surge: None,
-        members: Vec::new(),
-        weights: None,
+        ..ReplicaStatus::default()
     };
     mark_waiting(&mut line, pod_name, wait);
     line
