@@ -145,8 +145,13 @@ fn assert_same(what: &str, actual: &Grants, expected: &Grants) {
 /// the Roles of [`Grant::WatchedNamespaceRole`] are in `watched` and the Lease in the release
 /// namespace.
 fn operator_permissions(install: Install, watched: &[&str]) -> Grants {
+    declared(permissions::PERMISSIONS, install, watched)
+}
+
+/// The grants `list` declares for `install`.
+fn declared(list: &[permissions::Permission], install: Install, watched: &[&str]) -> Grants {
     let mut out = Grants::new();
-    for p in permissions::PERMISSIONS {
+    for p in list {
         let scopes = match p.scope.granted_by(install) {
             Grant::ClusterRole => vec![Scope::Cluster],
             Grant::WatchedNamespaceRole => watched
@@ -207,6 +212,26 @@ fn operator_gets_exactly_the_verbs_its_code_uses() {
         &format!("ServiceAccount {OPERATOR_NAME} in deploy/"),
         &granted_to(&objects, OPERATOR_NAME),
         &operator_permissions(Install::AllNamespaces, &[]),
+    );
+}
+
+#[test]
+fn operator_with_the_model_cache_gets_exactly_the_verbs_its_code_uses() {
+    let objects = model_cache_objects();
+    assert!(
+        operator_args(&objects).model_cache,
+        "the model-cache render starts the operator with --model-cache"
+    );
+    let mut expected = operator_permissions(Install::AllNamespaces, &[]);
+    expected.extend(declared(
+        permissions::MODEL_CACHE,
+        Install::AllNamespaces,
+        &[],
+    ));
+    assert_same(
+        &format!("ServiceAccount {OPERATOR_NAME} with modelCache.enabled"),
+        &granted_to(&objects, OPERATOR_NAME),
+        &expected,
     );
 }
 

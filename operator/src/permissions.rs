@@ -177,28 +177,29 @@ pub const HUB_TOKEN_SECRET: Permission = Permission {
 };
 
 /// With `--model-cache` only (chart value `modelCache.enabled`): each GPU node's ModelCache
-/// (watched; its spec server-side applied, which creates it the first time), the cached
+/// (watched; its spec server-side applied, which needs `create` the first time), the cached
 /// models' PersistentVolumes (created; listed and deleted once released — what the operator
 /// may create is narrowed by the chart's `model-cache-volume-guard` admission policy), and
-/// the jobs' claims on them (created; read when the name is taken), where the jobs are. Not
-/// in [`PERMISSIONS`]: the default install grants none of them.
+/// the jobs' claims on them (created; one `get` when the name is taken; deleted with their
+/// job by the garbage collector), where the jobs are. Not in [`PERMISSIONS`]: the default
+/// install grants none of them.
 pub const MODEL_CACHE: &[Permission] = &[
     Permission {
         api_group: "vramfit.io",
         resource: "modelcaches",
-        verbs: &["get", "list", "watch", "create", "patch"],
+        verbs: &["list", "watch", "create", "patch"],
         scope: Scope::Cluster,
     },
     Permission {
         api_group: "",
         resource: "persistentvolumes",
-        verbs: &["get", "list", "watch", "create", "delete"],
+        verbs: &["list", "create", "delete"],
         scope: Scope::Cluster,
     },
     Permission {
         api_group: "",
         resource: "persistentvolumeclaims",
-        verbs: &["get", "list", "watch", "create", "delete"],
+        verbs: &["get", "create"],
         scope: Scope::JobNamespaces,
     },
 ];
