@@ -441,7 +441,7 @@ async fn private(s: &Suite, run: &CacheRun) -> Result<()> {
     )?;
     let downloads = run.hub.downloads(PRIVATE_REPO, GGUF);
     ensure!(
-        !downloads.is_empty() && downloads.iter().all(|d| d.authorized),
+        !downloads.is_empty() && downloads.iter().all(|d| d.bearer.as_deref() == Some(TOKEN)),
         "the GGUF's downloads should all carry the token: {downloads:?}"
     );
     println!(
