@@ -149,14 +149,16 @@ async fn with_prometheus(
             log_name: "cache-agent-dashboards.log",
         },
     )?;
+    agents.push(cache_agent);
+    let cache_agent = agents.last().context("the cache agent")?;
     prometheus
         .scrape(CACHE_AGENT_JOB, &cache_agent.addr)
         .await?;
-    agents.push(cache_agent);
+    let cache_agent_pid = cache_agent.pid().context("the cache agent's pid")?;
     // A few scrapes of the quiet state first: a counter's later increase is then seen.
     tokio::time::sleep(Duration::from_secs(3 * SCRAPE_INTERVAL_SECONDS)).await;
 
-    let outcome = drive_and_check(s, &prometheus, start).await;
+    let outcome = drive_and_check(s, &prometheus, start, cache_agent_pid).await;
     for mut agent in agents {
         agent.kill();
     }
@@ -189,7 +191,12 @@ fn start_agent(s: &Suite, fixture: &str, node: &str) -> Result<ChildProcess> {
 }
 
 /// Jobs that make every panel's metric move, then every panel's query.
-async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> Result<()> {
+async fn drive_and_check(
+    s: &mut Suite,
+    prometheus: &Prometheus,
+    start: f64,
+    cache_agent_pid: u32,
+) -> Result<()> {
     // Out of memory, a step down, then a result on a class an admin gave a price (a
     // discovered class has none: the cost panel needs one).
     let classes: Api<GpuNodeClass> = Api::all(s.client.clone());
@@ -244,7 +251,7 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     serve_then_restart(s, prometheus, served).await?;
 
     let cached = "dash-cached";
-    served_through_the_cache(s, prometheus, cached).await?;
+    served_through_the_cache(s, prometheus, cached, cache_agent_pid).await?;
 
     // A job no class can run now (no node of its class).
     let waiting = "dash-unschedulable";
@@ -366,14 +373,35 @@ async fn serve_then_restart(s: &Suite, prometheus: &Prometheus, name: &str) -> R
 
 /// A served job whose model is on the local Hub (the model cache row): its replica waits
 /// for the cache agent of its class's node to download the model, then mounts it
-/// (`FetchedByNode`); Prometheus sees the download and the replica's weights counted.
-async fn served_through_the_cache(s: &Suite, prometheus: &Prometheus, name: &str) -> Result<()> {
+/// (`FetchedByNode`); Prometheus sees the wait, the download and the replica's weights
+/// counted. The agent is paused (SIGSTOP) while the replica waits, so that the wait lasts
+/// until Prometheus has scraped it, however fast the download.
+async fn served_through_the_cache(
+    s: &Suite,
+    prometheus: &Prometheus,
+    name: &str,
+    cache_agent_pid: u32,
+) -> Result<()> {
     let mut job = served_job(s, name, 1, &[CACHED_CLASS]);
     job["spec"]["model"] = json!({"huggingFace": {"repo": CACHED_REPO}, "contextLimit": 8192});
     job["spec"]["args"] = json!([]);
     job["spec"]["batchSize"] = json!(1);
     job["spec"]["gpus"] = json!({"min": 1, "max": 1});
-    s.apply_job(job).await?;
+    signal(cache_agent_pid, "STOP")?;
+    let waited = match s.apply_job(job).await {
+        Ok(_) => {
+            prometheus_sees(
+                prometheus,
+                "a replica waiting for its model",
+                "vramfit_replicas_waiting_for_model > 0",
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    // Resumed whatever happened: the replica needs the download.
+    signal(cache_agent_pid, "CONT")?;
+    waited?;
     let (job, pods) = s.wait_replicas(name, 1).await?;
     let source = job
         .status
@@ -396,6 +424,15 @@ async fn served_through_the_cache(s: &Suite, prometheus: &Prometheus, name: &str
         "vramfit_model_cache_fetch_seconds_count > 0 and on () vramfit_replica_weights_total{source=\"FetchedByNode\"} > 0",
     )
     .await
+}
+
+/// Sends `SIG<name>` to process `pid`.
+fn signal(pid: u32, name: &str) -> Result<()> {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()?;
+    ensure!(status.success(), "kill -{name} {pid}: {status}");
+    Ok(())
 }
 
 /// Waits until `expr` gives Prometheus a series.
