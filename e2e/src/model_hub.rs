@@ -93,6 +93,17 @@ impl ModelHub {
         self.state().faults.insert(format!("{repo}/{path}"), fault);
     }
 
+    /// Every request for `repo`: its listings and its files.
+    pub fn requests_for(&self, repo: &str) -> Vec<ModelRequest> {
+        let (file, listing) = (format!("/{repo}/"), format!("/api/models/{repo}/"));
+        self.state()
+            .requests
+            .iter()
+            .filter(|r| r.path.starts_with(&file) || r.path.starts_with(&listing))
+            .cloned()
+            .collect()
+    }
+
     /// The requests for `repo`'s file `path` (downloads, from byte 0 or resumed).
     pub fn downloads(&self, repo: &str, path: &str) -> Vec<ModelRequest> {
         let suffix = format!("/{path}");

@@ -464,6 +464,7 @@ async fn other_namespace_cannot_mount(
 ) -> Result<()> {
     // (a) A job naming the repository: the operator reads it anonymously, the Hub refuses.
     let jobs = s.jobs_in(other);
+    let reads_before = run.hub.requests_for(PRIVATE_REPO).len();
     s.apply_job_in(
         other,
         cached_llama(s, run, PRIVATE_JOB, PRIVATE_REPO, other),
@@ -488,6 +489,16 @@ async fn other_namespace_cannot_mount(
         },
     )
     .await?;
+    let anonymous: Vec<_> = run
+        .hub
+        .requests_for(PRIVATE_REPO)
+        .into_iter()
+        .skip(reads_before)
+        .collect();
+    ensure!(
+        !anonymous.is_empty() && anonymous.iter().all(|r| r.bearer.is_none()),
+        "{other}'s read of {PRIVATE_REPO} should be anonymous: {anonymous:?}"
+    );
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), other);
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(s.client.clone(), other);
     let volumes: Api<PersistentVolume> = Api::all(s.client.clone());
@@ -521,8 +532,9 @@ async fn other_namespace_cannot_mount(
         Some(vec![s.ns.clone()]),
     )?;
     println!(
-        "     {other}/{PRIVATE_JOB}: ModelResolved=False HubUnauthorized, no pod, no claim, no \
-         volume"
+        "     {other}/{PRIVATE_JOB}: ModelResolved=False HubUnauthorized ({} anonymous reads \
+         refused), no pod, no claim, no volume",
+        anonymous.len()
     );
 
     // (b) A claim the tenant writes for the model's volume, and a pod on the real node.
