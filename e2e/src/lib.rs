@@ -11,7 +11,8 @@
 //!   what a placed group must look like.
 //! * [`jobs`]: creating, reading, waiting for and deleting InferenceJobs; [`volumes`]: the
 //!   storage the examples mount.
-//! * [`processes`]: the operator and agent binaries as child processes; [`http`]: their
+//! * [`processes`]: the operator and agent binaries as child processes, [`cache_agent`]: the
+//!   node cache agent's; [`http`]: their
 //!   `/readyz` and `/metrics`; [`kubectl`](mod@kubectl): `kubectl` and its tables.
 //! * [`checks`]: what a placed job and its pod must look like; [`poll`]: waiting with
 //!   timeouts; [`manifests`]: YAML from the workspace; [`rbac`]: the operator's install RBAC.
@@ -24,6 +25,7 @@
 //! Everything is re-exported at the crate root, so `use vramfit_e2e::*` is enough.
 #![forbid(unsafe_code)]
 
+pub mod cache_agent;
 pub mod checks;
 pub mod cleanup;
 pub mod cluster;
@@ -50,6 +52,7 @@ pub mod real_node;
 pub mod suite;
 pub mod volumes;
 
+pub use cache_agent::*;
 pub use checks::*;
 pub use cleanup::*;
 pub use cluster::*;

@@ -1,7 +1,7 @@
 //! A local Hub that serves whole repositories, for the model-cache scenarios: the file listing
 //! (`/api/models/<repo>/tree/<revision>`, each file with its size and, as an LFS file, its
 //! SHA-256), the files (`/<repo>/resolve/<revision>/<path>`, with `Range`), a private
-//! repository behind a token, and faults armed once: a body cut off after some bytes (the
+//! repository behind a token (its own, sent as `Authorization: Bearer`), and faults armed once: a body cut off after some bytes (the
 //! download must resume), a byte flipped in transit (the file must be fetched again). It
 //! records every request.
 use std::collections::HashMap;
@@ -36,8 +36,8 @@ pub struct ModelRequest {
     pub path: String,
     /// Its `Range` header.
     pub range: Option<String>,
-    /// Whether it carried a bearer token.
-    pub authorized: bool,
+    /// The bearer token it carried.
+    pub bearer: Option<String>,
 }
 
 /// A fault, armed for the next download of one file.
@@ -93,6 +93,17 @@ impl ModelHub {
         self.state().faults.insert(format!("{repo}/{path}"), fault);
     }
 
+    /// Every request for `repo`: its listings and its files.
+    pub fn requests_for(&self, repo: &str) -> Vec<ModelRequest> {
+        let (file, listing) = (format!("/{repo}/"), format!("/api/models/{repo}/"));
+        self.state()
+            .requests
+            .iter()
+            .filter(|r| r.path.starts_with(&file) || r.path.starts_with(&listing))
+            .cloned()
+            .collect()
+    }
+
     /// The requests for `repo`'s file `path` (downloads, from byte 0 or resumed).
     pub fn downloads(&self, repo: &str, path: &str) -> Vec<ModelRequest> {
         let suffix = format!("/{path}");
@@ -133,7 +144,8 @@ async fn read_head(socket: &mut TcpStream) -> Option<ModelRequest> {
     Some(ModelRequest {
         path,
         range: header("range"),
-        authorized: header("authorization").is_some(),
+        bearer: header("authorization")
+            .and_then(|v| v.strip_prefix("Bearer ").map(|t| t.trim().to_string())),
     })
 }
 
@@ -174,7 +186,8 @@ fn respond(request: &ModelRequest, state: &mut State) -> Response {
             "",
         );
     };
-    if served.token.is_some() && !request.authorized {
+    // A private repository answers only its own token (a wrong one is refused as none is).
+    if served.token.is_some() && request.bearer != served.token {
         return status(
             "401 Unauthorized",
             &[("x-error-code", "GatedRepo".into())],
@@ -263,7 +276,7 @@ mod tests {
         ModelRequest {
             path: path.into(),
             range: range.map(String::from),
-            authorized: false,
+            bearer: None,
         }
     }
 
@@ -310,5 +323,15 @@ mod tests {
         state.repos.get_mut("o/m").unwrap().token = Some("t".into());
         let refused = respond(&get("/o/m/resolve/main/w.gguf", None), &mut state);
         assert!(refused.head.starts_with("HTTP/1.1 401"));
+        let wrong = ModelRequest {
+            bearer: Some("not-t".into()),
+            ..get("/o/m/resolve/main/w.gguf", None)
+        };
+        assert!(respond(&wrong, &mut state).head.starts_with("HTTP/1.1 401"));
+        let right = ModelRequest {
+            bearer: Some("t".into()),
+            ..get("/o/m/resolve/main/w.gguf", None)
+        };
+        assert!(respond(&right, &mut state).head.starts_with("HTTP/1.1 200"));
     }
 }

@@ -75,6 +75,8 @@ mod real_node;
 mod real_node_group;
 #[path = "scenarios/real_node_model_cache.rs"]
 mod real_node_model_cache;
+#[path = "scenarios/real_node_model_cache_eviction.rs"]
+mod real_node_model_cache_eviction;
 #[path = "scenarios/real_node_serving.rs"]
 mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
@@ -296,6 +298,12 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("real-node-model-cache-cold-then-warm", |s| {
             Box::pin(real_node_model_cache::cold_then_warm(s))
+        }),
+        ("real-node-model-cache-evicts-lru", |s| {
+            Box::pin(real_node_model_cache_eviction::evicts_the_least_recently_used(s))
+        }),
+        ("real-node-model-cache-private-stays-in-namespace", |s| {
+            Box::pin(real_node_model_cache_eviction::private_model_stays_in_its_namespace(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;

@@ -1,5 +1,5 @@
-//! The Grafana dashboard: it queries only metrics the binaries export, covers the ones
-//! that matter, and deploy/ ships exactly charts/vramfit/dashboards/vramfit.json.
+//! The Grafana dashboard: it queries only metrics the binaries export (operator, node agent,
+//! cache agent), covers the ones that matter, and deploy/ ships exactly charts/vramfit/dashboards/vramfit.json.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -9,7 +9,7 @@ use serde_json::Value;
 use vramfit_install_tests::{deploy_objects, repo_root, vramfit_words};
 
 /// The metric families the operator and the agent export (their contract).
-const OPERATOR_METRICS: [&str; 15] = [
+const OPERATOR_METRICS: [&str; 17] = [
     "vramfit_jobs",
     "vramfit_unschedulable_jobs",
     "vramfit_reconcile_duration_seconds",
@@ -25,6 +25,8 @@ const OPERATOR_METRICS: [&str; 15] = [
     "vramfit_tuning_pods_total",
     "vramfit_serving_ready_replicas",
     "vramfit_serving_replica_restarts_total",
+    "vramfit_replica_weights_total",
+    "vramfit_replicas_waiting_for_model",
 ];
 const AGENT_METRICS: [&str; 5] = [
     "vramfit_agent_gpus",
@@ -33,6 +35,21 @@ const AGENT_METRICS: [&str; 5] = [
     "vramfit_agent_probe_errors_total",
     "vramfit_agent_label_writes_total",
 ];
+/// The cache agent's (`cache-agent/src/metrics.rs`) that the model cache row shows.
+const CACHE_AGENT_METRICS: [&str; 3] = [
+    "vramfit_model_cache_used_bytes",
+    "vramfit_model_cache_budget_bytes",
+    "vramfit_model_cache_fetch_seconds",
+];
+
+/// Every family with a panel: the histograms by their family name.
+fn known_metrics() -> impl Iterator<Item = &'static str> {
+    OPERATOR_METRICS
+        .iter()
+        .chain(AGENT_METRICS.iter())
+        .chain(CACHE_AGENT_METRICS.iter())
+        .copied()
+}
 
 fn dashboard_text() -> String {
     let path = repo_root().join("charts/vramfit/dashboards/vramfit.json");
@@ -65,7 +82,7 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
             ["_bucket", "_sum", "_count"]
                 .iter()
                 .find_map(|suffix| name.strip_suffix(suffix))
-                .filter(|family| OPERATOR_METRICS.contains(family))
+                .filter(|family| known_metrics().any(|known| known == *family))
                 .unwrap_or(name)
                 .to_string()
         })
@@ -80,11 +97,7 @@ fn dashboard_queries_only_exported_metrics_and_covers_them() {
         .iter()
         .flat_map(|e| metric_names(e))
         .collect();
-    let known: BTreeSet<String> = OPERATOR_METRICS
-        .iter()
-        .chain(AGENT_METRICS.iter())
-        .map(|s| s.to_string())
-        .collect();
+    let known: BTreeSet<String> = known_metrics().map(str::to_string).collect();
     let unknown: Vec<&String> = used.difference(&known).collect();
     assert!(
         unknown.is_empty(),

@@ -1,11 +1,14 @@
 //! The Grafana dashboards against a real Prometheus: it scrapes the operator and
 //! long-running agents while jobs run, fail out of memory, report results, fine-tune (a step
 //! down, a training result), serve (a replica Ready, out of memory, replaced), wait
-//! unschedulable and meet a pod that holds their name; then every panel's query of
+//! unschedulable and meet a pod that holds their name, and a served replica waits for a node
+//! cache agent's download (the operator runs with `--model-cache`; the agent, scraped too,
+//! downloads from a local Hub for one simulated node); then every panel's query of
 //! `charts/vramfit/dashboards/*.json` is evaluated through Prometheus's HTTP API as Grafana
 //! would (range queries over the run, instant ones at its end) and must give a series with
 //! the labels its legend shows and a number to draw. Needs a `prometheus` binary
 //! (`PROMETHEUS`, or on `PATH`); skipped without.
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -13,17 +16,27 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+use vramfit_api::model_cache::WeightsSource;
 use vramfit_api::pod_keys::pod_name;
 use vramfit_api::{GpuNodeClass, Phase};
 use vramfit_e2e::dashboards::{Intervals, judge, panel_queries, read_dashboards};
+use vramfit_e2e::model_hub::{ModelHub, ServedFile, ServedRepo};
 use vramfit_e2e::prometheus::{Prometheus, SCRAPE_INTERVAL_SECONDS, prometheus_binary};
 use vramfit_e2e::{
-    CUDA_OOM_MESSAGE, ChildProcess, SETTLE, Skipped, Suite, eventually, free_port, node_name,
-    pinned_job, served_job,
+    CUDA_OOM_MESSAGE, CacheAgentRun, ChildProcess, SETTLE, Skipped, Suite, eventually, free_port,
+    node_name, pinned_job, served_job, start_cache_agent,
 };
 
 const OPERATOR_JOB: &str = "vramfit-operator";
 const AGENT_JOB: &str = "vramfit-agent";
+const CACHE_AGENT_JOB: &str = "vramfit-cache-agent";
+/// The model the cached replica serves, from the local Hub: Qwen3-8B's numbers.
+const CACHED_REPO: &str = "e2e-dash/qwen3-8b";
+const CACHED_CONFIG: &str =
+    include_str!("../../../models/testdata/configs/Qwen/Qwen3-8B/config.json");
+/// The class of the cached replica, and the suffix of its node (where the cache agent runs).
+const CACHED_CLASS: &str = "a10g-x4";
+const CACHED_NODE: &str = "a10gx4";
 /// The class the worked job runs on, with an admin's price.
 const PRICED_CLASS: &str = "a10g-x1";
 /// The class of the served job's replica.
@@ -44,11 +57,63 @@ pub async fn dashboards_show_data(s: &mut Suite) -> Result<()> {
         )
         .into());
     };
-    s.ensure_single_operator().await?;
+    // The model cache's panels: an operator of its own with the cache on, and a cache agent
+    // for one simulated node, downloading from a local Hub.
+    let cache_dir = s.logs.join("dashboards-cache");
+    std::fs::create_dir_all(&cache_dir)?;
+    let hub = serve_cached_model().await?;
+    s.stop_operators();
+    let root = cache_dir.display().to_string();
+    let flags = [
+        "--model-cache",
+        "--model-cache-root",
+        &root,
+        "--hub-endpoint",
+        &hub.endpoint,
+    ];
+    let outcome = match s.start_operator("dashboards", &flags, true).await {
+        Ok(()) => with_prometheus(s, &binary, &cache_dir, &hub).await,
+        Err(e) => Err(e),
+    };
+    s.stop_operators();
+    let restored = s.ensure_single_operator().await;
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    outcome.and(restored)
+}
+
+/// The local Hub's repository: Qwen3-8B's `config.json` and a small file of weights.
+async fn serve_cached_model() -> Result<ModelHub> {
+    let hub = ModelHub::start("127.0.0.1:0").await?;
+    hub.add(
+        CACHED_REPO,
+        ServedRepo {
+            files: vec![
+                ServedFile {
+                    path: "config.json".into(),
+                    bytes: Arc::new(CACHED_CONFIG.as_bytes().to_vec()),
+                },
+                ServedFile {
+                    path: "weights.bin".into(),
+                    bytes: Arc::new(vec![7; 4 << 20]),
+                },
+            ],
+            token: None,
+        },
+    );
+    Ok(hub)
+}
+
+async fn with_prometheus(
+    s: &mut Suite,
+    binary: &std::path::Path,
+    cache_dir: &std::path::Path,
+    hub: &ModelHub,
+) -> Result<()> {
     let dir = s.logs.join("prometheus");
-    let mut prometheus = Prometheus::start(&binary, &dir, &[OPERATOR_JOB, AGENT_JOB])
-        .await
-        .with_context(|| format!("starting {}", binary.display()))?;
+    let mut prometheus =
+        Prometheus::start(binary, &dir, &[OPERATOR_JOB, AGENT_JOB, CACHE_AGENT_JOB])
+            .await
+            .with_context(|| format!("starting {}", binary.display()))?;
     println!(
         "     Prometheus {} on {} (config and log in {})",
         binary.display(),
@@ -72,10 +137,28 @@ pub async fn dashboards_show_data(s: &mut Suite) -> Result<()> {
         prometheus.scrape(AGENT_JOB, &agent.addr).await?;
         agents.push(agent);
     }
+    let cache_node = node_name(&s.run, CACHED_NODE);
+    let cache_agent = start_cache_agent(
+        s,
+        &CacheAgentRun {
+            node: &cache_node,
+            root: cache_dir,
+            hub_endpoint: &hub.endpoint,
+            budget_bytes: 1 << 30,
+            extra: &[],
+            log_name: "cache-agent-dashboards.log",
+        },
+    )?;
+    agents.push(cache_agent);
+    let cache_agent = agents.last().context("the cache agent")?;
+    prometheus
+        .scrape(CACHE_AGENT_JOB, &cache_agent.addr)
+        .await?;
+    let cache_agent_pid = cache_agent.pid().context("the cache agent's pid")?;
     // A few scrapes of the quiet state first: a counter's later increase is then seen.
     tokio::time::sleep(Duration::from_secs(3 * SCRAPE_INTERVAL_SECONDS)).await;
 
-    let outcome = drive_and_check(s, &prometheus, start).await;
+    let outcome = drive_and_check(s, &prometheus, start, cache_agent_pid).await;
     for mut agent in agents {
         agent.kill();
     }
@@ -108,7 +191,12 @@ fn start_agent(s: &Suite, fixture: &str, node: &str) -> Result<ChildProcess> {
 }
 
 /// Jobs that make every panel's metric move, then every panel's query.
-async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> Result<()> {
+async fn drive_and_check(
+    s: &mut Suite,
+    prometheus: &Prometheus,
+    start: f64,
+    cache_agent_pid: u32,
+) -> Result<()> {
     // Out of memory, a step down, then a result on a class an admin gave a price (a
     // discovered class has none: the cost panel needs one).
     let classes: Api<GpuNodeClass> = Api::all(s.client.clone());
@@ -162,6 +250,9 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
     let served = "dash-served";
     serve_then_restart(s, prometheus, served).await?;
 
+    let cached = "dash-cached";
+    served_through_the_cache(s, prometheus, cached, cache_agent_pid).await?;
+
     // A job no class can run now (no node of its class).
     let waiting = "dash-unschedulable";
     s.apply_job(pinned_job(s, waiting, &["t4-x1"], "quality"))
@@ -195,6 +286,7 @@ async fn drive_and_check(s: &mut Suite, prometheus: &Prometheus, start: f64) -> 
         worked.into(),
         tuned.into(),
         served.into(),
+        cached.into(),
         waiting.into(),
         blocked.into(),
     ])
@@ -277,6 +369,70 @@ async fn serve_then_restart(s: &Suite, prometheus: &Prometheus, name: &str) -> R
         "max_over_time(increase(vramfit_serving_replica_restarts_total{reason=\"OutOfMemory\"}[4s])[2m:1s]) > 0 and on () vramfit_serving_ready_replicas > 0",
     )
     .await
+}
+
+/// A served job whose model is on the local Hub (the model cache row): its replica waits
+/// for the cache agent of its class's node to download the model, then mounts it
+/// (`FetchedByNode`); Prometheus sees the wait, the download and the replica's weights
+/// counted. The agent is paused (SIGSTOP) while the replica waits, so that the wait lasts
+/// until Prometheus has scraped it, however fast the download.
+async fn served_through_the_cache(
+    s: &Suite,
+    prometheus: &Prometheus,
+    name: &str,
+    cache_agent_pid: u32,
+) -> Result<()> {
+    let mut job = served_job(s, name, 1, &[CACHED_CLASS]);
+    job["spec"]["model"] = json!({"huggingFace": {"repo": CACHED_REPO}, "contextLimit": 8192});
+    job["spec"]["args"] = json!([]);
+    job["spec"]["batchSize"] = json!(1);
+    job["spec"]["gpus"] = json!({"min": 1, "max": 1});
+    signal(cache_agent_pid, "STOP")?;
+    let waited = match s.apply_job(job).await {
+        Ok(_) => {
+            prometheus_sees(
+                prometheus,
+                "a replica waiting for its model",
+                "vramfit_replicas_waiting_for_model > 0",
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    // Resumed whatever happened: the replica needs the download.
+    signal(cache_agent_pid, "CONT")?;
+    waited?;
+    let (job, pods) = s.wait_replicas(name, 1).await?;
+    let source = job
+        .status
+        .as_ref()
+        .and_then(|st| st.replica_statuses.first())
+        .and_then(|line| line.weights.as_ref())
+        .map(|w| w.source);
+    ensure!(
+        source == Some(WeightsSource::FetchedByNode),
+        "the cached replica's weights: {source:?} (want FetchedByNode)"
+    );
+    let pod = pods
+        .first()
+        .cloned()
+        .context("the cached job's replica pod")?;
+    s.set_pod_serving(&pod, true).await?;
+    prometheus_sees(
+        prometheus,
+        "the node's download and the replica's weights, scraped",
+        "vramfit_model_cache_fetch_seconds_count > 0 and on () vramfit_replica_weights_total{source=\"FetchedByNode\"} > 0",
+    )
+    .await
+}
+
+/// Sends `SIG<name>` to process `pid`.
+fn signal(pid: u32, name: &str) -> Result<()> {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()?;
+    ensure!(status.success(), "kill -{name} {pid}: {status}");
+    Ok(())
 }
 
 /// Waits until `expr` gives Prometheus a series.

@@ -20,8 +20,9 @@ use serde_json::json;
 use vramfit_api::model_cache::{CachedModelPhase, MOUNT_PATH, ModelCache, WeightsSource};
 use vramfit_e2e::gguf::{LlamaShape, config_json, write_llama};
 use vramfit_e2e::model_hub::{Fault, ModelHub, ServedFile, ServedRepo};
-use vramfit_e2e::processes::{ChildProcess, free_port};
-use vramfit_e2e::{RealNode, Suite, eventually, expect_eq, kubectl};
+use vramfit_e2e::{
+    CacheAgentRun, RealNode, Suite, eventually, expect_eq, kubectl, start_cache_agent,
+};
 
 use crate::real_node_serving::{replicas_of, served_llama, setup, wait_ready};
 
@@ -43,7 +44,17 @@ pub async fn cold_then_warm(s: &mut Suite) -> Result<()> {
     let root = dir.join("cache");
     std::fs::create_dir_all(&root)?;
     let hub = serve_model(&dir).await?;
-    let mut agent = start_cache_agent(s, &node, &root, &hub)?;
+    let mut agent = start_cache_agent(
+        s,
+        &CacheAgentRun {
+            node: &node.name,
+            root: &root,
+            hub_endpoint: &hub.endpoint,
+            budget_bytes: 2 << 30,
+            extra: &[],
+            log_name: "cache-agent.log",
+        },
+    )?;
     s.stop_operators();
     let root_text = root.display().to_string();
     let flags = [
@@ -110,45 +121,6 @@ async fn serve_model(dir: &Path) -> Result<ModelHub> {
     Ok(hub)
 }
 
-fn start_cache_agent(
-    s: &Suite,
-    node: &RealNode,
-    root: &Path,
-    hub: &ModelHub,
-) -> Result<ChildProcess> {
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let args: Vec<String> = [
-        "--node-name",
-        &node.name,
-        "--cache-root",
-        &root.display().to_string(),
-        "--budget-bytes",
-        &(2u64 << 30).to_string(),
-        "--hub-endpoint",
-        &hub.endpoint,
-        "--metrics-addr",
-        &addr,
-        "--resync-seconds",
-        "5",
-        "--log-format",
-        "text",
-    ]
-    .map(String::from)
-    .to_vec();
-    let env = [(
-        "RUST_LOG",
-        std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-    )];
-    ChildProcess::spawn(
-        "cache-agent",
-        &s.bins.cache_agent,
-        &args,
-        &env,
-        s.logs.join("cache-agent.log"),
-        addr,
-    )
-}
-
 async fn replicas_start_warm(
     s: &Suite,
     node: &RealNode,
@@ -159,25 +131,8 @@ async fn replicas_start_warm(
     // The model from the Hub through the node's cache: no --model, the file named instead.
     manifest["spec"]["args"] = json!([]);
     manifest["spec"]["model"]["huggingFace"] = json!({"repo": REPO, "file": GGUF});
-    // The operator gives every GPU node its ModelCache; the node's agent reports in it.
+    agent_reports(s, &node.name).await?;
     let caches: Api<ModelCache> = Api::all(s.client.clone());
-    eventually(
-        "the node's cache agent to report in its ModelCache",
-        Duration::from_secs(60),
-        || async {
-            let cache = caches.get_opt(&node.name).await?;
-            ensure!(
-                cache
-                    .as_ref()
-                    .and_then(|c| c.status.as_ref())
-                    .is_some_and(|st| st.heartbeat_time.is_some()),
-                "ModelCache {}: {cache:?}",
-                node.name
-            );
-            Ok(())
-        },
-    )
-    .await?;
     let started = Instant::now();
     s.apply_job(manifest).await?;
 
@@ -295,13 +250,36 @@ async fn replicas_start_warm(
     Ok(())
 }
 
+/// Waits until the node's cache agent reports (a heartbeat) in the ModelCache the operator
+/// gives every GPU node.
+pub(crate) async fn agent_reports(s: &Suite, node: &str) -> Result<()> {
+    let caches: Api<ModelCache> = Api::all(s.client.clone());
+    eventually(
+        "the node's cache agent to report in its ModelCache",
+        Duration::from_secs(60),
+        || async {
+            let cache = caches.get_opt(node).await?;
+            ensure!(
+                cache
+                    .as_ref()
+                    .and_then(|c| c.status.as_ref())
+                    .is_some_and(|st| st.heartbeat_time.is_some()),
+                "ModelCache {node}: {cache:?}"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
 fn load_text(seconds: Option<u32>) -> String {
     seconds.map_or("load time not recorded".into(), |s| format!("{s} s"))
 }
 
-/// The pod mounts the model read-only through its PersistentVolumeClaim, whose volume is the
-/// model's folder in the cache, and llama.cpp is pointed at the GGUF in it.
-async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<()> {
+/// The pod (in the suite's namespace) mounts the model `key` (`owner/name@revision`)
+/// read-only through its PersistentVolumeClaim, whose volume is the model's folder in the
+/// cache, and llama.cpp is pointed at the GGUF in it. Returns the volume's name.
+pub(crate) async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<String> {
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns);
     let pod = pods.get(pod).await?;
     let spec = pod.spec.clone().context("pod without spec")?;
@@ -360,9 +338,10 @@ async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<()> {
         .and_then(|sp| sp.host_path)
         .map(|h| h.path)
         .context("the volume is not a hostPath")?;
+    let folder = model_folder(key);
     ensure!(
-        path.ends_with("/models/e2e-org--cached-llama/main"),
-        "the volume's path {path} is not the model's cache folder"
+        path.ends_with(&folder),
+        "the volume's path {path} is not the model's cache folder (…{folder})"
     );
     ensure!(
         volume
@@ -378,5 +357,12 @@ async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<()> {
         claim.claim_name,
         volume_name
     );
-    Ok(())
+    Ok(volume_name)
+}
+
+/// The end of the cache folder of model `key` (`owner/name@revision`, a revision with no
+/// character to encode): `/models/owner--name/revision`.
+pub(crate) fn model_folder(key: &str) -> String {
+    let (repo, revision) = key.split_once('@').unwrap_or((key, "main"));
+    format!("/models/{}/{revision}", repo.replace('/', "--"))
 }
