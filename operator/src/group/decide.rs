@@ -85,6 +85,8 @@ pub struct GroupObserved<'a> {
     pub now: Time,
     /// Whether a group's pods each need a node of their own.
     pub spread: GroupSpread,
+    /// The node model caches, when the job uses them (`--model-cache`).
+    pub model_cache: Option<&'a crate::model_cache::view::CacheView>,
 }
 
 /// What to do for a group job.
@@ -164,6 +166,7 @@ pub fn next_group(
         inventory: obs.inventory,
         capacity: obs.capacity,
         now: obs.now.clone(),
+        model_cache: obs.model_cache,
     };
     let mut decision = next_status(&batch, requeues)?;
     let running = running_group(&decision.status);
@@ -226,6 +229,7 @@ pub fn next_group(
         &created,
     );
     decision.delete_pod = None;
+    super::cache_hook::leader_weights(obs, &mut decision.status, &create_pods);
     Ok(GroupDecision {
         decision,
         delete_pods,
@@ -261,7 +265,10 @@ fn awaited_leader(
         spread: obs.spread,
     };
     leader_from_workers(&ranks, |plan, class| {
-        crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)
+        let mut leader =
+            crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)?;
+        super::cache_hook::mount_like_workers(obs, &mut leader, attempt);
+        Ok(leader)
     })
 }
 

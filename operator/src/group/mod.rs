@@ -8,7 +8,8 @@
 //! | observe: the job's pods, its groups' Services and NetworkPolicies, room | [`observe`] | no (caches) |
 //! | decide: the batch state machine on the group seen as one pod ([`state`]), turned into the group's writes | [`decide`] | no (pure) |
 //! | build: the group's pods, its headless Service, its NetworkPolicy | [`build`], [`service`], [`network_policy`] | no (pure) |
-//! | apply: ended groups' pods deleted, the Service and NetworkPolicy, then the pods | [`apply`] | yes |
+//! | the node model cache: the awaited leader mounts as its workers, the leader's `weights` | `cache_hook` | no (pure) |
+//! | apply: ended groups' pods deleted, the Service and NetworkPolicy, the model volume, then the pods | [`apply`] | yes |
 //! | update status: the batch step (status patch, events, metrics) | `reconcile::update_status` | yes |
 //!
 //! Why pods and not a StatefulSet per group: an attempt is the unit vramfit plans, records and
@@ -33,6 +34,7 @@ use crate::reconcile::{apply as batch_apply, update_status};
 
 pub mod apply;
 pub mod build;
+mod cache_hook;
 pub mod decide;
 pub mod leader;
 pub mod names;

@@ -137,6 +137,7 @@ impl GroupSnapshot<'_> {
         let capacity = || self.base.capacity_without(&leaving);
         let service = |name: &str| self.ctx.serving.service(namespace, name);
         let network_policy = |name: &str| self.ctx.serving.network_policy(namespace, name);
+        let cache_view = self.base.model_cache(&now);
         let observed = GroupObserved {
             job: self.job,
             input: self.base.input(),
@@ -149,8 +150,9 @@ impl GroupSnapshot<'_> {
             owned_network_policies: &self.network_policies,
             inventory: self.base.inventory(),
             capacity: &capacity,
-            now,
+            now: now.clone(),
             spread: self.ctx.settings.group_spread,
+            model_cache: cache_view.as_ref(),
         };
         next_group(&observed, &self.ctx.settings.requeues)
     }

@@ -20,6 +20,10 @@
 //! | [`volumes`] | a decision's volumes and claims, created before its pods | yes |
 use std::time::Duration;
 
+pub mod attempt_placement;
+#[cfg(test)]
+mod batch_tests;
+pub mod group_placement;
 pub mod job_model;
 pub mod mount;
 pub mod placement;

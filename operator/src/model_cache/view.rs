@@ -30,6 +30,9 @@ pub struct CacheView {
     /// Free GPUs of the class's resource on each node the job's pod may use, by `(class,
     /// node)`.
     pub free: BTreeMap<(String, String), u32>,
+    /// A group's pods each need a node of their own (`--group-spread node`): a group of N
+    /// mounts only from N distinct nodes holding the model.
+    pub one_pod_per_node: bool,
 }
 
 /// One node's cache.
@@ -132,6 +135,7 @@ pub fn observe(
         model: Some(model),
         nodes,
         free,
+        one_pod_per_node: ctx.settings.group_spread.one_pod_per_node(),
     })
 }
 

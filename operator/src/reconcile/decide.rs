@@ -45,6 +45,8 @@ use super::build::{BuildError, desired_pod, metadata_matches, recorded_spec_hash
 use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
 use crate::events::JobEvent;
+use crate::model_cache::mount::ModelVolume;
+use crate::model_cache::view::CacheView;
 use crate::reconcile::pod_outcome::{PodState, classify};
 use crate::reconcile::pod_outcome::{schedule_deadline, start_deadline};
 use vramfit_api::event_reasons::EventReason;
@@ -77,6 +79,8 @@ pub struct Observed<'a> {
     pub capacity: &'a dyn Fn() -> Capacity,
     /// Now.
     pub now: Time,
+    /// The node model caches, when the job uses them (`--model-cache`).
+    pub model_cache: Option<&'a CacheView>,
 }
 
 /// What to do.
@@ -93,6 +97,8 @@ pub struct Decision {
     pub create_pod: bool,
     /// The plan of the applied pod (for the reservation ledger).
     pub applied_plan: Option<Plan>,
+    /// The model volume and claim the created pod mounts, created before it.
+    pub volumes: Vec<ModelVolume>,
     /// Events to publish once the writes succeeded.
     pub events: Vec<JobEvent>,
     /// Kinds of step taken down (`vramfit_fallbacks_total{reason}`).
@@ -141,6 +147,7 @@ struct Draft<'a> {
     apply_pod: Option<Pod>,
     create_pod: bool,
     applied_plan: Option<Plan>,
+    volumes: Vec<ModelVolume>,
     events: Vec<JobEvent>,
     steps: Vec<&'static str>,
     bad_outputs: Vec<(String, String)>,
@@ -160,6 +167,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
             apply_pod: None,
             create_pod: false,
             applied_plan: None,
+            volumes: Vec::new(),
             events: Vec::new(),
             steps: Vec::new(),
             bad_outputs: Vec::new(),
@@ -175,6 +183,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         apply_pod: None,
         create_pod: false,
         applied_plan: None,
+        volumes: Vec::new(),
         events: Vec::new(),
         steps: Vec::new(),
         bad_outputs: Vec::new(),
@@ -186,6 +195,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
     draft.clear_internal_error();
     draft.advance(&old)?;
     draft.fill_conditions();
+    draft.cache_status();
     draft.phase_events(&old);
     conditions::sort(&mut draft.status.conditions);
 
@@ -205,6 +215,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         apply_pod: draft.apply_pod,
         create_pod: draft.create_pod,
         applied_plan: draft.applied_plan,
+        volumes: draft.volumes,
         events: draft.events,
         steps: draft.steps,
         bad_outputs: draft.bad_outputs,
@@ -523,7 +534,8 @@ impl Draft<'_> {
             );
             return self.start(Start::Replacing);
         };
-        let pod = desired_pod(self.obs.job, input, &plan, class, attempt)?;
+        let mut pod = desired_pod(self.obs.job, input, &plan, class, attempt)?;
+        self.attach_cache(&mut pod, &plan, false);
         self.apply_pod = Some(pod);
         self.create_pod = true;
         self.applied_plan = Some(plan);
@@ -983,6 +995,7 @@ pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static s
 }
 
 mod admission_backoff;
+mod cache_hook;
 pub mod placement;
 mod start;
 

@@ -167,10 +167,16 @@ impl Snapshot<'_> {
         .with_group_spread(self.ctx.settings.group_spread)
     }
 
+    /// What the job's placement sees of the node model caches, when it uses them.
+    pub fn model_cache(&self, now: &Time) -> Option<crate::model_cache::view::CacheView> {
+        crate::model_cache::view::observe(self.ctx, self.job, &self.inventory, now)
+    }
+
     /// The next status of the job from this snapshot (pure: [`next_status`]).
     pub fn decide(&self, now: Time, requeues: &Requeues) -> Result<Decision, BuildError> {
         let pods = |name: &str| self.pod(name);
         let capacity = || self.capacity();
+        let cache_view = self.model_cache(&now);
         let observed = Observed {
             job: self.job,
             input: &self.input,
@@ -178,6 +184,7 @@ impl Snapshot<'_> {
             inventory: &self.inventory,
             capacity: &capacity,
             now,
+            model_cache: cache_view.as_ref(),
         };
         next_status(&observed, requeues)
     }

@@ -63,6 +63,7 @@ impl World {
             inventory: &inventory,
             capacity: &capacity,
             now: at(self.now),
+            model_cache: None,
         };
         next_status(&observed, &Requeues::default()).unwrap()
     }
