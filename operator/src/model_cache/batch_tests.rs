@@ -157,3 +157,58 @@ async fn a_batch_attempt_with_no_node_holding_or_fetching_its_model_fetches_it_i
     );
     assert_eq!(status["status"]["weights"]["source"], "FetchedByPod");
 }
+
+#[tokio::test]
+async fn an_attempt_after_out_of_memory_mounts_the_model_again_as_a_cache_hit() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(settings());
+    for node in ["a-1", "a-2"] {
+        writers.apply_node(fixtures::gpu_node(node, "a10g", 4, 4));
+    }
+    writers.apply_model_cache(cache("a-2", CachedModelPhase::Ready));
+    writers.mark_ready();
+    serving.mark_ready();
+    let job = batch_job();
+    let pv = volume_name(NAMESPACE, &fixtures::uid("chat"), KEY);
+    let pvc = claim_name("chat", KEY);
+    let (mut pod, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        api.object_create_only(&volumes(), &pv).await;
+        api.object_create_only(&claims(), &pvc).await;
+        pod = api.pod_create("chat-1").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    writers.apply_pod(fixtures::as_failed(
+        crate::reconcile::tests::created_pod(&pod),
+        "a-2",
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB",
+    ));
+    let job = with_status(&job, &status);
+    let mut next = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        // The volume and claim are asked again (an existing one is taken as done).
+        api.object_create_only(&volumes(), &pv).await;
+        api.object_create_only(&claims(), &pvc).await;
+        next = api.pod_create("chat-2").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
+            .await;
+    })
+    .await;
+    assert_eq!(
+        next["metadata"]["annotations"][WEIGHTS_SOURCE_ANNOTATION],
+        "CacheHit"
+    );
+    assert!(
+        hostnames(&next)
+            .iter()
+            .all(|v| *v == serde_json::json!(["a-2"]))
+    );
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "OutOfMemory");
+    assert_eq!(s["podName"], "chat-2");
+    assert_eq!(s["weights"]["source"], "CacheHit");
+}

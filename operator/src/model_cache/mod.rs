@@ -24,6 +24,8 @@ pub mod attempt_placement;
 #[cfg(test)]
 mod batch_tests;
 pub mod group_placement;
+#[cfg(test)]
+mod group_tests;
 pub mod job_model;
 pub mod mount;
 pub mod placement;
