@@ -1,7 +1,8 @@
 //! The node model cache's hook into a group job's decision (`--model-cache`; the logic is in
 //! [`crate::model_cache::group_placement`]). The batch machine decides the group's mount, wait
 //! or fetch on the group's one pod, which every rank is built from; here, what only a group
-//! has: a leader created after its workers mounts as they do, and `status.weights` is the
+//! has: a leader created after its workers mounts as they do, a metadata-only apply of
+//! members that mount the model leaves their spec alone, and `status.weights` is the
 //! leader's.
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -44,4 +45,15 @@ pub(super) fn leader_weights(
     } else if let PodSeen::Observed(pod) = (obs.pods)(&leader) {
         status.weights = Some(weights::of_pod(&pod));
     }
+}
+
+/// The metadata-only applies of the group's members, each without its spec when the member
+/// as the store shows it mounts a cached model ([`crate::model_cache::mount::metadata_apply`]).
+pub(super) fn metadata_applies(obs: &GroupObserved<'_>, pods: Vec<Pod>) -> Vec<Pod> {
+    pods.into_iter()
+        .map(|pod| match (obs.pods)(&pod.name_any()) {
+            PodSeen::Observed(running) => crate::model_cache::mount::metadata_apply(pod, &running),
+            _ => pod,
+        })
+        .collect()
 }

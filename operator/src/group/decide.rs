@@ -182,7 +182,7 @@ pub fn next_group(
             // A leader that waits for its workers comes once they are Ready.
             create_pods = without_awaited_leader(pods, plan);
         } else {
-            apply_pods = pods;
+            apply_pods = super::cache_hook::metadata_applies(obs, pods);
         }
     }
     let mut created_plan = (!create_pods.is_empty())

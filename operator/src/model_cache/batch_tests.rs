@@ -212,3 +212,45 @@ async fn an_attempt_after_out_of_memory_mounts_the_model_again_as_a_cache_hit() 
     assert_eq!(s["podName"], "chat-2");
     assert_eq!(s["weights"]["source"], "CacheHit");
 }
+
+/// A spec change of the pod's labels only applies the running pod: the apply of a pod that
+/// mounts the model carries its metadata alone (its spec, with the mount's affinity and args,
+/// stays as created: a pod's spec cannot change).
+#[tokio::test]
+async fn a_metadata_only_apply_of_a_mounting_pod_leaves_its_spec_alone() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(settings());
+    cluster(&mut writers, &mut serving);
+    writers.apply_model_cache(cache("l-2", CachedModelPhase::Ready));
+    writers.mark_ready();
+    let job = batch_job();
+    let pv = volume_name(NAMESPACE, &fixtures::uid("chat"), KEY);
+    let pvc = claim_name("chat", KEY);
+    let (mut pod, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        api.object_create_only(&volumes(), &pv).await;
+        api.object_create_only(&claims(), &pvc).await;
+        pod = api.pod_create("chat-1").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    writers.apply_pod(fixtures::as_running(
+        crate::reconcile::tests::created_pod(&pod),
+        "l-2",
+    ));
+    let mut job = with_status(&job, &status);
+    job.metadata.generation = Some(2);
+    job.spec.pod = Some(vramfit_api::PodTemplate {
+        labels: [("team".to_string(), "vision".to_string())].into(),
+        ..Default::default()
+    });
+    let mut applied = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        applied = api.pod_apply("chat-1").await;
+        api.status_apply(&job).await;
+        api.event("chat", "Running").await;
+    })
+    .await;
+    assert_eq!(applied["metadata"]["labels"]["team"], "vision");
+    assert_eq!(applied.get("spec"), None, "{applied}");
+}

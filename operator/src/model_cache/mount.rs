@@ -259,6 +259,27 @@ pub fn mark_note(pod: &mut Pod, why: &str) {
         .insert(WEIGHTS_NOTE_ANNOTATION.to_string(), why[..end].to_string());
 }
 
+/// Whether `pod` mounts a cached model (its source annotation says `CacheHit` or
+/// `FetchedByNode`).
+pub fn mounts_model(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WEIGHTS_SOURCE_ANNOTATION))
+        .is_some_and(|s| s != source_name(WeightsSource::FetchedByPod))
+}
+
+/// `desired`, the metadata-only apply of a running pod, without its spec when `running`
+/// mounts a cached model: the mount's affinity and args are not in `desired` (built without
+/// the caches), and a pod's spec cannot change — the apply then sets the labels and
+/// annotations alone, and the spec stays as created.
+pub fn metadata_apply(mut desired: Pod, running: &Pod) -> Pod {
+    if mounts_model(running) {
+        desired.spec = None;
+    }
+    desired
+}
+
 /// A source's name, as annotations and metrics spell it.
 pub fn source_name(source: WeightsSource) -> &'static str {
     match source {

@@ -89,6 +89,16 @@ impl<'a> Draft<'a> {
         true
     }
 
+    /// `desired`, the metadata-only apply of the running one-pod attempt `pod`, without its
+    /// spec when `pod` mounts a cached model ([`mount::metadata_apply`]). A group's pods are
+    /// built from `desired` first and trimmed after (`group::cache_hook`).
+    pub(super) fn as_running(&self, desired: Pod, pod: &Pod, plan: &Plan) -> Pod {
+        if plan.nodes() > 1 {
+            return desired;
+        }
+        mount::metadata_apply(desired, pod)
+    }
+
     /// The next attempt waits on `class` for its model: Pending, no pod, `Scheduled=False`
     /// (`WaitingForModel`, the message ending " since <time>"), the class named (the cache
     /// sync asks its nodes for the model), and a look again soon.
