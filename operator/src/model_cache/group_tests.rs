@@ -173,3 +173,68 @@ async fn a_group_with_fewer_holders_than_pods_fetches_in_every_pod_and_says_why(
     }
     assert_eq!(status["status"]["weights"]["source"], "FetchedByPod");
 }
+
+/// A label change of a running group whose pods mount the model applies each member's
+/// metadata alone: their spec (the mount's affinity and args) stays as created.
+#[tokio::test]
+async fn a_label_change_of_a_mounting_group_applies_its_members_metadata_alone() {
+    use kube::runtime::watcher;
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(settings());
+    for node in NODES {
+        writers.apply_node(fixtures::gpu_node(node, "a10g", 4, 4));
+        writers.apply_model_cache(holding(node));
+    }
+    writers.mark_ready();
+    serving.mark_ready();
+    let job = group_job();
+    let pv = volume_name(NAMESPACE, &fixtures::uid("big"), KEY);
+    let pvc = claim_name("big", KEY);
+    let (mut pods, mut status) = (Vec::new(), Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        api.object_create_only(&services(), "big-1").await;
+        api.object_create_only(&policies(), "big-1").await;
+        api.object_create_only(&volumes(), &pv).await;
+        api.object_create_only(&claims(), &pvc).await;
+        for rank in 0..3 {
+            pods.push(api.pod_create(&format!("big-1-{rank}")).await);
+        }
+        status = api.status_apply(&job).await;
+        api.events("big", &["PodCreated"]).await;
+    })
+    .await;
+    for (pod, node) in pods.iter().zip(NODES) {
+        writers.apply_pod(fixtures::as_running(
+            crate::reconcile::tests::created_pod(pod),
+            node,
+        ));
+    }
+    let mut service = crate::group::service::desired_service(&job, "big-1").unwrap();
+    service.metadata.uid = Some(crate::verifier::ApiServerVerifier::object_uid("big-1"));
+    serving
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(service));
+    let mut policy = crate::group::network_policy::desired_network_policy(&job, "big-1").unwrap();
+    policy.metadata.uid = Some(crate::verifier::ApiServerVerifier::object_uid("big-1"));
+    serving
+        .network_policies
+        .apply_watcher_event(&watcher::Event::Apply(policy));
+    let mut job = crate::reconcile::tests::with_status(&job, &status);
+    job.metadata.generation = Some(2);
+    job.spec.pod = Some(vramfit_api::PodTemplate {
+        labels: [("team".to_string(), "vision".to_string())].into(),
+        ..Default::default()
+    });
+    let mut applied = Vec::new();
+    run(&ctx, &job, &mut api, async |api| {
+        for rank in 0..3 {
+            applied.push(api.pod_apply(&format!("big-1-{rank}")).await);
+        }
+        api.status_apply(&job).await;
+        api.events("big", &["Running"]).await;
+    })
+    .await;
+    for pod in &applied {
+        assert_eq!(pod["metadata"]["labels"]["team"], "vision", "{pod}");
+        assert_eq!(pod.get("spec"), None, "{pod}");
+    }
+}

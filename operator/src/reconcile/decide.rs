@@ -572,7 +572,7 @@ impl Draft<'_> {
                     let desired = desired_pod(self.obs.job, input, &new_plan, class, attempt)?;
                     if recorded_spec_hash(pod) == recorded_spec_hash(&desired) {
                         if !metadata_matches(pod, &desired) {
-                            self.apply_pod = Some(self.as_running(desired, pod, &new_plan));
+                            self.apply_pod = Some(self.as_running(desired, pod));
                             self.applied_plan = Some(new_plan.clone());
                         }
                         self.flags_condition(input, &new_plan);

@@ -90,10 +90,11 @@ impl<'a> Draft<'a> {
     }
 
     /// `desired`, the metadata-only apply of the running one-pod attempt `pod`, without its
-    /// spec when `pod` mounts a cached model ([`mount::metadata_apply`]). A group's pods are
-    /// built from `desired` first and trimmed after (`group::cache_hook`).
-    pub(super) fn as_running(&self, desired: Pod, pod: &Pod, plan: &Plan) -> Pod {
-        if plan.nodes() > 1 {
+    /// spec when `pod` mounts a cached model ([`mount::metadata_apply`]). A group's pods (a
+    /// group of one too) are built from `desired` first and trimmed after
+    /// (`group::cache_hook`).
+    pub(super) fn as_running(&self, desired: Pod, pod: &Pod) -> Pod {
+        if crate::group::runs_groups(self.obs.job) {
             return desired;
         }
         mount::metadata_apply(desired, pod)
