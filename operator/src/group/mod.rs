@@ -74,6 +74,7 @@ pub async fn reconcile_group(
         apply::reserve(job, &namespace, &decision, ctx);
         (decision, namespace)
     };
+    crate::model_cache::wake_while_waiting(ctx, job, &decision.decision.status);
     // API: the pods of ended groups go first (their GPUs free), then the running group.
     apply::delete_pods(job, &decision, ctx).await?;
     if let Err(error) = apply::write_group(job, &decision, ctx).await {

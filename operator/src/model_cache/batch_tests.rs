@@ -8,7 +8,9 @@ use vramfit_api::model_cache::{CachedModelPhase, MOUNT_PATH, POD_MODEL_ANNOTATIO
 
 use super::WEIGHTS_SOURCE_ANNOTATION;
 use super::mount::{claim_name, volume_name};
-use super::tests::{KEY, cache, cached_job, claims, cluster, env, hostnames, settings, volumes};
+use super::tests::{
+    KEY, cache, cached_job, claims, cluster, env, hostnames, settings, volumes, waits,
+};
 use crate::fixtures::{self, NAMESPACE};
 use crate::reconcile::tests::{condition, run, with_status};
 use crate::verifier::test_context_with_settings;
@@ -102,6 +104,10 @@ async fn a_batch_attempt_waits_without_a_pod_while_a_node_downloads_its_model() 
     assert_eq!(s["nodeClass"], "l40s-x1", "the sync asks the class's nodes");
     assert_eq!(s["attemptCount"], 0, "no attempt without a pod");
     assert_eq!(s.get("weights"), None);
+    assert!(
+        waits(&ctx),
+        "an attempt waiting for its model is woken when a node's cache changes"
+    );
 
     // Still fetching: the same wait, nothing written.
     let job = with_status(&job, &status);
@@ -133,6 +139,7 @@ async fn a_batch_attempt_waits_without_a_pod_while_a_node_downloads_its_model() 
     assert_eq!(s["weights"]["source"], "FetchedByNode");
     assert_eq!(s.get("replicasWaitingForModel"), None);
     assert_eq!(condition(&status, "Scheduled")["reason"], "PodCreated");
+    assert!(!waits(&ctx));
 }
 
 #[tokio::test]

@@ -91,6 +91,24 @@ impl Default for ModelCacheSettings {
     }
 }
 
+/// Marks a batch job (or group) whose next attempt waits for its model as woken when a node's
+/// cache changes (with the served jobs that wait: within a second of the model's `Ready`,
+/// not at its next look), or no longer.
+pub fn wake_while_waiting(
+    ctx: &crate::context::Context,
+    job: &vramfit_api::InferenceJob,
+    status: &vramfit_api::InferenceJobStatus,
+) {
+    let Some(namespace) = kube::ResourceExt::namespace(job) else {
+        return;
+    };
+    let key = kube::runtime::reflector::ObjectRef::new(&kube::ResourceExt::name_any(job))
+        .within(&namespace);
+    ctx.serving
+        .waiting()
+        .set(key, status.replicas_waiting_for_model.is_some());
+}
+
 /// Counts a created replica pod by where its weights come from
 /// (`vramfit_replica_weights_total{source}`), when it says so (the cache is on for its job).
 pub fn count_created(ctx: &crate::context::Context, pod: &k8s_openapi::api::core::v1::Pod) {

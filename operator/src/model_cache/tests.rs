@@ -261,7 +261,7 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
 }
 
 /// Whether job `chat` is in the set of served jobs woken by node and cache changes.
-fn waits(ctx: &crate::context::Context) -> bool {
+pub(super) fn waits(ctx: &crate::context::Context) -> bool {
     ctx.serving
         .waiting()
         .jobs()
