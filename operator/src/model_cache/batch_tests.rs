@@ -261,3 +261,58 @@ async fn a_metadata_only_apply_of_a_mounting_pod_leaves_its_spec_alone() {
     assert_eq!(applied["metadata"]["labels"]["team"], "vision");
     assert_eq!(applied.get("spec"), None, "{applied}");
 }
+
+/// After out of memory, an attempt one step down whose model a node downloads waits, and the
+/// job says the step taken and what the attempt waits for.
+#[tokio::test]
+async fn an_attempt_after_out_of_memory_may_wait_for_its_model() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_settings(settings());
+    for node in ["a-1", "a-2"] {
+        writers.apply_node(fixtures::gpu_node(node, "a10g", 4, 4));
+    }
+    writers.mark_ready();
+    serving.mark_ready();
+    let job = batch_job();
+    let (mut pod, mut status) = (Value::Null, Value::Null);
+    run(&ctx, &job, &mut api, async |api| {
+        pod = api.pod_create("chat-1").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["PodCreated"]).await;
+    })
+    .await;
+    assert_eq!(
+        pod["metadata"]["annotations"][WEIGHTS_SOURCE_ANNOTATION],
+        "FetchedByPod"
+    );
+    writers.apply_pod(fixtures::as_failed(
+        crate::reconcile::tests::created_pod(&pod),
+        "a-1",
+        "Error",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB",
+    ));
+    writers.apply_model_cache(cache("a-2", CachedModelPhase::Fetching));
+    let job = with_status(&job, &status);
+    run(&ctx, &job, &mut api, async |api| {
+        status = api.status_apply(&job).await;
+        api.events("chat", &["OutOfMemory"]).await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "OutOfMemory");
+    assert_eq!(
+        s["attemptCount"], 1,
+        "the next attempt is not recorded while it waits"
+    );
+    assert_eq!(s["replicasWaitingForModel"], 1);
+    assert_eq!(condition(&status, "Scheduled")["reason"], "WaitingForModel");
+    let oom = condition(&status, "OutOfMemory");
+    assert_eq!(oom["status"], "True");
+    let message = oom["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("attempt 1 ran out of memory (")
+            && message.contains("; attempt 2: ")
+            && message.ends_with(", waiting for its model"),
+        "{message}"
+    );
+}

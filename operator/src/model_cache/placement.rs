@@ -573,12 +573,28 @@ mod tests {
             &twin,
             &equal_capacity,
             &fallback,
-            (best_plan, best),
+            (best_plan, best.clone()),
             ask,
         );
         assert_eq!(
             chosen.name, "a10g-x1",
             "equal rank: the class holding the model"
         );
+        // A class the job (or its attempt) may not use is never preferred: a batch attempt
+        // passes the classes it excludes as denied.
+        let mut denied = job.clone();
+        denied.classes.denied.push("a10g-x1".into());
+        let (_, kept) = prefer_cached_class(
+            &denied,
+            &twin,
+            &equal_capacity,
+            &fallback,
+            (
+                plan_for_class(&denied, &best, &fallback).unwrap(),
+                best.clone(),
+            ),
+            ask,
+        );
+        assert_eq!(kept.name, "l40s-x1", "the cached class is denied");
     }
 }

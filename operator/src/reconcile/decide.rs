@@ -858,19 +858,7 @@ impl Draft<'_> {
     ) {
         self.status.phase = Some(Phase::Unschedulable);
         self.status.rejected_classes = rejections;
-        if how == Start::AfterOutOfMemory {
-            let failure = self.last_failure_message();
-            self.set(
-                ConditionType::OutOfMemory,
-                true,
-                Reason::SteppedDown,
-                format!(
-                    "attempt {previous} ran out of memory ({failure}); attempt {}: {}, waiting for a class with room",
-                    previous + 1,
-                    step.unwrap_or_default()
-                ),
-            );
-        }
+        self.step_pending(how, previous, step, "waiting for a class with room");
         self.set(
             ConditionType::Scheduled,
             false,
@@ -882,6 +870,25 @@ impl Draft<'_> {
             false,
             Reason::NotRunning,
             "no pod runs",
+        );
+    }
+
+    /// After out of memory, the step down taken for an attempt that does not start yet:
+    /// `OutOfMemory=True` says the step and what the attempt waits for.
+    fn step_pending(&mut self, how: Start, previous: u32, step: Option<&str>, waiting: &str) {
+        if how != Start::AfterOutOfMemory {
+            return;
+        }
+        let failure = self.last_failure_message();
+        self.set(
+            ConditionType::OutOfMemory,
+            true,
+            Reason::SteppedDown,
+            format!(
+                "attempt {previous} ran out of memory ({failure}); attempt {}: {}, {waiting}",
+                previous + 1,
+                step.unwrap_or_default()
+            ),
         );
     }
 

@@ -219,6 +219,7 @@ impl Draft<'_> {
                         let mut pod = desired_pod(self.obs.job, input, &plan, &class, number)?;
                         if !self.attach_cache(&mut pod, &plan, true) {
                             // The attempt waits for a node to download its model (recorded).
+                            self.step_pending(how, number - 1, step, "waiting for its model");
                             return Ok(None);
                         }
                         self.apply_pod = Some(pod);
