@@ -17,12 +17,12 @@ use crate::reconcile::decide::PodSeen;
 /// The leader of `attempt`'s group, built after its workers, takes their mount (or their
 /// fetch and its note).
 pub(super) fn mount_like_workers(obs: &GroupObserved<'_>, leader: &mut Pod, attempt: u32) {
-    let Some(model) = obs.model_cache.and_then(|view| view.model.as_ref()) else {
+    let Some(model) = crate::model_cache::job_model::job_model(obs.job) else {
         return;
     };
     let worker = group_pod_name(&obs.job.name_any(), attempt, 1);
     if let PodSeen::Observed(worker) = (obs.pods)(&worker) {
-        mount_like(leader, &worker, model);
+        mount_like(leader, &worker, &model);
     }
 }
 
@@ -33,17 +33,14 @@ pub(super) fn leader_weights(
     status: &mut InferenceJobStatus,
     created: &[Pod],
 ) {
-    if obs.model_cache.is_none() {
-        return;
-    }
     let Some((attempt, _)) = running_group(status) else {
         return;
     };
     let leader = group_pod_name(&obs.job.name_any(), attempt, 0);
     if let Some(pod) = created.iter().find(|p| p.name_any() == leader) {
-        status.weights = Some(weights::of_pod(pod));
+        status.weights = weights::of_marked_pod(pod);
     } else if let PodSeen::Observed(pod) = (obs.pods)(&leader) {
-        status.weights = Some(weights::of_pod(&pod));
+        status.weights = weights::of_marked_pod(&pod);
     }
 }
 

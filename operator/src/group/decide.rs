@@ -85,8 +85,9 @@ pub struct GroupObserved<'a> {
     pub now: Time,
     /// Whether a group's pods each need a node of their own.
     pub spread: GroupSpread,
-    /// The node model caches, when the job uses them (`--model-cache`).
-    pub model_cache: Option<&'a crate::model_cache::view::CacheView>,
+    /// The node model caches, when the job uses them (`--model-cache`): read only when a
+    /// group is made.
+    pub model_cache: &'a crate::model_cache::view::LazyView<'a>,
 }
 
 /// What to do for a group job.

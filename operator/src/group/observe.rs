@@ -137,7 +137,8 @@ impl GroupSnapshot<'_> {
         let capacity = || self.base.capacity_without(&leaving);
         let service = |name: &str| self.ctx.serving.service(namespace, name);
         let network_policy = |name: &str| self.ctx.serving.network_policy(namespace, name);
-        let cache_view = self.base.model_cache(&now);
+        let at = now.clone();
+        let model_cache = crate::model_cache::view::LazyView::new(|| self.base.model_cache(&at));
         let observed = GroupObserved {
             job: self.job,
             input: self.base.input(),
@@ -152,7 +153,7 @@ impl GroupSnapshot<'_> {
             capacity: &capacity,
             now: now.clone(),
             spread: self.ctx.settings.group_spread,
-            model_cache: cache_view.as_ref(),
+            model_cache: &model_cache,
         };
         next_group(&observed, &self.ctx.settings.requeues)
     }

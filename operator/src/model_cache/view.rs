@@ -139,6 +139,33 @@ pub fn observe(
     })
 }
 
+/// A decision's [`CacheView`], built the first time a placement reads it: a reconcile that
+/// makes no pod does not walk the nodes and caches.
+pub struct LazyView<'a> {
+    view: std::cell::OnceCell<Option<CacheView>>,
+    make: Box<dyn Fn() -> Option<CacheView> + 'a>,
+}
+
+impl<'a> LazyView<'a> {
+    /// The view `make` builds, once, when first read.
+    pub fn new(make: impl Fn() -> Option<CacheView> + 'a) -> Self {
+        Self {
+            view: std::cell::OnceCell::new(),
+            make: Box::new(make),
+        }
+    }
+
+    /// No caches: the job does not use them.
+    pub fn none() -> Self {
+        Self::new(|| None)
+    }
+
+    /// The view, built on the first call.
+    pub fn get(&self) -> Option<&CacheView> {
+        self.view.get_or_init(|| (self.make)()).as_ref()
+    }
+}
+
 impl CacheView {
     /// The job's model and namespace with the caches, for one placement.
     pub fn ask(&self) -> Option<CacheAsk<'_>> {

@@ -46,7 +46,7 @@ use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
 use crate::events::JobEvent;
 use crate::model_cache::mount::ModelVolume;
-use crate::model_cache::view::CacheView;
+use crate::model_cache::view::LazyView;
 use crate::reconcile::pod_outcome::{PodState, classify};
 use crate::reconcile::pod_outcome::{schedule_deadline, start_deadline};
 use vramfit_api::event_reasons::EventReason;
@@ -79,8 +79,9 @@ pub struct Observed<'a> {
     pub capacity: &'a dyn Fn() -> Capacity,
     /// Now.
     pub now: Time,
-    /// The node model caches, when the job uses them (`--model-cache`).
-    pub model_cache: Option<&'a CacheView>,
+    /// The node model caches, when the job uses them (`--model-cache`): read only when a pod
+    /// is made (a reconcile that places nothing does not walk the nodes).
+    pub model_cache: &'a LazyView<'a>,
 }
 
 /// What to do.

@@ -89,8 +89,9 @@ impl Snapshot<'_> {
                 let key = pod_key(&self.namespace, name);
                 self.ctx.stores.usage().contains(&key)
             };
-            if finished || counted() {
-                self.settled.borrow_mut().push(name.to_string());
+            let mut settled = self.settled.borrow_mut();
+            if (finished || counted()) && !settled.iter().any(|s| s == name) {
+                settled.push(name.to_string());
             }
             return PodSeen::Observed(pod);
         }
@@ -176,7 +177,8 @@ impl Snapshot<'_> {
     pub fn decide(&self, now: Time, requeues: &Requeues) -> Result<Decision, BuildError> {
         let pods = |name: &str| self.pod(name);
         let capacity = || self.capacity();
-        let cache_view = self.model_cache(&now);
+        let at = now.clone();
+        let model_cache = crate::model_cache::view::LazyView::new(|| self.model_cache(&at));
         let observed = Observed {
             job: self.job,
             input: &self.input,
@@ -184,7 +186,7 @@ impl Snapshot<'_> {
             inventory: &self.inventory,
             capacity: &capacity,
             now,
-            model_cache: cache_view.as_ref(),
+            model_cache: &model_cache,
         };
         next_status(&observed, requeues)
     }

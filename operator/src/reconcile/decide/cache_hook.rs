@@ -15,13 +15,14 @@ use super::placement::Choice;
 use super::{Draft, PodSeen};
 use crate::capacity::Capacity;
 use crate::model_cache::attempt_placement::{AttemptAsk, decide_attempt};
+use crate::model_cache::job_model::job_model;
 use crate::model_cache::placement::{CacheAsk, CachePlacement, prefer_cached_class};
 use crate::model_cache::{WAIT_REQUEUE, WAITING_REASON, mount, weights};
 
 impl<'a> Draft<'a> {
     /// The job's model and the caches, when the job uses the cache.
     fn cache_ask(&self) -> Option<CacheAsk<'a>> {
-        self.obs.model_cache.and_then(|view| view.ask())
+        self.obs.model_cache.get().and_then(|view| view.ask())
     }
 
     /// `choice`, or a class whose plan ranks equal and whose nodes hold the model (never a
@@ -125,25 +126,26 @@ impl<'a> Draft<'a> {
     }
 
     /// `replicasWaitingForModel` (1 while the next attempt waits) and the current attempt's
-    /// `weights`, read from its pod: the one this decision creates, or the one the stores show.
+    /// `weights`, read from its pod (the one this decision creates, or the one the stores
+    /// show) when the pod says where its weights come from: made with the cache on.
     pub(super) fn cache_status(&mut self) {
         let waiting = conditions::get(&self.status.conditions, ConditionType::Scheduled)
             .is_some_and(|c| c.status == "False" && c.reason == WAITING_REASON);
         self.status.replicas_waiting_for_model = waiting.then_some(1);
-        if self.obs.model_cache.is_none() || waiting {
+        if waiting || job_model(self.obs.job).is_none() {
             self.status.weights = None;
             return;
         }
         let created = self.apply_pod.as_ref().filter(|_| self.create_pod);
         if let Some(pod) = created {
-            self.status.weights = Some(weights::of_pod(pod));
+            self.status.weights = weights::of_marked_pod(pod);
             return;
         }
         let Some(name) = self.status.pod_name.clone() else {
             return;
         };
         if let PodSeen::Observed(pod) = (self.obs.pods)(&name) {
-            self.status.weights = Some(weights::of_pod(&pod));
+            self.status.weights = weights::of_marked_pod(&pod);
         }
     }
 }
