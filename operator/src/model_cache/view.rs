@@ -224,6 +224,20 @@ mod tests {
     use vramfit_api::model_cache::{CachedModelPhase, ModelCacheSpec, ModelCacheStatus};
 
     #[test]
+    fn a_lazy_view_is_built_once_and_only_when_read() {
+        let built = std::cell::Cell::new(0);
+        let lazy = LazyView::new(|| {
+            built.set(built.get() + 1);
+            Some(CacheView::default())
+        });
+        assert_eq!(built.get(), 0, "not built until read");
+        assert!(lazy.get().is_some());
+        assert!(lazy.get().is_some());
+        assert_eq!(built.get(), 1);
+        assert!(LazyView::none().get().is_none());
+    }
+
+    #[test]
     fn a_stale_agent_status_is_not_trusted() {
         let now = Time(Timestamp::from_second(10_000).unwrap());
         let mut cache = ModelCache::new("gpu-1", ModelCacheSpec::default());
