@@ -66,6 +66,9 @@ status_words! {
         /// Scheduled=False: the kubelet refused the last attempt's pod at admission; the
         /// next attempt waits for its backoff (the message says until when).
         AdmissionRefused = "AdmissionRefused",
+        /// Scheduled=False: the next attempt waits for a node to download its model into the
+        /// node cache (the message names the node and says since when).
+        WaitingForModel = "WaitingForModel",
         /// Ready=True: the pod runs.
         Running = "Running",
         /// Ready=False: the pod waits for a node, an image, a start.

@@ -682,10 +682,17 @@ pub struct InferenceJobStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub recent_restarts: Vec<ReplicaRestart>,
-    /// Served jobs: replicas waiting for a node to download their model into its cache
-    /// (`kubectl get` column `Waiting`); unset when none waits.
+    /// Replicas waiting for a node to download their model into its cache (`kubectl get`
+    /// column `Waiting`); a batch job or group whose next attempt waits counts 1; unset when
+    /// none waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_waiting_for_model: Option<u32>,
+    /// Batch jobs and groups using the node model cache: where the current attempt's weights
+    /// come from (the node's cache or the pod's own fetch, and why) and how long the load
+    /// took, read back from its pod (a group's: its leader's); unset without
+    /// `model.huggingFace` or with the cache off. Served jobs say it per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<crate::model_cache::ReplicaWeights>,
 }
 
 /// A status condition (same shape as metav1.Condition).

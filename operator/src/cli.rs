@@ -91,15 +91,16 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = GroupSpread::Node)]
     pub group_spread: GroupSpread,
 
-    /// Use the node model cache (docs/model-cache-placement.md): served jobs' replicas mount
-    /// their `model.huggingFace` model from a node's cache, or wait while a node downloads it.
+    /// Use the node model cache (docs/model-cache-placement.md): one-pod replicas, batch
+    /// attempts and batch groups mount their `model.huggingFace` model from a node's cache, or
+    /// wait while a node downloads it.
     #[arg(long)]
     pub model_cache: bool,
     /// The cache's root folder on every GPU node (the cache agent's).
     #[arg(long, default_value = crate::model_cache::DEFAULT_ROOT)]
     pub model_cache_root: String,
-    /// Seconds a replica waits for a node to download its model before its pod fetches it
-    /// itself.
+    /// Seconds a replica or an attempt waits for a node to download its model before its pods
+    /// fetch it themselves.
     #[arg(long, default_value_t = 900)]
     pub model_cache_wait_seconds: u32,
     /// The most nodes per class asked to hold a job's model ahead of its pods (the nodes its

@@ -12,6 +12,12 @@
 //!   `v100-sxm2-16gb-x4` and `a10g-x4` away from its better A10G plan.
 //! - A private model held for another namespace is not mounted by this one: no claim, no
 //!   volume, and the replica says why.
+//! - A batch job (no `serve`) allowed on both A10G classes: its attempt's pod goes to
+//!   `a10g-x4`, whose node holds the model, and mounts it; the job's `status.weights` says
+//!   `CacheHit`.
+//! - A batch group: two nodes of a class of their own (`a10-x4`) both hold Mixtral-8x7B; the
+//!   job's plan is a group of two nodes × 4 GPUs, and both of its pods mount the model
+//!   through the job's one claim, each kept to the holding nodes and on a node of its own.
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -24,13 +30,16 @@ use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 use vramfit_api::model_cache::{ModelCache, VOLUME_LABEL, WeightsSource};
 use vramfit_e2e::hub::{HubRepo, LocalHub};
-use vramfit_e2e::{SETTLE, Suite, eventually, expect_eq, served_job};
+use vramfit_e2e::{SETTLE, Suite, eventually, expect_eq, group_class, job_manifest, served_job};
 
 const CONFIG: &str = include_str!("../../../models/testdata/configs/Qwen/Qwen3-8B/config.json");
+const MIXTRAL_CONFIG: &str =
+    include_str!("../../../models/testdata/configs/mistralai/Mixtral-8x7B-v0.1/config.json");
 const CACHED: &str = "e2e-cache/qwen3-8b";
 const UNCACHED: &str = "e2e-cache/qwen3-8b-nowhere";
 const ON_V100: &str = "e2e-cache/qwen3-8b-on-v100";
 const PRIVATE: &str = "e2e-cache/qwen3-8b-private";
+const GROUP_MODEL: &str = "e2e-cache/mixtral-8x7b";
 const ROOT: &str = "/var/lib/vramfit/cache";
 
 /// The scenario with an operator of its own; the suite's single operator is back afterwards,
@@ -41,13 +50,19 @@ pub async fn cached_node_preferred(s: &mut Suite) -> Result<()> {
         token: None,
         delay: Duration::ZERO,
     };
-    let hub = LocalHub::start(
-        [CACHED, UNCACHED, ON_V100, PRIVATE]
-            .into_iter()
-            .map(|r| (r.to_string(), public(r)))
-            .collect::<HashMap<_, _>>(),
-    )
-    .await?;
+    let mut repos = [CACHED, UNCACHED, ON_V100, PRIVATE]
+        .into_iter()
+        .map(|r| (r.to_string(), public(r)))
+        .collect::<HashMap<_, _>>();
+    repos.insert(
+        GROUP_MODEL.to_string(),
+        HubRepo {
+            config: MIXTRAL_CONFIG.to_string(),
+            token: None,
+            delay: Duration::ZERO,
+        },
+    );
+    let hub = LocalHub::start(repos).await?;
     s.stop_operators();
     let flags = [
         "--hub-endpoint",
@@ -63,11 +78,16 @@ pub async fn cached_node_preferred(s: &mut Suite) -> Result<()> {
         "cache-nowhere",
         "cache-better",
         "cache-private",
+        "cache-batch",
+        "cache-group",
     ]
     .map(String::from)
     .to_vec();
     let outcome = match s.start_operator("model-cache", &flags, true).await {
-        Ok(()) => placements(s).await,
+        Ok(()) => match placements(s).await {
+            Ok(()) => batch_group(s).await,
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
     let deleted = s.delete_jobs(&names).await;
@@ -207,7 +227,150 @@ async fn placements(s: &Suite) -> Result<()> {
         "the replica does not say why it fetches the model itself: {why:?}"
     );
     println!("     cache-private: FetchedByPod, no claim (\"{why}\")");
+
+    // A batch job: its attempt goes where the model is, and mounts it.
+    s.apply_job(batch_job(s, "cache-batch", CACHED, &["a10g-x1", "a10g-x4"]))
+        .await?;
+    let (job, pod) = s.wait_pod("cache-batch", 1).await?;
+    let status = job.status.clone().unwrap_or_default();
+    expect_eq(
+        "cache-batch's class",
+        status.node_class.as_deref(),
+        Some("a10g-x4"),
+    )?;
+    expect_eq(
+        "cache-batch's weights",
+        status.weights.as_ref().map(|w| w.source),
+        Some(WeightsSource::CacheHit),
+    )?;
+    expect_eq(
+        "cache-batch's weights model",
+        status.weights.and_then(|w| w.model),
+        Some(format!("{CACHED}@main")),
+    )?;
+    expect_eq(
+        "cache-batch's node",
+        pod.spec.as_ref().and_then(|sp| sp.node_name.clone()),
+        Some(a10g4.clone()),
+    )?;
+    let mut kept = affinity_names(&pod);
+    kept.sort();
+    kept.dedup();
+    expect_eq("cache-batch's affinity", kept, vec![a10g4.clone()])?;
+    let path = mounted_path(s, &pod).await?;
+    ensure!(
+        path.starts_with(&format!("{ROOT}/models/e2e-cache--qwen3-8b/")),
+        "cache-batch's volume path {path} is not the model's folder"
+    );
+    println!(
+        "     cache-batch: a10g-x4, CacheHit, pod {} on {a10g4}, volume {path}",
+        pod.name_any()
+    );
     Ok(())
+}
+
+/// A batch group whose two nodes both hold its model: both pods mount it. The group's nodes
+/// are added for the scenario and removed after it, pass or fail.
+async fn batch_group(s: &Suite) -> Result<()> {
+    let nodes = s.group_nodes("cache").await?;
+    let outcome = match nodes.add(s, 4, 2).await {
+        Ok(names) => group_mounts(s, &names).await,
+        Err(e) => Err(e),
+    };
+    let deleted = s.delete_jobs(&["cache-group".to_string()]).await;
+    let removed = nodes.remove_all(s).await;
+    outcome.and(deleted).and(removed)
+}
+
+async fn group_mounts(s: &Suite, names: &[String]) -> Result<()> {
+    for node in names {
+        play_agent(s, node, json!([held(GROUP_MODEL, true, &[])])).await?;
+    }
+    let class = group_class(4);
+    let spec = json!({
+        "model": {"huggingFace": {"repo": GROUP_MODEL}},
+        "runtime": "vllm",
+        "image": "vllm/vllm-openai:v0.10.2",
+        "contextLength": 4096,
+        "batchSize": 1,
+        "allowedQuantizations": ["none"],
+        "gpus": {"min": 1, "max": 8, "maxNodes": 4},
+        "nodeClasses": {"allowed": [class]},
+        "maxAttempts": 3,
+    });
+    s.apply_job(job_manifest(s, "cache-group", spec)).await?;
+    let (job, pods) = s.wait_group("cache-group", 1).await?;
+    let status = job.status.clone().unwrap_or_default();
+    expect_eq(
+        "cache-group's plan nodes",
+        status.plan.as_ref().map(vramfit_api::Plan::nodes),
+        Some(2),
+    )?;
+    expect_eq(
+        "cache-group's weights",
+        status.weights.as_ref().map(|w| w.source),
+        Some(WeightsSource::CacheHit),
+    )?;
+    expect_eq("cache-group's pods", pods.len(), 2)?;
+    let mut claims = Vec::new();
+    let mut on = Vec::new();
+    for pod in &pods {
+        let mut kept = affinity_names(pod);
+        kept.sort();
+        kept.dedup();
+        let mut holders = names.to_vec();
+        holders.sort();
+        expect_eq(&format!("{}'s affinity", pod.name_any()), kept, holders)?;
+        expect_eq(
+            &format!("{}'s weights source", pod.name_any()),
+            pod.annotations().get("vramfit.io/weights-source").cloned(),
+            Some("CacheHit".to_string()),
+        )?;
+        let path = mounted_path(s, pod).await?;
+        ensure!(
+            path.starts_with(&format!("{ROOT}/models/e2e-cache--mixtral-8x7b/")),
+            "{}'s volume path {path} is not the model's folder",
+            pod.name_any()
+        );
+        claims.push(claim_of(pod)?);
+        on.push(
+            pod.spec
+                .as_ref()
+                .and_then(|sp| sp.node_name.clone())
+                .context("an unbound group pod")?,
+        );
+    }
+    claims.dedup();
+    expect_eq("cache-group's claims", claims.len(), 1)?;
+    on.sort();
+    on.dedup();
+    expect_eq("cache-group's distinct nodes", on.len(), 2)?;
+    println!("     cache-group: 2 pods of {class} on {on:?}, both CacheHit through one claim");
+    Ok(())
+}
+
+/// A batch job (no `serve`) of `repo`, one GPU, allowed on `classes`.
+fn batch_job(s: &Suite, name: &str, repo: &str, classes: &[&str]) -> Value {
+    let mut job = cached_job(s, name, repo, classes);
+    if let Some(spec) = job["spec"].as_object_mut() {
+        spec.remove("serve");
+    }
+    job
+}
+
+/// The claim the pod mounts.
+fn claim_of(pod: &Pod) -> Result<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|sp| sp.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .find_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.clone())
+        })
+        .context("the pod mounts no claim")
 }
 
 fn cached_job(s: &Suite, name: &str, repo: &str, classes: &[&str]) -> Value {

@@ -127,9 +127,23 @@ pub async fn write_group(
         forget_created();
         return Err(error);
     }
+    // The model volume the group's pods mount comes before them (`--model-cache`).
+    if !decision.create_pods.is_empty() {
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        let volumes = &decision.decision.volumes;
+        if let Err(error) =
+            crate::model_cache::volumes::create(&ctx.client, &namespace, uid, volumes).await
+        {
+            forget_created();
+            return Err(error.into());
+        }
+    }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let new: Vec<&Pod> = decision.create_pods.iter().collect();
     create_pods(&pods, &new, job, ctx, "a pod of a group").await?;
+    for pod in &new {
+        crate::model_cache::count_created(ctx, pod);
+    }
     apply_pods(&pods, &decision.apply_pods).await?;
     Ok(())
 }

@@ -85,6 +85,9 @@ pub struct GroupObserved<'a> {
     pub now: Time,
     /// Whether a group's pods each need a node of their own.
     pub spread: GroupSpread,
+    /// The node model caches, when the job uses them (`--model-cache`): read only when a
+    /// group is made.
+    pub model_cache: &'a crate::model_cache::view::LazyView<'a>,
 }
 
 /// What to do for a group job.
@@ -164,6 +167,7 @@ pub fn next_group(
         inventory: obs.inventory,
         capacity: obs.capacity,
         now: obs.now.clone(),
+        model_cache: obs.model_cache,
     };
     let mut decision = next_status(&batch, requeues)?;
     let running = running_group(&decision.status);
@@ -179,7 +183,7 @@ pub fn next_group(
             // A leader that waits for its workers comes once they are Ready.
             create_pods = without_awaited_leader(pods, plan);
         } else {
-            apply_pods = pods;
+            apply_pods = super::cache_hook::metadata_applies(obs, pods);
         }
     }
     let mut created_plan = (!create_pods.is_empty())
@@ -226,6 +230,7 @@ pub fn next_group(
         &created,
     );
     decision.delete_pod = None;
+    super::cache_hook::leader_weights(obs, &mut decision.status, &create_pods);
     Ok(GroupDecision {
         decision,
         delete_pods,
@@ -261,7 +266,10 @@ fn awaited_leader(
         spread: obs.spread,
     };
     leader_from_workers(&ranks, |plan, class| {
-        crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)
+        let mut leader =
+            crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)?;
+        super::cache_hook::mount_like_workers(obs, &mut leader, attempt);
+        Ok(leader)
     })
 }
 

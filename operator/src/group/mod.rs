@@ -8,7 +8,8 @@
 //! | observe: the job's pods, its groups' Services and NetworkPolicies, room | [`observe`] | no (caches) |
 //! | decide: the batch state machine on the group seen as one pod ([`state`]), turned into the group's writes | [`decide`] | no (pure) |
 //! | build: the group's pods, its headless Service, its NetworkPolicy | [`build`], [`service`], [`network_policy`] | no (pure) |
-//! | apply: ended groups' pods deleted, the Service and NetworkPolicy, then the pods | [`apply`] | yes |
+//! | the node model cache: the awaited leader mounts as its workers, the leader's `weights` | `cache_hook` | no (pure) |
+//! | apply: ended groups' pods deleted, the Service and NetworkPolicy, the model volume, then the pods | [`apply`] | yes |
 //! | update status: the batch step (status patch, events, metrics) | `reconcile::update_status` | yes |
 //!
 //! Why pods and not a StatefulSet per group: an attempt is the unit vramfit plans, records and
@@ -33,6 +34,7 @@ use crate::reconcile::{apply as batch_apply, update_status};
 
 pub mod apply;
 pub mod build;
+mod cache_hook;
 pub mod decide;
 pub mod leader;
 pub mod names;
@@ -72,6 +74,7 @@ pub async fn reconcile_group(
         apply::reserve(job, &namespace, &decision, ctx);
         (decision, namespace)
     };
+    crate::model_cache::wake_while_waiting(ctx, job, &decision.decision.status);
     // API: the pods of ended groups go first (their GPUs free), then the running group.
     apply::delete_pods(job, &decision, ctx).await?;
     if let Err(error) = apply::write_group(job, &decision, ctx).await {

@@ -137,6 +137,8 @@ impl GroupSnapshot<'_> {
         let capacity = || self.base.capacity_without(&leaving);
         let service = |name: &str| self.ctx.serving.service(namespace, name);
         let network_policy = |name: &str| self.ctx.serving.network_policy(namespace, name);
+        let at = now.clone();
+        let model_cache = crate::model_cache::view::LazyView::new(|| self.base.model_cache(&at));
         let observed = GroupObserved {
             job: self.job,
             input: self.base.input(),
@@ -149,8 +151,9 @@ impl GroupSnapshot<'_> {
             owned_network_policies: &self.network_policies,
             inventory: self.base.inventory(),
             capacity: &capacity,
-            now,
+            now: now.clone(),
             spread: self.ctx.settings.group_spread,
+            model_cache: &model_cache,
         };
         next_group(&observed, &self.ctx.settings.requeues)
     }

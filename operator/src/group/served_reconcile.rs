@@ -113,6 +113,7 @@ pub async fn reconcile_served_group(
         apply_pod: None,
         create_pod: false,
         applied_plan: None,
+        volumes: Vec::new(),
         events: served.events.clone(),
         steps: served.steps.clone(),
         bad_outputs: Vec::new(),

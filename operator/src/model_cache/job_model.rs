@@ -1,5 +1,6 @@
-//! The model a job would take from the node cache (pure): a served job whose replica is one
-//! pod, with `model.huggingFace` and without `cache: false`.
+//! The model a job would take from the node cache (pure): a batch job (one pod per attempt,
+//! or a group), or a served job whose replica is one pod, with `model.huggingFace` and
+//! without `cache: false`. Served replicas that are groups fetch their model in their pods.
 use vramfit_api::model_cache::model_key;
 use vramfit_api::{InferenceJob, Runtime};
 use vramfit_hub::DEFAULT_REVISION;
@@ -22,8 +23,7 @@ pub struct JobModel {
 /// The model `job` would take from the cache, if it may use the cache at all.
 pub fn job_model(job: &InferenceJob) -> Option<JobModel> {
     let spec = &job.spec;
-    spec.serve.as_ref()?;
-    if spec.gpus.max_nodes > 1 {
+    if spec.serve.is_some() && spec.gpus.max_nodes > 1 {
         return None;
     }
     let hf = spec.model.hugging_face.as_ref()?;
@@ -60,7 +60,7 @@ mod tests {
     }
 
     #[test]
-    fn only_served_one_pod_jobs_with_the_cache_left_on_take_their_model_from_it() {
+    fn batch_jobs_groups_and_one_pod_replicas_with_the_cache_left_on_take_their_model_from_it() {
         let job = hf_job("chat", "Qwen/Qwen3-8B");
         let model = job_model(&job).unwrap();
         assert_eq!(model.key, "Qwen/Qwen3-8B@main");
@@ -69,10 +69,20 @@ mod tests {
         assert_eq!(job_model(&off), None);
         let mut batch = job.clone();
         batch.spec.serve = None;
-        assert_eq!(job_model(&batch), None);
-        let mut group = job.clone();
-        group.spec.gpus.max_nodes = 2;
-        assert_eq!(job_model(&group), None);
+        assert_eq!(job_model(&batch), Some(model.clone()), "a batch job");
+        let mut batch_group = batch.clone();
+        batch_group.spec.gpus.max_nodes = 2;
+        assert_eq!(job_model(&batch_group), Some(model), "a batch group");
+        let mut off_batch = batch;
+        off_batch.spec.model.hugging_face.as_mut().unwrap().cache = Some(false);
+        assert_eq!(job_model(&off_batch), None);
+        let mut served_group = job.clone();
+        served_group.spec.gpus.max_nodes = 2;
+        assert_eq!(
+            job_model(&served_group),
+            None,
+            "served replicas that are groups fetch in their pods"
+        );
         let mut preset = job;
         preset.spec.model.hugging_face = None;
         assert_eq!(job_model(&preset), None);

@@ -1,25 +1,35 @@
 //! The node-local model cache, operator side (docs/model-cache-placement.md): which models each
 //! GPU node's cache should hold ([`wanted`], written by [`sync`] into each node's
-//! `ModelCache`), and, when a served replica's pod is placed, whether it mounts the model a
-//! node holds, waits while a node downloads it, or fetches it itself ([`placement`],
-//! [`mount`]); a replica's weights source as its status says ([`weights`]).
+//! `ModelCache`), and, when a pod is placed, whether it mounts the model a node holds, waits
+//! while a node downloads it, or fetches it itself ([`placement`], [`mount`]); a pod's weights
+//! source as its job's status says ([`weights`]).
 //!
-//! Only served jobs whose replica is one pod (`spec.serve`, `gpus.maxNodes` 1) use the cache;
-//! batch jobs and groups fetch their model in their pods as before. Everything here is off
-//! unless the operator runs with `--model-cache`.
+//! Served replicas of one pod (hooked in by `serving/cache_hook.rs`), batch attempts
+//! ([`attempt_placement`], hooked in by `reconcile/decide/cache_hook.rs`) and batch groups
+//! ([`group_placement`]: all of a group's pods mount or none; `group/cache_hook.rs`) use the
+//! cache; served replicas that are groups fetch their model in their pods as before.
+//! Everything here is off unless the operator runs with `--model-cache`.
 //!
 //! | module | holds | API |
 //! |---|---|---|
 //! | [`job_model`] | the model a job would take from the cache | pure |
 //! | [`view`] | what placement reads of the caches and of each node's free GPUs | pure |
 //! | [`wanted`] | the desired `spec.models` of every node | pure |
-//! | [`placement`] | the class a replica prefers and where its weights come from | pure |
-//! | [`mount`] | the PersistentVolume, the claim, and the pod's mount, affinity and env | pure |
-//! | [`weights`] | a replica's `weights` status, read back from its pod | pure |
+//! | [`placement`] | the class a pod prefers and where the weights of one pod or N pods come from | pure |
+//! | [`attempt_placement`] | a batch attempt's decision, and the start of its wait read back from status | pure |
+//! | [`group_placement`] | a group's decision (N holders for N pods), a late leader mounting as its workers | pure |
+//! | [`mount`] | the PersistentVolume, the claim, the pod's mount, affinity and env; a metadata-only apply | pure |
+//! | [`weights`] | a pod's `weights` status, read back from it | pure |
 //! | [`sync`] | the leader's task: ModelCache specs, released volumes swept | yes |
 //! | [`volumes`] | a decision's volumes and claims, created before its pods | yes |
 use std::time::Duration;
 
+pub mod attempt_placement;
+#[cfg(test)]
+mod batch_tests;
+pub mod group_placement;
+#[cfg(test)]
+mod group_tests;
 pub mod job_model;
 pub mod mount;
 pub mod placement;
@@ -79,6 +89,24 @@ impl Default for ModelCacheSettings {
             prefetch_nodes: 4,
         }
     }
+}
+
+/// Marks a batch job (or group) whose next attempt waits for its model as woken when a node's
+/// cache changes (with the served jobs that wait: within a second of the model's `Ready`,
+/// not at its next look), or no longer.
+pub fn wake_while_waiting(
+    ctx: &crate::context::Context,
+    job: &vramfit_api::InferenceJob,
+    status: &vramfit_api::InferenceJobStatus,
+) {
+    let Some(namespace) = kube::ResourceExt::namespace(job) else {
+        return;
+    };
+    let key = kube::runtime::reflector::ObjectRef::new(&kube::ResourceExt::name_any(job))
+        .within(&namespace);
+    ctx.serving
+        .waiting()
+        .set(key, status.replicas_waiting_for_model.is_some());
 }
 
 /// Counts a created replica pod by where its weights come from

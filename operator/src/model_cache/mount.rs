@@ -21,6 +21,7 @@ use vramfit_cache::layout::Layout;
 use vramfit_hub::RepoRef;
 
 use super::job_model::JobModel;
+use super::placement::CachePlacement;
 use super::{WEIGHTS_NOTE_ANNOTATION, WEIGHTS_SOURCE_ANNOTATION};
 
 /// The pod volume's name.
@@ -258,6 +259,27 @@ pub fn mark_note(pod: &mut Pod, why: &str) {
         .insert(WEIGHTS_NOTE_ANNOTATION.to_string(), why[..end].to_string());
 }
 
+/// Whether `pod` mounts a cached model (its source annotation says `CacheHit` or
+/// `FetchedByNode`).
+pub fn mounts_model(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WEIGHTS_SOURCE_ANNOTATION))
+        .is_some_and(|s| s != source_name(WeightsSource::FetchedByPod))
+}
+
+/// `desired`, the metadata-only apply of a running pod, without its spec when `running`
+/// mounts a cached model: the mount's affinity and args are not in `desired` (built without
+/// the caches), and a pod's spec cannot change — the apply then sets the labels and
+/// annotations alone, and the spec stays as created.
+pub fn metadata_apply(mut desired: Pod, running: &Pod) -> Pod {
+    if mounts_model(running) {
+        desired.spec = None;
+    }
+    desired
+}
+
 /// A source's name, as annotations and metrics spell it.
 pub fn source_name(source: WeightsSource) -> &'static str {
     match source {
@@ -265,6 +287,41 @@ pub fn source_name(source: WeightsSource) -> &'static str {
         WeightsSource::FetchedByNode => "FetchedByNode",
         WeightsSource::FetchedByPod => "FetchedByPod",
     }
+}
+
+/// Makes `pod` take its weights as `placement` says (`None`: the job's pod as if no node
+/// could serve it): the mount, returning the volume and claim to create before the pod; or
+/// only the source annotation, with why, when the pod fetches the model itself. Shared by
+/// served replicas, one-pod attempts and groups (each of a group's pods is built from the one
+/// pod this marks).
+pub fn attach(
+    pod: &mut Pod,
+    job: &InferenceJob,
+    model: &JobModel,
+    root: &str,
+    placement: Option<CachePlacement>,
+) -> Option<ModelVolume> {
+    let why = match placement {
+        Some(CachePlacement::Mount {
+            source,
+            nodes,
+            total_bytes,
+        }) => match model_volume(job, model, root, total_bytes) {
+            Ok(volume) => {
+                let claim = volume.claim.name_any();
+                mount_pod(pod, model, &claim, &nodes, source);
+                return Some(volume);
+            }
+            Err(error) => Some(format!("the model's volume cannot be made: {error}")),
+        },
+        Some(CachePlacement::FetchedByPod { why }) => why,
+        Some(CachePlacement::Wait { .. }) | None => None,
+    };
+    mark_source(pod, WeightsSource::FetchedByPod);
+    if let Some(why) = why {
+        mark_note(pod, &why);
+    }
+    None
 }
 
 /// Makes `pod` mount `model` through `claim` from one of `nodes`: its volume, the read-only

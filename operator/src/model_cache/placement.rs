@@ -33,12 +33,14 @@ pub struct CacheAsk<'a> {
 }
 
 impl CacheAsk<'_> {
-    /// Whether some node of `class` with `gpus` free holds the model mountable.
-    pub fn cached_on(&self, class: &str, gpus: u32) -> bool {
-        !self
+    /// Whether at least `pods` nodes of `class` with `gpus` free hold the model mountable (a
+    /// group of `pods` pods needs that many; a replica or a one-pod attempt one).
+    pub fn cached_on(&self, class: &str, gpus: u32, pods: u32) -> bool {
+        let holders = self
             .view
             .mountable_nodes(class, &self.model.key, self.namespace, gpus)
-            .is_empty()
+            .len();
+        holders >= (pods.max(1) as usize)
     }
 }
 
@@ -76,7 +78,7 @@ pub fn prefer_cached_class(
     (plan, class): (Plan, NodeClass),
     ask: CacheAsk<'_>,
 ) -> (Plan, NodeClass) {
-    if ask.cached_on(&class.name, plan.gpu_count) {
+    if ask.cached_on(&class.name, plan.gpu_count, plan.nodes()) {
         return (plan, class);
     }
     let same_rank = |other: &Plan| {
@@ -91,7 +93,7 @@ pub fn prefer_cached_class(
         };
         if same_rank(&other)
             && capacity.has_room_on(&candidate.name, other.gpu_count, other.nodes())
-            && ask.cached_on(&candidate.name, other.gpu_count)
+            && ask.cached_on(&candidate.name, other.gpu_count, other.nodes())
         {
             return (other, candidate.clone());
         }
@@ -114,6 +116,12 @@ pub struct Decide<'a> {
     pub class: &'a str,
     /// The plan's GPUs per pod.
     pub gpus: u32,
+    /// The pods placed together: 1 for a replica or a one-pod attempt, N for a group of N
+    /// pods (all of them mount, or none does).
+    pub pods: u32,
+    /// Whether the pods each need a node of their own (a group under `--group-spread node`);
+    /// otherwise a node counts once per `gpus` it has free.
+    pub one_pod_per_node: bool,
     /// When the replica started waiting for its model, if it does.
     pub waited_since: Option<Time>,
     /// Now.
@@ -122,7 +130,38 @@ pub struct Decide<'a> {
     pub may_wait: bool,
 }
 
-/// Where the weights of the replica's next pod on `class` come from.
+impl Decide<'_> {
+    /// How many of the pods `nodes` of the class take.
+    fn pods_on(&self, nodes: &[String]) -> u32 {
+        let view = self.ask.view;
+        nodes
+            .iter()
+            .map(|node| {
+                let free = view
+                    .free
+                    .get(&(self.class.to_string(), node.clone()))
+                    .copied()
+                    .unwrap_or_default();
+                match (self.gpus, self.one_pod_per_node) {
+                    (0, _) => 1,
+                    (gpus, true) => u32::from(free >= gpus),
+                    (gpus, false) => free / gpus,
+                }
+            })
+            .fold(0u32, u32::saturating_add)
+    }
+}
+
+/// `node a` or `nodes a, b`.
+fn nodes_words(nodes: &[String]) -> String {
+    match nodes {
+        [one] => format!("node {one}"),
+        many => format!("nodes {}", many.join(", ")),
+    }
+}
+
+/// Where the weights of the next pod(s) on `class` come from: all `d.pods` mount the model
+/// when the nodes holding it take them all, wait while enough more download it, or fetch.
 pub fn decide(d: &Decide<'_>) -> CachePlacement {
     let model = d.ask.model;
     if model.runtime == Runtime::Llamacpp && model.file.is_none() {
@@ -133,10 +172,12 @@ pub fn decide(d: &Decide<'_>) -> CachePlacement {
             ),
         };
     }
+    let pods = d.pods.max(1);
     let view = d.ask.view;
     let mut nodes = view.mountable_nodes(d.class, &model.key, d.ask.namespace, d.gpus);
-    if !nodes.is_empty() {
-        nodes.truncate(MAX_AFFINITY_NODES);
+    let held = d.pods_on(&nodes);
+    if held >= pods {
+        nodes.truncate(MAX_AFFINITY_NODES.max(pods as usize));
         let total_bytes = nodes
             .iter()
             .filter_map(|n| view.node(n).and_then(|c| c.model(&model.key)))
@@ -163,45 +204,72 @@ pub fn decide(d: &Decide<'_>) -> CachePlacement {
         (held.phase == CachedModelPhase::Ready && !held.mountable_by(d.ask.namespace))
             .then(|| format!("node {node} holds {} for other namespaces only", model.key))
     });
-    let fetching = with_room.iter().find_map(|node| {
-        let cache = view.node(node)?;
-        match cache.model(&model.key) {
-            Some(held)
-                if matches!(
-                    held.phase,
-                    CachedModelPhase::Fetching | CachedModelPhase::Pending
-                ) =>
-            {
-                let may = held.public
-                    || held.namespaces.is_empty()
-                    || held.namespaces.iter().any(|n| n == d.ask.namespace);
-                may.then(|| (node.to_string(), held.bytes, held.total_bytes))
+    let fetching: Vec<(String, u64, u64)> = with_room
+        .iter()
+        .filter_map(|node| {
+            let cache = view.node(node)?;
+            match cache.model(&model.key) {
+                Some(held)
+                    if matches!(
+                        held.phase,
+                        CachedModelPhase::Fetching | CachedModelPhase::Pending
+                    ) =>
+                {
+                    let may = held.public
+                        || held.namespaces.is_empty()
+                        || held.namespaces.iter().any(|n| n == d.ask.namespace);
+                    may.then(|| (node.to_string(), held.bytes, held.total_bytes))
+                }
+                Some(_) => None,
+                // Asked to fetch it, or alive and asked at the next sync (the waiting
+                // replica's line names the class whose nodes the sync asks).
+                None => (cache.live || cache.wanted.contains(&model.key))
+                    .then(|| (node.to_string(), 0, 0)),
             }
-            Some(_) => None,
-            // Asked to fetch it, or alive and asked at the next sync (the waiting replica's
-            // line names the class whose nodes the sync asks).
-            None => {
-                (cache.live || cache.wanted.contains(&model.key)).then(|| (node.to_string(), 0, 0))
-            }
+        })
+        .collect();
+    let fetching_nodes: Vec<String> = fetching.iter().map(|(n, _, _)| n.clone()).collect();
+    let enough = held.saturating_add(d.pods_on(&fetching_nodes)) >= pods;
+    if fetching.is_empty() || !enough || !d.may_wait {
+        let short = (pods > 1 && (held > 0 || !fetching.is_empty())).then(|| {
+            format!(
+                "{held} of the group's {pods} pods fit on nodes of class {} holding {}, and downloads would not make up the rest",
+                d.class, model.key
+            )
+        });
+        let why = private.or(short.filter(|_| !enough));
+        return CachePlacement::FetchedByPod { why };
+    }
+    // The nodes waited for: as many as the pods the holders do not take.
+    let needed = pods - held;
+    let mut waited_for = Vec::new();
+    for (node, _, _) in &fetching {
+        if d.pods_on(&waited_for) >= needed {
+            break;
         }
-    });
-    let Some((node, bytes, total)) = fetching.filter(|_| d.may_wait) else {
-        return CachePlacement::FetchedByPod { why: private };
-    };
+        waited_for.push(node.clone());
+    }
+    let (bytes, total) = fetching
+        .iter()
+        .filter(|(n, _, _)| waited_for.contains(n))
+        .fold((0u64, 0u64), |(b, t), (_, bytes, total)| {
+            (b.saturating_add(*bytes), t.saturating_add(*total))
+        });
+    let node = nodes_words(&waited_for);
     let since = d.waited_since.clone().unwrap_or_else(|| d.now.clone());
     let waited = d.now.0.duration_since(since.0).as_secs_f64();
     let limit = view.settings.wait.as_secs_f64();
     if waited >= limit {
         return CachePlacement::FetchedByPod {
             why: Some(format!(
-                "waited {} s for node {node} to download {}; the pod fetches it itself",
+                "waited {} s for {node} to download {}; the pod fetches it itself",
                 limit as u64, model.key
             )),
         };
     }
     CachePlacement::Wait {
         message: format!(
-            "waiting for node {node} to download {} ({bytes} of {total} bytes) since {}",
+            "waiting for {node} to download {} ({bytes} of {total} bytes) since {}",
             model.key, since.0
         ),
     }
@@ -282,6 +350,8 @@ mod tests {
             },
             class: "c",
             gpus: 1,
+            pods: 1,
+            one_pod_per_node: true,
             waited_since: since,
             now: &at(now),
             may_wait: true,
@@ -503,12 +573,28 @@ mod tests {
             &twin,
             &equal_capacity,
             &fallback,
-            (best_plan, best),
+            (best_plan, best.clone()),
             ask,
         );
         assert_eq!(
             chosen.name, "a10g-x1",
             "equal rank: the class holding the model"
         );
+        // A class the job (or its attempt) may not use is never preferred: a batch attempt
+        // passes the classes it excludes as denied.
+        let mut denied = job.clone();
+        denied.classes.denied.push("a10g-x1".into());
+        let (_, kept) = prefer_cached_class(
+            &denied,
+            &twin,
+            &equal_capacity,
+            &fallback,
+            (
+                plan_for_class(&denied, &best, &fallback).unwrap(),
+                best.clone(),
+            ),
+            ask,
+        );
+        assert_eq!(kept.name, "l40s-x1", "the cached class is denied");
     }
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, warn};
 use vramfit_api::model_cache::{ModelCacheSpec, POD_MODEL_ANNOTATION, VOLUME_LABEL, WantedModel};
-use vramfit_api::{InferenceJob, ModelCache};
+use vramfit_api::{InferenceJob, ModelCache, Phase, Plan};
 
 use super::job_model::job_model;
 use super::view::NodeCache;
@@ -177,14 +177,20 @@ pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<Wante
         .collect()
 }
 
-/// What `job` wants cached, if anything: its model, its pods' nodes and its planned classes.
+/// What `job` wants cached, if anything: its model, its pods' nodes and its planned classes
+/// (a served job's replicas' classes; a batch job's or group's attempt class, also while the
+/// attempt waits for its model), a group's class asked at least as many nodes as the group
+/// has pods. A finished job wants nothing.
 fn job_want(
     job: &InferenceJob,
     nodes_of_job: &BTreeMap<String, BTreeSet<String>>,
 ) -> Option<JobWant> {
     let model = job_model(job)?;
     let status = job.status.as_ref();
-    let classes = status
+    if status.and_then(|s| s.phase).is_some_and(Phase::is_terminal) {
+        return None;
+    }
+    let mut classes: Vec<String> = status
         .map(|s| {
             s.replica_statuses
                 .iter()
@@ -196,6 +202,9 @@ fn job_want(
                 .collect()
         })
         .unwrap_or_default();
+    if job.spec.serve.is_none() {
+        classes.extend(status.and_then(|s| s.node_class.clone()));
+    }
     let pod_nodes = job
         .metadata
         .uid
@@ -208,7 +217,26 @@ fn job_want(
         model,
         pod_nodes,
         classes,
+        nodes_per_class: group_pods(job),
     })
+}
+
+/// The pods of a batch group's attempt: its plan's nodes; `maxNodes` while the next attempt
+/// waits for its model or none is planned yet (the next plan's size is not known here, and
+/// fewer nodes asked than the group needs would keep it waiting); 0 for other jobs.
+fn group_pods(job: &InferenceJob) -> usize {
+    let spec = &job.spec;
+    if spec.serve.is_some() || spec.gpus.max_nodes <= 1 {
+        return 0;
+    }
+    let status = job.status.as_ref();
+    let waiting = status.is_some_and(|s| s.replicas_waiting_for_model.is_some());
+    let planned = status.and_then(|s| s.plan.as_ref()).map(Plan::nodes);
+    let nodes = match planned {
+        Some(nodes) if !waiting => nodes,
+        _ => spec.gpus.max_nodes,
+    };
+    nodes as usize
 }
 
 /// Deletes the model volumes whose claim is gone (phase `Released`): the claim went with its
@@ -243,6 +271,80 @@ pub fn is_released(volume: &PersistentVolume) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures;
+    use vramfit_api::checkpoint::HuggingFaceModel;
+
+    /// A batch job of model `o/m`, maxNodes `max_nodes`, with `status`.
+    fn batch(max_nodes: u32, status: vramfit_api::InferenceJobStatus) -> InferenceJob {
+        let mut spec = fixtures::vllm_mistral_spec();
+        spec.gpus.max_nodes = max_nodes;
+        spec.model.hugging_face = Some(HuggingFaceModel {
+            repo: "o/m".into(),
+            ..Default::default()
+        });
+        let mut job = fixtures::job("train", spec);
+        job.status = Some(status);
+        job
+    }
+
+    #[test]
+    fn a_batch_job_wants_its_model_on_its_attempt_class_and_pod_nodes_until_it_ends() {
+        let uid = fixtures::uid("train");
+        let nodes = BTreeMap::from([(uid, BTreeSet::from(["l-2".to_string()]))]);
+        let waiting = vramfit_api::InferenceJobStatus {
+            phase: Some(Phase::Pending),
+            node_class: Some("l40s-x1".into()),
+            replicas_waiting_for_model: Some(1),
+            ..Default::default()
+        };
+        let want = job_want(&batch(1, waiting.clone()), &nodes).unwrap();
+        assert_eq!(want.model.key, "o/m@main");
+        assert_eq!(want.classes, ["l40s-x1"]);
+        assert_eq!(want.pod_nodes, ["l-2"]);
+        assert_eq!(want.nodes_per_class, 0, "one pod: the prefetch count");
+        for phase in [Phase::Succeeded, Phase::Failed] {
+            let ended = vramfit_api::InferenceJobStatus {
+                phase: Some(phase),
+                ..waiting.clone()
+            };
+            assert!(job_want(&batch(1, ended), &nodes).is_none(), "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn a_group_asks_as_many_nodes_as_it_has_pods_or_may_have_while_it_waits() {
+        let nodes = BTreeMap::new();
+        let waiting = vramfit_api::InferenceJobStatus {
+            node_class: Some("a10g-x4".into()),
+            replicas_waiting_for_model: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(
+            job_want(&batch(3, waiting), &nodes)
+                .unwrap()
+                .nodes_per_class,
+            3,
+            "waiting: as many as maxNodes"
+        );
+        let mut spec = fixtures::vllm_mistral_spec();
+        spec.context_length = Some(8192);
+        let input = vramfit_planner::resolve_job(&spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = crate::group::testing::two_node_plan(&input, &class);
+        let running = vramfit_api::InferenceJobStatus {
+            phase: Some(Phase::Running),
+            node_class: Some(class.name.clone()),
+            plan: Some(plan),
+            ..Default::default()
+        };
+        assert_eq!(
+            job_want(&batch(3, running), &nodes)
+                .unwrap()
+                .nodes_per_class,
+            2,
+            "running: the plan's nodes"
+        );
+    }
 
     #[test]
     fn the_spec_patch_is_owned_by_the_node() {

@@ -21,19 +21,19 @@ use crate::serving::tests::api::{served_job, services};
 use crate::stores::StoreWriters;
 use crate::verifier::test_context_with_settings;
 
-const KEY: &str = "mistralai/Mistral-7B-Instruct-v0.3@main";
+pub(super) const KEY: &str = "mistralai/Mistral-7B-Instruct-v0.3@main";
 
-fn volumes() -> String {
+pub(super) fn volumes() -> String {
     "/api/v1/persistentvolumes".to_string()
 }
 
-fn claims() -> String {
+pub(super) fn claims() -> String {
     format!("/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")
 }
 
 /// A served job of one replica whose model is `model.huggingFace`, with what the Hub said
 /// already in status (no Hub read in the test).
-fn cached_job() -> InferenceJob {
+pub(super) fn cached_job() -> InferenceJob {
     let mut job = served_job(1);
     job.spec.model.hugging_face = Some(HuggingFaceModel {
         repo: "mistralai/Mistral-7B-Instruct-v0.3".into(),
@@ -55,7 +55,7 @@ fn cached_job() -> InferenceJob {
     job
 }
 
-fn settings() -> Settings {
+pub(super) fn settings() -> Settings {
     Settings {
         model_cache: ModelCacheSettings {
             enabled: true,
@@ -66,7 +66,7 @@ fn settings() -> Settings {
 }
 
 /// Node `node`'s cache, holding the model in `phase`, its agent alive.
-fn cache(node: &str, phase: CachedModelPhase) -> ModelCache {
+pub(super) fn cache(node: &str, phase: CachedModelPhase) -> ModelCache {
     let mut cache = ModelCache::new(node, ModelCacheSpec::default());
     cache.status = Some(ModelCacheStatus {
         models: vec![CachedModel {
@@ -85,7 +85,10 @@ fn cache(node: &str, phase: CachedModelPhase) -> ModelCache {
 }
 
 /// Three L40S×1 nodes.
-fn cluster(writers: &mut StoreWriters, serving: &mut crate::serving::state::ServingWriters) {
+pub(super) fn cluster(
+    writers: &mut StoreWriters,
+    serving: &mut crate::serving::state::ServingWriters,
+) {
     for node in ["l-1", "l-2", "l-3"] {
         writers.apply_node(fixtures::gpu_node(node, "l40s", 1, 1));
     }
@@ -93,7 +96,7 @@ fn cluster(writers: &mut StoreWriters, serving: &mut crate::serving::state::Serv
     serving.mark_ready();
 }
 
-fn hostnames(pod: &Value) -> Vec<Value> {
+pub(super) fn hostnames(pod: &Value) -> Vec<Value> {
     pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         ["nodeSelectorTerms"]
         .as_array()
@@ -107,7 +110,7 @@ fn hostnames(pod: &Value) -> Vec<Value> {
         .collect()
 }
 
-fn env(pod: &Value, name: &str) -> Value {
+pub(super) fn env(pod: &Value, name: &str) -> Value {
     pod["spec"]["containers"][0]["env"]
         .as_array()
         .unwrap()
@@ -258,7 +261,7 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
 }
 
 /// Whether job `chat` is in the set of served jobs woken by node and cache changes.
-fn waits(ctx: &crate::context::Context) -> bool {
+pub(super) fn waits(ctx: &crate::context::Context) -> bool {
     ctx.serving
         .waiting()
         .jobs()

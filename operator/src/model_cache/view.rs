@@ -30,6 +30,9 @@ pub struct CacheView {
     /// Free GPUs of the class's resource on each node the job's pod may use, by `(class,
     /// node)`.
     pub free: BTreeMap<(String, String), u32>,
+    /// A group's pods each need a node of their own (`--group-spread node`): a group of N
+    /// mounts only from N distinct nodes holding the model.
+    pub one_pod_per_node: bool,
 }
 
 /// One node's cache.
@@ -132,7 +135,35 @@ pub fn observe(
         model: Some(model),
         nodes,
         free,
+        one_pod_per_node: ctx.settings.group_spread.one_pod_per_node(),
     })
+}
+
+/// A decision's [`CacheView`], built the first time a placement reads it: a reconcile that
+/// makes no pod does not walk the nodes and caches.
+pub struct LazyView<'a> {
+    view: std::cell::OnceCell<Option<CacheView>>,
+    make: Box<dyn Fn() -> Option<CacheView> + 'a>,
+}
+
+impl<'a> LazyView<'a> {
+    /// The view `make` builds, once, when first read.
+    pub fn new(make: impl Fn() -> Option<CacheView> + 'a) -> Self {
+        Self {
+            view: std::cell::OnceCell::new(),
+            make: Box::new(make),
+        }
+    }
+
+    /// No caches: the job does not use them.
+    pub fn none() -> Self {
+        Self::new(|| None)
+    }
+
+    /// The view, built on the first call.
+    pub fn get(&self) -> Option<&CacheView> {
+        self.view.get_or_init(|| (self.make)()).as_ref()
+    }
 }
 
 impl CacheView {
@@ -191,6 +222,20 @@ mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
     use vramfit_api::model_cache::{CachedModelPhase, ModelCacheSpec, ModelCacheStatus};
+
+    #[test]
+    fn a_lazy_view_is_built_once_and_only_when_read() {
+        let built = std::cell::Cell::new(0);
+        let lazy = LazyView::new(|| {
+            built.set(built.get() + 1);
+            Some(CacheView::default())
+        });
+        assert_eq!(built.get(), 0, "not built until read");
+        assert!(lazy.get().is_some());
+        assert!(lazy.get().is_some());
+        assert_eq!(built.get(), 1);
+        assert!(LazyView::none().get().is_none());
+    }
 
     #[test]
     fn a_stale_agent_status_is_not_trusted() {

@@ -21,8 +21,11 @@ pub struct JobWant {
     /// The nodes its pods run on.
     pub pod_nodes: Vec<String>,
     /// The classes its replicas are planned on (status `replicaStatuses[].nodeClass`,
-    /// `surge.nodeClass`).
+    /// `surge.nodeClass`), or its attempt's (`status.nodeClass`).
     pub classes: Vec<String>,
+    /// The fewest nodes of each class asked to hold the model, whatever `prefetch_nodes`
+    /// says: a group's pods (a group of N mounts only from N holders); 0 otherwise.
+    pub nodes_per_class: usize,
 }
 
 /// A live pod that mounts a cached model.
@@ -113,7 +116,7 @@ pub fn wanted_models(input: &WantedInput<'_>) -> BTreeMap<String, Vec<WantedMode
 }
 
 /// The nodes `job` wants its model on: its pods' nodes, and per planned class the nodes
-/// holding it Ready first, then by name, at most `prefetch_nodes`.
+/// holding it Ready first, then by name, at most `prefetch_nodes` (at least a group's pods).
 fn job_nodes(job: &JobWant, input: &WantedInput<'_>) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = job.pod_nodes.iter().cloned().collect();
     let classes: BTreeSet<&String> = job.classes.iter().collect();
@@ -130,7 +133,8 @@ fn job_nodes(job: &JobWant, input: &WantedInput<'_>) -> BTreeSet<String> {
         };
         let mut ranked: Vec<&String> = members.iter().collect();
         ranked.sort_by(|a, b| ready(b).cmp(&ready(a)).then(a.cmp(b)));
-        out.extend(ranked.into_iter().take(input.prefetch_nodes).cloned());
+        let asked = input.prefetch_nodes.max(job.nodes_per_class);
+        out.extend(ranked.into_iter().take(asked).cloned());
     }
     out
 }
@@ -157,6 +161,7 @@ mod tests {
             model: model(repo),
             pod_nodes: pods.iter().map(|s| s.to_string()).collect(),
             classes: classes.iter().map(|s| s.to_string()).collect(),
+            nodes_per_class: 0,
         }
     }
 
@@ -203,6 +208,30 @@ mod tests {
             "Ready n-4, then n-1 by name, and the pod's node"
         );
         assert_eq!(keys(&out["n-1"]), ["o/m@main"]);
+    }
+
+    #[test]
+    fn a_group_s_class_asks_at_least_as_many_nodes_as_the_group_has_pods() {
+        let classes = class_nodes("c", &["n-1", "n-2", "n-3", "n-4"]);
+        let caches = BTreeMap::new();
+        let asked = |pods: usize| {
+            let mut group = want("a", "o/m", &[], &["c"]);
+            group.nodes_per_class = pods;
+            let out = wanted_models(&WantedInput {
+                jobs: &[group],
+                mounting: &[],
+                class_nodes: &classes,
+                caches: &caches,
+                prefetch_nodes: 1,
+            });
+            out.into_keys().collect::<Vec<String>>()
+        };
+        assert_eq!(
+            asked(3),
+            ["n-1", "n-2", "n-3"],
+            "three pods: three nodes, not one"
+        );
+        assert_eq!(asked(0), ["n-1"], "one pod: prefetch_nodes");
     }
 
     #[test]

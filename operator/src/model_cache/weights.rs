@@ -40,6 +40,16 @@ pub fn of_pod(pod: &Pod) -> ReplicaWeights {
     }
 }
 
+/// [`of_pod`] for a pod made with the cache on (it carries the source annotation); `None`
+/// for a pod made without it.
+pub fn of_marked_pod(pod: &Pod) -> Option<ReplicaWeights> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(WEIGHTS_SOURCE_ANNOTATION))
+        .then(|| of_pod(pod))
+}
+
 /// Seconds from the first container's start to the pod's Ready condition, once Ready.
 pub fn load_seconds(pod: &Pod) -> Option<u32> {
     let status = pod.status.as_ref()?;

@@ -124,6 +124,14 @@ pub async fn write_pods(
         return Ok(());
     };
     let pod_name = pod.name_any();
+    // The model volume the new pod mounts comes first (`--model-cache`).
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let volumes =
+        crate::model_cache::volumes::create(&ctx.client, &namespace, uid, &decision.volumes).await;
+    if let Err(error) = volumes {
+        ctx.reservations.forget(&namespace, &pod_name);
+        return Err(error);
+    }
     let written = if decision.create_pod {
         create_pod(&pods, pod, job).await
     } else {
@@ -140,6 +148,9 @@ pub async fn write_pods(
         ctx.reservations.forget(&namespace, &pod_name);
     } else {
         info!(pod = %pod_name, "wrote the pod");
+        if decision.create_pod {
+            crate::model_cache::count_created(ctx, pod);
+        }
     }
     written
 }

@@ -45,6 +45,8 @@ use super::build::{BuildError, desired_pod, metadata_matches, recorded_spec_hash
 use crate::capacity::{Capacity, Inventory};
 use crate::context::Requeues;
 use crate::events::JobEvent;
+use crate::model_cache::mount::ModelVolume;
+use crate::model_cache::view::LazyView;
 use crate::reconcile::pod_outcome::{PodState, classify};
 use crate::reconcile::pod_outcome::{schedule_deadline, start_deadline};
 use vramfit_api::event_reasons::EventReason;
@@ -77,6 +79,9 @@ pub struct Observed<'a> {
     pub capacity: &'a dyn Fn() -> Capacity,
     /// Now.
     pub now: Time,
+    /// The node model caches, when the job uses them (`--model-cache`): read only when a pod
+    /// is made (a reconcile that places nothing does not walk the nodes).
+    pub model_cache: &'a LazyView<'a>,
 }
 
 /// What to do.
@@ -93,6 +98,8 @@ pub struct Decision {
     pub create_pod: bool,
     /// The plan of the applied pod (for the reservation ledger).
     pub applied_plan: Option<Plan>,
+    /// The model volume and claim the created pod mounts, created before it.
+    pub volumes: Vec<ModelVolume>,
     /// Events to publish once the writes succeeded.
     pub events: Vec<JobEvent>,
     /// Kinds of step taken down (`vramfit_fallbacks_total{reason}`).
@@ -141,6 +148,7 @@ struct Draft<'a> {
     apply_pod: Option<Pod>,
     create_pod: bool,
     applied_plan: Option<Plan>,
+    volumes: Vec<ModelVolume>,
     events: Vec<JobEvent>,
     steps: Vec<&'static str>,
     bad_outputs: Vec<(String, String)>,
@@ -160,6 +168,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
             apply_pod: None,
             create_pod: false,
             applied_plan: None,
+            volumes: Vec::new(),
             events: Vec::new(),
             steps: Vec::new(),
             bad_outputs: Vec::new(),
@@ -175,6 +184,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         apply_pod: None,
         create_pod: false,
         applied_plan: None,
+        volumes: Vec::new(),
         events: Vec::new(),
         steps: Vec::new(),
         bad_outputs: Vec::new(),
@@ -186,6 +196,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
     draft.clear_internal_error();
     draft.advance(&old)?;
     draft.fill_conditions();
+    draft.cache_status();
     draft.phase_events(&old);
     conditions::sort(&mut draft.status.conditions);
 
@@ -205,6 +216,7 @@ pub fn next_status(obs: &Observed<'_>, requeues: &Requeues) -> Result<Decision, 
         apply_pod: draft.apply_pod,
         create_pod: draft.create_pod,
         applied_plan: draft.applied_plan,
+        volumes: draft.volumes,
         events: draft.events,
         steps: draft.steps,
         bad_outputs: draft.bad_outputs,
@@ -523,7 +535,8 @@ impl Draft<'_> {
             );
             return self.start(Start::Replacing);
         };
-        let pod = desired_pod(self.obs.job, input, &plan, class, attempt)?;
+        let mut pod = desired_pod(self.obs.job, input, &plan, class, attempt)?;
+        self.attach_cache(&mut pod, &plan, false);
         self.apply_pod = Some(pod);
         self.create_pod = true;
         self.applied_plan = Some(plan);
@@ -560,7 +573,7 @@ impl Draft<'_> {
                     let desired = desired_pod(self.obs.job, input, &new_plan, class, attempt)?;
                     if recorded_spec_hash(pod) == recorded_spec_hash(&desired) {
                         if !metadata_matches(pod, &desired) {
-                            self.apply_pod = Some(desired);
+                            self.apply_pod = Some(self.as_running(desired, pod));
                             self.applied_plan = Some(new_plan.clone());
                         }
                         self.flags_condition(input, &new_plan);
@@ -846,19 +859,7 @@ impl Draft<'_> {
     ) {
         self.status.phase = Some(Phase::Unschedulable);
         self.status.rejected_classes = rejections;
-        if how == Start::AfterOutOfMemory {
-            let failure = self.last_failure_message();
-            self.set(
-                ConditionType::OutOfMemory,
-                true,
-                Reason::SteppedDown,
-                format!(
-                    "attempt {previous} ran out of memory ({failure}); attempt {}: {}, waiting for a class with room",
-                    previous + 1,
-                    step.unwrap_or_default()
-                ),
-            );
-        }
+        self.step_pending(how, previous, step, "waiting for a class with room");
         self.set(
             ConditionType::Scheduled,
             false,
@@ -870,6 +871,25 @@ impl Draft<'_> {
             false,
             Reason::NotRunning,
             "no pod runs",
+        );
+    }
+
+    /// After out of memory, the step down taken for an attempt that does not start yet:
+    /// `OutOfMemory=True` says the step and what the attempt waits for.
+    fn step_pending(&mut self, how: Start, previous: u32, step: Option<&str>, waiting: &str) {
+        if how != Start::AfterOutOfMemory {
+            return;
+        }
+        let failure = self.last_failure_message();
+        self.set(
+            ConditionType::OutOfMemory,
+            true,
+            Reason::SteppedDown,
+            format!(
+                "attempt {previous} ran out of memory ({failure}); attempt {}: {}, {waiting}",
+                previous + 1,
+                step.unwrap_or_default()
+            ),
         );
     }
 
@@ -983,6 +1003,7 @@ pub fn step_kind(plan: &Plan, before: &Fallback, after: &Fallback) -> &'static s
 }
 
 mod admission_backoff;
+mod cache_hook;
 pub mod placement;
 mod start;
 

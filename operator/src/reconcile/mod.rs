@@ -176,6 +176,7 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         apply::reserve(job, &decision, ctx);
         decision
     };
+    crate::model_cache::wake_while_waiting(ctx, job, &decision.status);
     // API: delete a replaced pod, create or apply the attempt's pod.
     if let Err(error) = apply::write_pods(job, &decision, ctx).await {
         // API: tell the user in status and an event when the server refused the pod.

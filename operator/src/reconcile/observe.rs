@@ -89,8 +89,9 @@ impl Snapshot<'_> {
                 let key = pod_key(&self.namespace, name);
                 self.ctx.stores.usage().contains(&key)
             };
-            if finished || counted() {
-                self.settled.borrow_mut().push(name.to_string());
+            let mut settled = self.settled.borrow_mut();
+            if (finished || counted()) && !settled.iter().any(|s| s == name) {
+                settled.push(name.to_string());
             }
             return PodSeen::Observed(pod);
         }
@@ -167,10 +168,17 @@ impl Snapshot<'_> {
         .with_group_spread(self.ctx.settings.group_spread)
     }
 
+    /// What the job's placement sees of the node model caches, when it uses them.
+    pub fn model_cache(&self, now: &Time) -> Option<crate::model_cache::view::CacheView> {
+        crate::model_cache::view::observe(self.ctx, self.job, &self.inventory, now)
+    }
+
     /// The next status of the job from this snapshot (pure: [`next_status`]).
     pub fn decide(&self, now: Time, requeues: &Requeues) -> Result<Decision, BuildError> {
         let pods = |name: &str| self.pod(name);
         let capacity = || self.capacity();
+        let at = now.clone();
+        let model_cache = crate::model_cache::view::LazyView::new(|| self.model_cache(&at));
         let observed = Observed {
             job: self.job,
             input: &self.input,
@@ -178,6 +186,7 @@ impl Snapshot<'_> {
             inventory: &self.inventory,
             capacity: &capacity,
             now,
+            model_cache: &model_cache,
         };
         next_status(&observed, requeues)
     }

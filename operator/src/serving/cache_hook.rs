@@ -4,7 +4,6 @@
 //! `weights` status.
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use vramfit_api::model_cache::WeightsSource;
 use vramfit_api::pod_keys::replica_pod_name;
 use vramfit_api::{Plan, ReplicaStatus};
 use vramfit_planner::NodeClass;
@@ -68,41 +67,23 @@ impl<'a> Draft<'a> {
             ask,
             class: &class.name,
             gpus: plan.gpu_count,
+            pods: 1,
+            one_pod_per_node: true,
             waited_since,
             now: self.now(),
             may_wait,
         }))
     }
 
-    /// Makes `pod` take its weights as `placement` says: the mount and its volumes, or only
-    /// the source annotation when the pod fetches the model itself.
+    /// Makes `pod` take its weights as `placement` says ([`mount::attach`]); the volume it
+    /// mounts is created before it.
     pub(super) fn attach_cache(&mut self, pod: &mut Pod, placement: Option<CachePlacement>) {
         let Some(ask) = self.cache_ask() else {
             return;
         };
-        let why = match placement {
-            Some(CachePlacement::Mount {
-                source,
-                nodes,
-                total_bytes,
-            }) => {
-                let root = &ask.view.settings.root;
-                match mount::model_volume(self.obs.job, ask.model, root, total_bytes) {
-                    Ok(volume) => {
-                        let claim = volume.claim.name_any();
-                        mount::mount_pod(pod, ask.model, &claim, &nodes, source);
-                        self.volumes.push(volume);
-                        return;
-                    }
-                    Err(error) => Some(format!("the model's volume cannot be made: {error}")),
-                }
-            }
-            Some(CachePlacement::FetchedByPod { why }) => why,
-            Some(CachePlacement::Wait { .. }) | None => None,
-        };
-        mount::mark_source(pod, WeightsSource::FetchedByPod);
-        if let Some(why) = why {
-            mount::mark_note(pod, &why);
+        let root = &ask.view.settings.root;
+        if let Some(volume) = mount::attach(pod, self.obs.job, ask.model, root, placement) {
+            self.volumes.push(volume);
         }
     }
 

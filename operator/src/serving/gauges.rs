@@ -40,24 +40,24 @@ impl JobCounts {
     }
 }
 
-/// The Ready replicas of `job` by class and its replicas waiting for their model (nothing for
-/// a batch job or an unreadable one).
+/// The Ready replicas of `job` by class and its replicas waiting for their model (a batch
+/// job's next attempt that waits counts 1; nothing for an unreadable job).
 fn counts_of(job: &CachedJob) -> JobCounts {
     let mut counts = JobCounts::default();
     let Ok(job) = job.job() else {
         return counts;
     };
+    counts.waiting_for_model = job
+        .status
+        .as_ref()
+        .and_then(|s| s.replicas_waiting_for_model)
+        .map_or(0, i64::from);
     if job.spec.serve.is_none() {
         return counts;
     }
     for line in job.status.iter().flat_map(|s| &s.replica_statuses) {
         *counts.ready.entry(line.node_class.clone()).or_default() += i64::from(line.ready);
     }
-    counts.waiting_for_model = job
-        .status
-        .as_ref()
-        .and_then(|s| s.replicas_waiting_for_model)
-        .map_or(0, i64::from);
     counts
 }
 
@@ -110,7 +110,8 @@ impl ServingGauges {
         totals
     }
 
-    /// Replicas waiting for a node to download their model, over every served job.
+    /// Replicas waiting for a node to download their model, over every job (a batch job's
+    /// waiting attempt counts 1).
     pub fn waiting_for_model(&self) -> i64 {
         let counts = self.lock();
         counts.jobs.values().map(|job| job.waiting_for_model).sum()
@@ -154,6 +155,25 @@ mod tests {
             ..Default::default()
         });
         CachedJob::of(&job)
+    }
+
+    #[test]
+    fn a_batch_job_waiting_for_its_model_counts_one_waiting_replica() {
+        let gauges = ServingGauges::default();
+        let mut waiting = fixtures::job("batch", fixtures::vllm_mistral_spec());
+        waiting.status = Some(vramfit_api::InferenceJobStatus {
+            replicas_waiting_for_model: Some(1),
+            ..Default::default()
+        });
+        gauges.apply(&watcher::Event::Apply(CachedJob::of(&waiting)));
+        assert_eq!(gauges.waiting_for_model(), 1);
+        assert!(
+            gauges.totals().is_empty(),
+            "no Ready replica of a batch job"
+        );
+        waiting.status = Some(vramfit_api::InferenceJobStatus::default());
+        gauges.apply(&watcher::Event::Apply(CachedJob::of(&waiting)));
+        assert_eq!(gauges.waiting_for_model(), 0);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   by where their weights come from (`CacheHit`, `FetchedByNode`, `FetchedByPod`; each
 //!   from 0).
 //! * `vramfit_replicas_waiting_for_model` (gauge): replicas waiting for a node to download
-//!   their model, from the served jobs' status as the job watch goes.
+//!   their model, from the jobs' status as the job watch goes (a batch job or group whose
+//!   next attempt waits counts 1).
 use std::collections::BTreeMap;
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -120,6 +120,7 @@ pub async fn reconcile_served(
         apply_pod: None,
         create_pod: false,
         applied_plan: None,
+        volumes: Vec::new(),
         events: decision.events.clone(),
         steps: decision.steps.clone(),
         bad_outputs: Vec::new(),

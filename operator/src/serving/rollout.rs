@@ -185,6 +185,8 @@ impl Draft<'_> {
         if metadata_matches(&pod, &desired) || desired.name_any() != pod.name_any() {
             return Ok(Fit::Current);
         }
+        // A pod that mounts a cached model keeps its spec as created: the metadata alone.
+        let desired = crate::model_cache::mount::metadata_apply(desired, &pod);
         Ok(Fit::Metadata(Box::new(desired)))
     }
 

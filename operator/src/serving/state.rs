@@ -90,7 +90,8 @@ impl Deleting {
     }
 }
 
-/// Served jobs that have a replica waiting for a class with room.
+/// Jobs woken when nodes, free GPUs or node caches change: served jobs with a replica waiting
+/// for a class with room or for its model, batch jobs whose next attempt waits for its model.
 #[derive(Default)]
 pub struct Waiting(Mutex<HashSet<JobRef>>);
 

@@ -208,20 +208,21 @@ impl Draft<'_> {
                         excluded.push(lacking);
                     }
                 }
-                match choose(
-                    input,
-                    self.obs.inventory,
-                    &(self.obs.capacity)(),
-                    fallback,
-                    &excluded,
-                ) {
+                let capacity = (self.obs.capacity)();
+                let chosen = choose(input, self.obs.inventory, &capacity, fallback, &excluded);
+                match chosen.map(|c| self.prefer_cached(input, &capacity, fallback, &excluded, c)) {
                     Ok(Choice {
                         plan,
                         class,
                         passed_over,
                     }) => {
-                        self.apply_pod =
-                            Some(desired_pod(self.obs.job, input, &plan, &class, number)?);
+                        let mut pod = desired_pod(self.obs.job, input, &plan, &class, number)?;
+                        if !self.attach_cache(&mut pod, &plan, true) {
+                            // The attempt waits for a node to download its model (recorded).
+                            self.step_pending(how, number - 1, step, "waiting for its model");
+                            return Ok(None);
+                        }
+                        self.apply_pod = Some(pod);
                         self.create_pod = true;
                         self.applied_plan = Some(plan.clone());
                         Ok(Some(Placed {

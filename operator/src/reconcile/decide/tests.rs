@@ -63,6 +63,7 @@ impl World {
             inventory: &inventory,
             capacity: &capacity,
             now: at(self.now),
+            model_cache: &crate::model_cache::view::LazyView::none(),
         };
         next_status(&observed, &Requeues::default()).unwrap()
     }
