@@ -23,6 +23,8 @@ use super::job_model::job_model;
 use super::view::NodeCache;
 use super::wanted::{JobWant, MountingPod, WantedInput, wanted_models};
 use super::{HEARTBEAT_TRUST, SYNC_PERIOD};
+use crate::capacity::PodConstraints;
+use crate::capacity::room::free_per_node;
 use crate::context::Context;
 use crate::stores::is_finished;
 
@@ -119,6 +121,14 @@ pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<Wante
         .iter()
         .map(|c| (c.name_any(), NodeCache::of(c, &now, HEARTBEAT_TRUST)))
         .collect();
+    // Room per node whatever a job tolerates (GPU nodes are often tainted): which nodes a
+    // replica could wait for, asked first.
+    let free: BTreeMap<(String, String), u32> = {
+        let usage = ctx.stores.usage();
+        free_per_node(&inventory, &usage, &PodConstraints::default())
+            .map(|node| ((node.class.name.clone(), node.node.to_string()), node.free))
+            .collect()
+    };
     let pods = ctx.stores.job_pods.state();
     let mut mounting = Vec::new();
     let mut nodes_of_job: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -166,6 +176,7 @@ pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<Wante
         mounting: &mounting,
         class_nodes: &class_nodes,
         caches: &caches,
+        free: &free,
         prefetch_nodes: ctx.settings.model_cache.prefetch_nodes,
     });
     gpu_nodes
@@ -218,6 +229,9 @@ fn job_want(
         pod_nodes,
         classes,
         nodes_per_class: group_pods(job),
+        gpus_per_pod: status
+            .and_then(|s| s.plan.as_ref())
+            .map_or(1, |plan| plan.gpu_count.max(1)),
     })
 }
 

@@ -1,7 +1,7 @@
 //! The models each GPU node's cache should hold (pure): every served job with the cache on
 //! wants its model on the nodes its pods run on, and ahead of its pods on a few nodes of each
-//! class its replicas are planned on — the nodes holding it Ready first, then by name, at most
-//! `prefetch_nodes` per class. A model a live pod mounts is wanted on that pod's node (in use:
+//! class its replicas are planned on — the nodes holding it Ready first, then those whose live
+//! agent can fetch it with room for a pod, then by name, at most `prefetch_nodes` per class. A model a live pod mounts is wanted on that pod's node (in use:
 //! never evicted), whichever job it belongs to. Each node keeps at most `MAX_MODELS`: the ones
 //! in use first, then those most jobs want, then by key.
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +26,8 @@ pub struct JobWant {
     /// The fewest nodes of each class asked to hold the model, whatever `prefetch_nodes`
     /// says: a group's pods (a group of N mounts only from N holders); 0 otherwise.
     pub nodes_per_class: usize,
+    /// The GPUs one of its pods takes (its plan's; 1 when none is known yet).
+    pub gpus_per_pod: u32,
 }
 
 /// A live pod that mounts a cached model.
@@ -49,6 +51,8 @@ pub struct WantedInput<'a> {
     pub class_nodes: &'a BTreeMap<String, Vec<String>>,
     /// Each node's cache (trusted status), by node.
     pub caches: &'a BTreeMap<String, NodeCache>,
+    /// The GPUs of each `(class, node)` that bound pods leave free.
+    pub free: &'a BTreeMap<(String, String), u32>,
     /// The most nodes per class asked to hold a job's model ahead of its pods.
     pub prefetch_nodes: usize,
 }
@@ -116,7 +120,8 @@ pub fn wanted_models(input: &WantedInput<'_>) -> BTreeMap<String, Vec<WantedMode
 }
 
 /// The nodes `job` wants its model on: its pods' nodes, and per planned class the nodes
-/// holding it Ready first, then by name, at most `prefetch_nodes` (at least a group's pods).
+/// holding it Ready first, then those with a live agent and room for a pod, then by name, at
+/// most `prefetch_nodes` (at least a group's pods).
 fn job_nodes(job: &JobWant, input: &WantedInput<'_>) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = job.pod_nodes.iter().cloned().collect();
     let classes: BTreeSet<&String> = job.classes.iter().collect();
@@ -124,15 +129,29 @@ fn job_nodes(job: &JobWant, input: &WantedInput<'_>) -> BTreeSet<String> {
         let Some(members) = input.class_nodes.get(class) else {
             continue;
         };
+        let cache = |node: &String| input.caches.get(node);
         let ready = |node: &String| {
-            input
-                .caches
-                .get(node)
+            cache(node)
                 .and_then(|c| c.model(&job.model.key))
                 .is_some_and(|m| m.phase == CachedModelPhase::Ready)
         };
+        // A node whose live agent can download the model and that has room for a pod: the
+        // one a replica waits for (placement waits for such nodes, by name), so it must be
+        // among those asked even when nodes before it by name are full.
+        let could_take = |node: &String| {
+            cache(node).is_some_and(|c| c.live)
+                && input
+                    .free
+                    .get(&(class.clone(), node.clone()))
+                    .is_some_and(|free| *free >= job.gpus_per_pod.max(1))
+        };
         let mut ranked: Vec<&String> = members.iter().collect();
-        ranked.sort_by(|a, b| ready(b).cmp(&ready(a)).then(a.cmp(b)));
+        ranked.sort_by(|a, b| {
+            ready(b)
+                .cmp(&ready(a))
+                .then(could_take(b).cmp(&could_take(a)))
+                .then(a.cmp(b))
+        });
         let asked = input.prefetch_nodes.max(job.nodes_per_class);
         out.extend(ranked.into_iter().take(asked).cloned());
     }
@@ -162,6 +181,7 @@ mod tests {
             pod_nodes: pods.iter().map(|s| s.to_string()).collect(),
             classes: classes.iter().map(|s| s.to_string()).collect(),
             nodes_per_class: 0,
+            gpus_per_pod: 1,
         }
     }
 
@@ -199,6 +219,7 @@ mod tests {
             mounting: &[],
             class_nodes: &classes,
             caches: &caches,
+            free: &BTreeMap::new(),
             prefetch_nodes: 2,
         });
         let nodes: Vec<&String> = out.keys().collect();
@@ -222,6 +243,7 @@ mod tests {
                 mounting: &[],
                 class_nodes: &classes,
                 caches: &caches,
+                free: &BTreeMap::new(),
                 prefetch_nodes: 1,
             });
             out.into_keys().collect::<Vec<String>>()
@@ -253,6 +275,7 @@ mod tests {
             mounting: &mounting,
             class_nodes: &classes,
             caches: &BTreeMap::new(),
+            free: &BTreeMap::new(),
             prefetch_nodes: 4,
         });
         let models = &out["n-1"];
@@ -276,6 +299,7 @@ mod tests {
             mounting: &[],
             class_nodes: &BTreeMap::new(),
             caches: &BTreeMap::new(),
+            free: &BTreeMap::new(),
             prefetch_nodes: 4,
         });
         let models = &out["n"];
@@ -283,5 +307,45 @@ mod tests {
         assert_eq!(models[0].key(), "o/shared@main", "the most wanted first");
         assert_eq!(models[0].namespaces.len(), MAX_NAMESPACES);
         assert_eq!(models[1].key(), "o/m000@main", "then by key");
+    }
+
+    #[test]
+    fn a_full_class_still_asks_the_node_a_replica_would_wait_for() {
+        // a-1..a-3 are full; a-4 has room and a live agent: the replica waits for a-4, so
+        // a-4 is asked even with one prefetch node (before it by name, a-1 would be).
+        let nodes = class_nodes("a", &["a-1", "a-2", "a-3", "a-4", "a-5"]);
+        let live = NodeCache {
+            live: true,
+            ..NodeCache::default()
+        };
+        let caches: BTreeMap<String, NodeCache> = ["a-1", "a-2", "a-3", "a-4"]
+            .into_iter()
+            .map(|n| (n.to_string(), live.clone()))
+            .collect();
+        let mut free: BTreeMap<(String, String), u32> = ["a-1", "a-2", "a-3", "a-4", "a-5"]
+            .into_iter()
+            .map(|n| (("a".to_string(), n.to_string()), 0))
+            .collect();
+        free.insert(("a".into(), "a-4".into()), 2);
+        // a-5 has room but no agent: it cannot download the model.
+        free.insert(("a".into(), "a-5".into()), 8);
+        let mut job = want("ns", "o/m", &[], &["a"]);
+        job.gpus_per_pod = 2;
+        let wanted = |free: &BTreeMap<(String, String), u32>, job: &JobWant| {
+            wanted_models(&WantedInput {
+                jobs: std::slice::from_ref(job),
+                mounting: &[],
+                class_nodes: &nodes,
+                caches: &caches,
+                free,
+                prefetch_nodes: 1,
+            })
+        };
+        let out = wanted(&free, &job);
+        assert_eq!(out.keys().collect::<Vec<_>>(), vec!["a-4"], "{out:?}");
+        // A pod of 4 GPUs fits nowhere: the first by name is asked, as before.
+        job.gpus_per_pod = 4;
+        let out = wanted(&free, &job);
+        assert_eq!(out.keys().collect::<Vec<_>>(), vec!["a-1"], "{out:?}");
     }
 }
