@@ -30,7 +30,11 @@ use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 use vramfit_api::model_cache::{ModelCache, VOLUME_LABEL, WeightsSource};
 use vramfit_e2e::hub::{HubRepo, LocalHub};
-use vramfit_e2e::{SETTLE, Suite, eventually, expect_eq, group_class, job_manifest, served_job};
+use vramfit_e2e::rbac::{RbacTarget, operator_rbac};
+use vramfit_e2e::{
+    PREFIX, SETTLE, Suite, eventually, expect_eq, group_class, job_manifest, read_yaml_documents,
+    served_job,
+};
 
 const CONFIG: &str = include_str!("../../../models/testdata/configs/Qwen/Qwen3-8B/config.json");
 const MIXTRAL_CONFIG: &str =
@@ -83,17 +87,52 @@ pub async fn cached_node_preferred(s: &mut Suite) -> Result<()> {
     ]
     .map(String::from)
     .to_vec();
-    let outcome = match s.start_operator("model-cache", &flags, true).await {
+    let outcome = match start_under_cache_rbac(s, &flags).await {
         Ok(()) => match placements(s).await {
             Ok(()) => batch_group(s).await,
             Err(e) => Err(e),
         },
         Err(e) => Err(e),
     };
+    // Every volume, claim and ModelCache write above was made as the install's operator.
+    let outcome = outcome.and_then(|()| {
+        s.ensure_operator_not_forbidden(CACHE_ACCOUNT)?;
+        println!(
+            "     all of it as {CACHE_ACCOUNT}, under the RBAC the chart renders with modelCache.enabled"
+        );
+        Ok(())
+    });
     let deleted = s.delete_jobs(&names).await;
     s.stop_operators();
     let restored = s.ensure_single_operator().await;
     outcome.and(deleted).and(restored)
+}
+
+/// The operator's ServiceAccount here: its own name, so that what this scenario binds to it
+/// (the model cache's verbs) never adds to what the `rbac` scenario checks.
+const CACHE_ACCOUNT: &str = "vramfit-operator-cache";
+
+/// Starts the scenario's operator acting as a ServiceAccount bound to the operator RBAC that
+/// the chart renders with `modelCache.enabled` (`install-tests/rendered/model-cache.yaml`):
+/// the verbs `permissions::MODEL_CACHE` declares are enough for what placement writes.
+async fn start_under_cache_rbac(s: &mut Suite, flags: &[&str]) -> Result<()> {
+    let render = s.root.join("install-tests/rendered/model-cache.yaml");
+    let manifests = read_yaml_documents(&render)?;
+    let suffix = format!("{PREFIX}{}-cache", s.run);
+    let here = |_: &str| Some(s.ns.clone());
+    let target = RbacTarget {
+        namespace: &s.ns,
+        account: CACHE_ACCOUNT,
+        suffix: &suffix,
+        roles: &here,
+    };
+    for doc in operator_rbac(&manifests, &target)? {
+        s.apply_rbac(&doc).await?;
+    }
+    let kubeconfig = s.service_account_kubeconfig(CACHE_ACCOUNT, "operator-cache.kubeconfig")?;
+    let env = [("KUBECONFIG", kubeconfig.display().to_string())];
+    s.start_operator_with_env("model-cache", flags, &env, true)
+        .await
 }
 
 async fn placements(s: &Suite) -> Result<()> {
