@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use vramfit_api::model_cache::WeightsSource;
+use vramfit_api::model_cache::{ModelCache, WeightsSource};
 use vramfit_api::pod_keys::pod_name;
 use vramfit_api::{GpuNodeClass, Phase};
 use vramfit_e2e::dashboards::{Intervals, judge, panel_queries, read_dashboards};
@@ -387,6 +387,27 @@ async fn served_through_the_cache(
     job["spec"]["args"] = json!([]);
     job["spec"]["batchSize"] = json!(1);
     job["spec"]["gpus"] = json!({"min": 1, "max": 1});
+    // The agent reports before it is paused: placement waits only for a node whose agent's
+    // heartbeat it has seen.
+    let caches: Api<ModelCache> = Api::all(s.client.clone());
+    let node = node_name(&s.run, CACHED_NODE);
+    eventually(
+        "the cache agent to report in its ModelCache",
+        Duration::from_secs(60),
+        || async {
+            let cache = caches.get_opt(&node).await?;
+            ensure!(
+                cache
+                    .as_ref()
+                    .and_then(|c| c.status.as_ref())
+                    .and_then(|st| st.heartbeat_time.as_ref())
+                    .is_some(),
+                "ModelCache {node}: {cache:?}"
+            );
+            Ok(())
+        },
+    )
+    .await?;
     signal(cache_agent_pid, "STOP")?;
     let waited = match s.apply_job(job).await {
         Ok(_) => {
@@ -401,7 +422,14 @@ async fn served_through_the_cache(
     };
     // Resumed whatever happened: the replica needs the download.
     signal(cache_agent_pid, "CONT")?;
-    waited?;
+    if let Err(e) = waited {
+        let status = s.job(name).await.ok().and_then(|j| j.status);
+        let lines = status.as_ref().map(|st| &st.replica_statuses);
+        let conditions = status.as_ref().map(|st| &st.conditions);
+        return Err(e.context(format!(
+            "job {name}: replicas {lines:?}, conditions {conditions:?}"
+        )));
+    }
     let (job, pods) = s.wait_replicas(name, 1).await?;
     let source = job
         .status

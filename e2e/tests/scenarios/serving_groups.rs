@@ -275,6 +275,7 @@ async fn leaders_behind_the_service(s: &mut Suite) -> Result<()> {
     )
     .await?;
 
-    s.jobs().delete(name, &DeleteParams::default()).await?;
-    Ok(())
+    // Its pods too: on a node without a kubelet a deleted pod stays Terminating and keeps its
+    // GPUs, and a later scenario's job of this class would wait for room.
+    s.delete_jobs(&[name.to_string()]).await
 }
