@@ -36,8 +36,9 @@ const AGENT_METRICS: [&str; 5] = [
     "vramfit_agent_label_writes_total",
 ];
 /// The cache agent's (`cache-agent/src/metrics.rs`) that the model cache row shows.
-const CACHE_AGENT_METRICS: [&str; 3] = [
+const CACHE_AGENT_METRICS: [&str; 4] = [
     "vramfit_model_cache_used_bytes",
+    "vramfit_model_cache_fetches_total",
     "vramfit_model_cache_budget_bytes",
     "vramfit_model_cache_fetch_seconds",
 ];
