@@ -21,6 +21,7 @@ use super::mount::{VOLUME_NAME, mark_note, mark_source, mount_pod};
 use super::placement::{CacheAsk, CachePlacement, Decide, decide};
 use super::weights::parse_source;
 use super::{WEIGHTS_NOTE_ANNOTATION, WEIGHTS_SOURCE_ANNOTATION};
+use crate::group::build::HOSTNAME_TOPOLOGY;
 
 /// What one group's cache decision reads.
 #[derive(Clone, Debug)]
@@ -85,7 +86,7 @@ pub fn mount_like(leader: &mut Pod, worker: &Pod, model: &JobModel) {
         .and_then(|t| t.match_expressions.as_ref())
         .into_iter()
         .flatten()
-        .filter(|e| e.key == "kubernetes.io/hostname" && e.operator == "In")
+        .filter(|e| e.key == HOSTNAME_TOPOLOGY && e.operator == "In")
         .flat_map(|e| e.values.clone().unwrap_or_default())
         .collect();
     match claim {

@@ -3,6 +3,7 @@
 //! path), the job's claim bound to it, and the pod's volume, mount, required affinity to the
 //! nodes holding the model, annotations and the env that points the runtime at the mount,
 //! offline ([`CACHE_ENV`]).
+use crate::group::build::HOSTNAME_TOPOLOGY;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -351,7 +352,7 @@ pub fn mount_pod(
         ..Volume::default()
     });
     let hostname = NodeSelectorRequirement {
-        key: "kubernetes.io/hostname".to_string(),
+        key: HOSTNAME_TOPOLOGY.to_string(),
         operator: "In".to_string(),
         values: Some(nodes.to_vec()),
     };

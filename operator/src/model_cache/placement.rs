@@ -280,6 +280,7 @@ mod tests {
     use super::*;
     use crate::capacity::{PodConstraints, build_inventory};
     use crate::fixtures;
+    use crate::model_cache::attempt_placement::tests::held;
     use crate::model_cache::view::NodeCache;
     use crate::stores::gpu_usage::GpuUsage;
     use std::sync::Arc;
@@ -294,19 +295,6 @@ mod tests {
             key: "o/m@main".into(),
             file: file.map(str::to_string),
             runtime,
-        }
-    }
-
-    fn held(phase: CachedModelPhase, public: bool, namespaces: &[&str]) -> CachedModel {
-        CachedModel {
-            repo: "o/m".into(),
-            revision: "main".into(),
-            phase,
-            bytes: 10,
-            total_bytes: 40,
-            public,
-            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
         }
     }
 
@@ -360,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_ready_model_is_mounted_from_the_nodes_that_hold_it() {
-        let v = view(Some(held(CachedModelPhase::Ready, true, &[])), false);
+        let v = view(Some(held(CachedModelPhase::Ready, &[])), false);
         let m = model(Runtime::Vllm, None);
         assert_eq!(
             run(&v, &m, "a", None, 100),
@@ -382,10 +370,7 @@ mod tests {
 
     #[test]
     fn a_private_model_is_not_mounted_by_another_namespace() {
-        let v = view(
-            Some(held(CachedModelPhase::Ready, false, &["team-a"])),
-            false,
-        );
+        let v = view(Some(held(CachedModelPhase::Ready, &["team-a"])), false);
         let m = model(Runtime::Vllm, None);
         assert!(matches!(
             run(&v, &m, "team-a", None, 0),
@@ -399,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_replica_waits_while_a_node_fetches_until_the_deadline() {
-        let mut v = view(Some(held(CachedModelPhase::Fetching, true, &[])), false);
+        let mut v = view(Some(held(CachedModelPhase::Fetching, &[])), false);
         v.settings.wait = Duration::from_secs(900);
         let m = model(Runtime::Vllm, None);
         let CachePlacement::Wait { message } = run(&v, &m, "a", None, 1000) else {
@@ -447,7 +432,7 @@ mod tests {
             CachePlacement::FetchedByPod { why: None }
         );
         // A fetching node with no GPU free is not waited for.
-        let mut full = view(Some(held(CachedModelPhase::Fetching, true, &[])), false);
+        let mut full = view(Some(held(CachedModelPhase::Fetching, &[])), false);
         full.free.insert(("c".into(), "n-1".into()), 0);
         assert!(matches!(
             run(&full, &m, "a", None, 0),
@@ -464,7 +449,7 @@ mod tests {
             v.nodes.insert(
                 node,
                 NodeCache {
-                    held: vec![held(CachedModelPhase::Ready, true, &[])],
+                    held: vec![held(CachedModelPhase::Ready, &[])],
                     wanted: Vec::new(),
                     live: true,
                 },
@@ -482,7 +467,7 @@ mod tests {
 
     #[test]
     fn llamacpp_without_a_file_fetches_in_the_pod() {
-        let v = view(Some(held(CachedModelPhase::Ready, true, &[])), false);
+        let v = view(Some(held(CachedModelPhase::Ready, &[])), false);
         let CachePlacement::FetchedByPod { why: Some(why) } =
             run(&v, &model(Runtime::Llamacpp, None), "a", None, 0)
         else {
@@ -529,7 +514,7 @@ mod tests {
         v.nodes.insert(
             "a-1".into(),
             NodeCache {
-                held: vec![held(CachedModelPhase::Ready, true, &[])],
+                held: vec![held(CachedModelPhase::Ready, &[])],
                 wanted: Vec::new(),
                 live: true,
             },
