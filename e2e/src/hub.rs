@@ -169,6 +169,29 @@ fn reply(status: &str, headers: &[(&str, &str)], body: &str) -> String {
     response
 }
 
+impl crate::Suite {
+    /// Creates Secret `name` in the suite's namespace holding the Hub token `token` under
+    /// `token` (what the operator's `--hub-token-secret` reads); `false` when one of that name
+    /// was there already (left unchanged).
+    pub async fn create_hub_token_secret(&self, name: &str, token: &str) -> Result<bool> {
+        use anyhow::bail;
+        use k8s_openapi::api::core::v1::Secret;
+        use kube::api::{Api, PostParams};
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.ns);
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name},
+            "stringData": {"token": token},
+        }))?;
+        match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => bail!("creating Secret {}/{name}: {e}", self.ns),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::conditions::{self, ConditionType};
@@ -71,7 +70,11 @@ pub async fn hub_model_is_resolved(s: &mut Suite) -> Result<()> {
         (SLOW.to_string(), repo(CONFIG, None, SLOW_ANSWER)),
     ]))
     .await?;
-    create_token_secret(s).await?;
+    ensure!(
+        s.create_hub_token_secret(TOKEN_SECRET, TOKEN).await?,
+        "Secret {}/{TOKEN_SECRET} was there already",
+        s.ns
+    );
     s.stop_operators();
     let token_namespace = s.ns.clone();
     let flags = [
@@ -381,22 +384,6 @@ async fn private_from_an_unmapped_namespace(s: &Suite, hub: &LocalHub) -> Result
         "the read for {other} should be anonymous: {anonymous:?}"
     );
     namespaces::remove(&s.client, &other, SETTLE).await
-}
-
-/// The Secret the operator reads its Hub token from, in its own namespace.
-async fn create_token_secret(s: &Suite) -> Result<()> {
-    let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &s.ns);
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": TOKEN_SECRET},
-        "stringData": {"token": TOKEN},
-    }))?;
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .with_context(|| format!("creating Secret {}/{TOKEN_SECRET}", s.ns))?;
-    Ok(())
 }
 
 /// Waits for the job's pod, then checks what was read and planned: `ModelResolved=True`,

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -386,7 +386,8 @@ pub async fn private_model_stays_in_its_namespace(s: &mut Suite) -> Result<()> {
     let size = add_llama(&hub, &scratch.join("hub"), PRIVATE_REPO, 31, Some(TOKEN))?;
     let token_file = scratch.join("token");
     std::fs::write(&token_file, TOKEN)?;
-    create_token_secret(s).await?;
+    // Left from an earlier run of this scenario: kept.
+    s.create_hub_token_secret(TOKEN_SECRET, TOKEN).await?;
     let ns = s.ns.clone();
     let agent_flags: Vec<String> = [
         "--hub-token-file",
@@ -646,21 +647,4 @@ fn claim_ref(volume: &PersistentVolume) -> String {
             )
         })
         .unwrap_or_default()
-}
-
-/// The Secret the operator reads its Hub token from, in its own namespace (left from an
-/// earlier run of this scenario: kept).
-async fn create_token_secret(s: &Suite) -> Result<()> {
-    let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &s.ns);
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": TOKEN_SECRET},
-        "stringData": {"token": TOKEN},
-    }))?;
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => bail!("creating Secret {}/{TOKEN_SECRET}: {e}", s.ns),
-    }
 }
