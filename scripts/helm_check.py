@@ -19,6 +19,11 @@ Checks, each reported as one line; the last line is "helm-check: N passed, N fai
   * the cache agent status guard's CEL: the cache agent's token may update the status of
     the ModelCache named after its node (the node-name user extra) and nothing else: no
     other node's, no spec, labels or finalizers, no create, delete or update of the object;
+  * the model-cache volume guard's CEL: the operator's token may create only a ReadOnlyMany
+    hostPath volume (type Directory) exactly two levels under <root>/served/, claimed by a
+    vramfit-model-… claim and labelled as a model volume, and delete only model volumes;
+    the model-cache pod guard's CEL: a pod that mounts a model claim must set
+    persistentVolumeClaim.readOnly, and no ephemeral volume may name a model volume;
   * render with each; every object valid against the Kubernetes 1.30 OpenAPI schema in
     strict mode (no unknown field: the chart's supported floor is 1.30);
   * deploy/ equals the default render (--update rewrites it); install-tests/rendered/
@@ -554,6 +559,180 @@ def check_cache_agent_guard(report: Report, objects: list[dict[str, Any]]) -> No
                   "(its own node's ModelCache, status only)")
 
 
+def policy_denials(policy: dict[str, Any], act: Any) -> list[str]:
+    """The messages of `policy`'s validations that deny activation `act` (an evaluation
+    error denies too: failurePolicy Fail)."""
+    env = celpy.Environment()
+    spec = policy["spec"]
+    variables = {v["name"]: env.program(env.compile(v["expression"])) for v in spec.get("variables", [])}
+    if variables:
+        # cel-python has no lazy `variables`: evaluate them first and pass them as a map.
+        base = dict(act)
+        values = {name: program.evaluate(base) for name, program in variables.items()}
+        act = dict(act)
+        act["variables"] = celpy.celtypes.MapType(
+            {celpy.celtypes.StringType(k): v for k, v in values.items()})
+    denied = []
+    for validation in spec["validations"]:
+        try:
+            ok = bool(env.program(env.compile(validation["expression"])).evaluate(act))
+        except Exception:  # noqa: BLE001 - an evaluation error denies (failurePolicy: Fail)
+            ok = False
+        if not ok:
+            denied.append(validation["message"])
+    return denied
+
+
+def check_binding_denies(policy: dict[str, Any], objects: list[dict[str, Any]], problems: list[str]) -> None:
+    bindings = [o for o in objects if o.get("kind") == "ValidatingAdmissionPolicyBinding"
+                and o["spec"].get("policyName") == policy["metadata"]["name"]]
+    if not bindings:
+        problems.append("no binding")
+    elif bindings[0]["spec"].get("validationActions") != ["Deny"]:
+        problems.append(f"binding actions {bindings[0]['spec'].get('validationActions')}, expected [Deny]")
+
+
+def check_model_volume_guard(report: Report, objects: list[dict[str, Any]], root: str) -> None:
+    """The model-cache volume guard's CEL (ci/model-cache-values.yaml): the operator's token
+    may create only a ReadOnlyMany hostPath volume of type Directory exactly two levels under
+    `<root>/served/`, claimed by a vramfit-model-… claim and labelled as a model volume, and
+    delete only volumes so labelled; other users are untouched."""
+    what = "model-cache volume guard (CEL)"
+    policy = the_policy(report, objects, what, "-model-cache-volume-guard")
+    if policy is None:
+        return
+    env = celpy.Environment()
+    conditions = [env.program(env.compile(c["expression"])) for c in policy["spec"].get("matchConditions", [])]
+    operator = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-operator"
+    served = f"{root}/served"
+
+    def volume(path: str, **changes: Any) -> dict[str, Any]:
+        pv = {"metadata": {"name": "vramfit-model-0123456789abcdef",
+                           "labels": {"vramfit.io/model-cache": "true"}},
+              "spec": {"accessModes": ["ReadOnlyMany"], "hostPath": {"path": path, "type": "Directory"},
+                       "claimRef": {"namespace": "team-a", "name": "vramfit-model-chat-0a1b2c3d"}}}
+        for key, value in changes.items():
+            if key == "labels":
+                pv["metadata"]["labels"] = value
+            else:
+                pv["spec"][key] = value
+        return pv
+
+    good = volume(f"{served}/org--model/main")
+    cases = [
+        ("creates a model's served folder", "CREATE", good, None, True),
+        ("creates an encoded revision's folder", "CREATE", volume(f"{served}/org--model/refs%2Fpr%2F1"), None, True),
+        ("creates the served root itself", "CREATE", volume(served), None, False),
+        ("creates the served root with a slash", "CREATE", volume(f"{served}/"), None, False),
+        ("creates one level below the served root", "CREATE", volume(f"{served}/org--model"), None, False),
+        ("creates three levels below the served root", "CREATE",
+         volume(f"{served}/org--model/main/sub"), None, False),
+        ("creates a folder with an empty segment", "CREATE", volume(f"{served}//main"), None, False),
+        ("creates a folder with a trailing slash", "CREATE", volume(f"{served}/org--model/main/"), None, False),
+        ("creates a '..' path", "CREATE", volume(f"{served}/../models"), None, False),
+        ("creates a '..' revision", "CREATE", volume(f"{served}/org--model/.."), None, False),
+        ("creates a '.' revision", "CREATE", volume(f"{served}/org--model/."), None, False),
+        ("creates the writable models folder", "CREATE", volume(f"{root}/models/org--model/main"), None, False),
+        ("creates another folder of the node", "CREATE", volume("/etc/kubernetes/x"), None, False),
+        ("creates a DirectoryOrCreate volume", "CREATE",
+         volume(f"{served}/org--model/main", hostPath={"path": f"{served}/org--model/main",
+                                                        "type": "DirectoryOrCreate"}), None, False),
+        ("creates a ReadWriteOnce volume", "CREATE",
+         volume(f"{served}/org--model/main", accessModes=["ReadWriteOnce"]), None, False),
+        ("creates a volume for a claim of another name", "CREATE",
+         volume(f"{served}/org--model/main", claimRef={"namespace": "team-a", "name": "mine"}), None, False),
+        ("creates an unlabelled volume", "CREATE", volume(f"{served}/org--model/main", labels={}), None, False),
+        ("updates a model volume", "UPDATE", good, good, True),
+        ("updates a volume to the models folder", "UPDATE",
+         volume(f"{root}/models/org--model/main"), good, False),
+        ("deletes a model volume", "DELETE", None, good, True),
+        ("deletes another volume", "DELETE", None, volume("/data/x", labels={"team": "a"}), False),
+        ("deletes an unlabelled volume", "DELETE", None, {"metadata": {"name": "pv-1"}, "spec": {}}, False),
+    ]
+    problems: list[str] = []
+    for name, operation, new, old, allowed in cases:
+        act = celpy.json_to_cel({"request": {"operation": operation, "userInfo": {"username": operator}},
+                                 "object": new, "oldObject": old})
+        if not all(bool(c.evaluate(act)) for c in conditions):
+            problems.append(f"the policy does not apply to {operator}")
+            break
+        denied = policy_denials(policy, act)
+        if allowed and denied:
+            problems.append(f"the operator {name}: denied ({'; '.join(denied)}), should be allowed")
+        if not allowed and not denied:
+            problems.append(f"the operator {name}: allowed, should be denied")
+    other = celpy.json_to_cel({"request": {"operation": "DELETE", "userInfo": {"username": "admin"}},
+                               "object": None, "oldObject": good})
+    if all(bool(c.evaluate(other)) for c in conditions):
+        problems.append("the policy also applies to other users")
+    check_binding_denies(policy, objects, problems)
+    if problems:
+        report.fail(what, problems)
+    else:
+        report.ok(f"{what}: {len(cases)} writes by the operator allowed/denied as expected "
+                  f"(exactly {served}/<owner>--<name>/<revision>; deletes only model volumes)")
+
+
+def check_model_pod_guard(report: Report, objects: list[dict[str, Any]]) -> None:
+    """The model-cache pod guard's CEL (ci/model-cache-values.yaml): any pod that mounts a model
+    claim (vramfit-model-…, or an older operator's <job>-model-<8 hex>) must mount it with
+    persistentVolumeClaim.readOnly true; no ephemeral volume may name a model volume."""
+    what = "model-cache pod guard (CEL)"
+    policy = the_policy(report, objects, what, "-model-cache-pod-guard")
+    if policy is None:
+        return
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    problems: list[str] = []
+    if [(r["resources"], r["operations"]) for r in rules] != [(["pods"], ["CREATE"])]:
+        problems.append(f"it should match pod creations only: {rules}")
+    if policy["spec"].get("matchConditions"):
+        problems.append("it should apply to every user (no matchConditions)")
+
+    def pod(*volumes: dict[str, Any]) -> dict[str, Any]:
+        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+        if volumes:
+            spec["volumes"] = list(volumes)
+        return {"metadata": {"name": "p", "namespace": "team-a"}, "spec": spec}
+
+    def claim(name: str, read_only: Any = None) -> dict[str, Any]:
+        source: dict[str, Any] = {"claimName": name}
+        if read_only is not None:
+            source["readOnly"] = read_only
+        return {"name": "model", "persistentVolumeClaim": source}
+
+    ephemeral = {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "volumeName": "vramfit-model-0123456789abcdef"}}}}
+    cases = [
+        ("a pod without volumes", pod(), True),
+        ("a pod mounting a model claim read-only", pod(claim("vramfit-model-chat-0a1b2c3d", True)), True),
+        ("a pod mounting a model claim read-write", pod(claim("vramfit-model-chat-0a1b2c3d", False)), False),
+        ("a pod mounting a model claim without readOnly", pod(claim("vramfit-model-chat-0a1b2c3d")), False),
+        ("a pod mounting an older operator's model claim read-write", pod(claim("chat-model-0a1b2c3d")), False),
+        ("a pod mounting an older operator's model claim read-only",
+         pod(claim("chat-model-0a1b2c3d", True)), True),
+        ("a pod mounting its own claim read-write", pod(claim("data")), True),
+        ("a pod mounting a model claim among others",
+         pod({"name": "tmp", "emptyDir": {}}, claim("data"), claim("vramfit-model-x-00000000")), False),
+        ("a pod with an ephemeral volume naming a model volume", pod(ephemeral), False),
+        ("a pod with an ordinary ephemeral volume",
+         pod({"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}),
+         True),
+    ]
+    for name, new, allowed in cases:
+        act = celpy.json_to_cel({"request": {"operation": "CREATE", "userInfo": {"username": TENANT}},
+                                 "object": new, "oldObject": None})
+        denied = policy_denials(policy, act)
+        if allowed and denied:
+            problems.append(f"{name}: denied ({'; '.join(denied)}), should be allowed")
+        if not allowed and not denied:
+            problems.append(f"{name}: allowed, should be denied")
+    check_binding_denies(policy, objects, problems)
+    if problems:
+        report.fail(what, problems)
+    else:
+        report.ok(f"{what}: {len(cases)} pods allowed/denied as expected (model claims read-only only)")
+
+
 # The fake authorizer of check_pod_trust: `authorizer.group(g).resource(r).namespace(n)
 # .check(verb).allowed()` builds up a map of the question, and allowed() answers it from
 # GRANTS (cel-python calls a member function f(target, args...) as f(target, args...)).
@@ -977,8 +1156,8 @@ async def check_image_pinning(report: Report) -> None:
         pod = daemonset["spec"]["template"]["spec"]
         images = [c["image"] for c in pod["initContainers"] + pod["containers"]]
         want = f"{defaults['modelCache']['agent']['image']['repository']}@{digest}"
-        if images != [want, want]:
-            report.fail(what, f"images {images}, expected {want} for the init container and the agent")
+        if len(images) != 3 or any(image != want for image in images):
+            report.fail(what, f"images {images}, expected {want} for both init containers and the agent")
         else:
             report.ok(what)
     except (pin_images.PinError, helm_sdkpy.HelmError, StopIteration) as e:
@@ -1222,6 +1401,9 @@ async def main() -> int:
     if cached is not None:
         check_kept_render(report, MODEL_CACHE_RENDER, MODEL_CACHE_HEADER + cached.lstrip("\n"), args.update)
         check_cache_agent_guard(report, split_manifest(cached))
+        check_model_volume_guard(report, split_manifest(cached),
+                                 model_cache["modelCache"].get("hostPath", "/var/lib/vramfit/cache").rstrip("/"))
+        check_model_pod_guard(report, split_manifest(cached))
     else:
         report.fail("install-tests/rendered/model-cache.yaml matches the chart", "the render failed")
     if manifest is not None:

@@ -71,11 +71,13 @@ pub fn settings(args: &Args) -> Result<Settings, BadRepoPattern> {
     )?;
     let mut cache = CacheConfig::new(&args.cache_root, args.budget_bytes);
     cache.endpoint = args.hub_endpoint.trim_end_matches('/').to_string();
+    cache.deadline = std::time::Duration::from_secs(args.fetch_deadline_seconds);
     Ok(Settings {
         cache,
         token_file: args.hub_token_file.clone(),
         token_scope,
         resync: args.resync(),
+        reverify_every: args.reverify_every(),
     })
 }
 
@@ -184,9 +186,15 @@ mod tests {
             "--hub-endpoint=https://mirror.example/",
             "--hub-token-file=/t",
             "--hub-token-namespaces=team-a",
+            "--fetch-deadline-seconds=90",
         ])
         .unwrap();
         let settings = settings(&args).unwrap();
+        assert_eq!(settings.cache.deadline, std::time::Duration::from_secs(90));
+        assert_eq!(
+            settings.reverify_every,
+            Some(std::time::Duration::from_secs(24 * 3600))
+        );
         assert_eq!(settings.cache.endpoint, "https://mirror.example");
         assert_eq!(settings.cache.budget_bytes, 5);
         assert!(!settings.token_scope.is_empty());

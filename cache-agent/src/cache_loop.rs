@@ -1,5 +1,6 @@
 //! The agent's loop: for its node's ModelCache, one pass at a time: touch the models pods
-//! use, decide the next fetch ([`crate::plan`]), say `Fetching` in the status, fetch (the
+//! use, forget unreadable records, take away readers the token's scope no longer allows,
+//! re-verify what is served ([`crate::recheck`]), decide the next fetch ([`crate::plan`]), say `Fetching` in the status, fetch (the
 //! status heartbeat goes on meanwhile), say `Ready` or `Failed`; then read the spec again. Idle, it wakes on a change of the
 //! ModelCache, every resync period (the status heartbeat), or when a failed model's backoff
 //! ends. Nothing here exits on an error: a failed fetch is retried with backoff, a failed
@@ -20,10 +21,11 @@ use vramfit_hub::{RepoRef, TokenScope};
 use vramfit_runtime::shutdown::Shutdown;
 
 use crate::backoff::Failures;
-use crate::credential::{credential_for, wants_token};
+use crate::credential::{credential_for, readers_now, wants_token};
 use crate::metrics::{FetchResult, Metrics};
-use crate::plan::{distinct, next_fetch, protected_keys, records_by_key, satisfied};
+use crate::plan::{distinct, next_fetch, protected_keys, protected_now, records_by_key, satisfied};
 use crate::readiness::Readiness;
+use crate::recheck::Recheck;
 use crate::status::{StatusInput, Written, assemble, write_due};
 use crate::status_writer::StatusWriter;
 use crate::watch::Observed;
@@ -40,6 +42,9 @@ pub struct Settings {
     pub token_scope: TokenScope,
     /// Time between passes when nothing changes; the heartbeat's period.
     pub resync: Duration,
+    /// Time between two full re-verifications of the complete models (`None`: only the one
+    /// after the start).
+    pub reverify_every: Option<Duration>,
 }
 
 /// What a pass did.
@@ -63,6 +68,10 @@ pub struct CacheAgent {
     /// Wanted models seen since the start (a hit is one complete when first seen).
     seen: BTreeSet<String>,
     last_written: Option<Written>,
+    recheck: Recheck,
+    /// The ModelCache as the watch sees it now: what a fetch must not evict is read from it
+    /// when the fetch evicts.
+    latest: Option<watch::Receiver<Observed>>,
 }
 
 impl CacheAgent {
@@ -74,6 +83,7 @@ impl CacheAgent {
         readiness: Arc<Readiness>,
     ) -> Self {
         let store = Store::new(vramfit_cache::layout::Layout::new(&settings.cache.root));
+        let recheck = Recheck::new(Instant::now(), settings.reverify_every);
         Self {
             settings,
             store,
@@ -84,7 +94,15 @@ impl CacheAgent {
             download_seconds: BTreeMap::new(),
             seen: BTreeSet::new(),
             last_written: None,
+            recheck,
+            latest: None,
         }
+    }
+
+    /// Reads what a fetch must not evict from `observed` when it evicts (`run` does this
+    /// itself; a caller of `pass` may).
+    pub fn follow(&mut self, observed: watch::Receiver<Observed>) {
+        self.latest = Some(observed);
     }
 
     /// One pass over `cache`: at most one fetch, and the status written when it changed or
@@ -96,6 +114,7 @@ impl CacheAgent {
         self.failures.retain(|key| keys.contains(key));
         self.seen.retain(|key| keys.contains(key));
         self.touch_in_use(&wanted).await;
+        self.maintain().await;
         let Some(records) = self.records().await else {
             return PassOutcome::Idle;
         };
@@ -132,11 +151,17 @@ impl CacheAgent {
         let started = Instant::now();
         // The fetch runs while the status keeps its heartbeat and shows the bytes in place
         // every resync period: a download may take far longer than the heartbeat's period.
-        let fetch = fetch(
-            self.settings.clone(),
-            model.clone(),
-            protected_keys(&wanted, &model),
-        );
+        let at_start = protected_keys(&wanted, &model);
+        let latest = self.latest.clone();
+        let next = model.clone();
+        let protect = move || {
+            let current = latest.as_ref().and_then(|l| match &*l.borrow() {
+                Observed::Present(cache) => Some(distinct(&cache.spec.models)),
+                _ => None,
+            });
+            protected_now(current.as_deref(), &next, &at_start)
+        };
+        let fetch = fetch(self.settings.clone(), model.clone(), protect);
         tokio::pin!(fetch);
         let period = self.settings.resync;
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -197,6 +222,7 @@ impl CacheAgent {
     /// Runs passes until `shutdown`, following `observed`. A ModelCache that does not exist
     /// yet is waited for (logged once); ready meanwhile, as there is nothing to report.
     pub async fn run(mut self, mut observed: watch::Receiver<Observed>, mut shutdown: Shutdown) {
+        self.follow(observed.clone());
         info!(node = %self.writer.node_name(), resync_s = self.settings.resync.as_secs(), "cache loop started");
         let mut absent_logged = false;
         let mut watch_open = true;
@@ -283,7 +309,48 @@ impl CacheAgent {
         }
     }
 
-    /// The records on disk; `None` (logged) when they cannot be read.
+    /// Between fetches: forgets the models whose record cannot be read (one corrupt record
+    /// never stops the cache: that model is not cached, and is fetched again when wanted),
+    /// takes away the readers the token's scope no longer allows, and re-verifies what is
+    /// served.
+    async fn maintain(&mut self) {
+        let listing = match self.store.list_all().await {
+            Ok(listing) => listing,
+            Err(error) => {
+                warn!(%error, "cannot list the cache's records");
+                return;
+            }
+        };
+        for unreadable in &listing.unreadable {
+            warn!(error = %unreadable, "an unreadable record: its model is forgotten and fetched again when wanted");
+            if let Err(error) = self.store.discard_unreadable(&unreadable.path).await {
+                warn!(%error, "cannot forget the model of an unreadable record");
+            }
+        }
+        let mut records = listing.records;
+        for record in &mut records {
+            let allowed = match record.repo_ref() {
+                Ok(repo) if self.settings.token_file.is_some() => {
+                    self.settings.token_scope.namespaces_for(&repo)
+                }
+                _ => BTreeSet::new(),
+            };
+            if let Some(access) = readers_now(&record.access, &allowed) {
+                info!(model = %record.key(), ?access, "the token's scope no longer allows some readers: they are taken away");
+                record.access = access;
+                if let Err(error) = self.store.write(record).await {
+                    warn!(%error, model = %record.key(), "cannot narrow the model's readers");
+                }
+            }
+        }
+        let now = Instant::now();
+        self.recheck
+            .step(&self.store, &records, now, self.settings.resync)
+            .await;
+    }
+
+    /// The readable records on disk (an unreadable one is left out, logged by the next
+    /// pass); `None` (logged) when the records' folder cannot be read.
     async fn records(&self) -> Option<Vec<ModelRecord>> {
         match self.store.list().await {
             Ok(records) => Some(records),
@@ -292,6 +359,19 @@ impl CacheAgent {
                 None
             }
         }
+    }
+
+    /// Bytes of the downloads under way, in the folders of the incomplete models.
+    async fn partial_bytes(&self, records: &[ModelRecord]) -> u64 {
+        let mut bytes = 0u64;
+        for record in records.iter().filter(|r| !r.complete) {
+            if let Ok(repo) = record.repo_ref()
+                && let Ok(partial) = self.store.partial_bytes(&repo).await
+            {
+                bytes = bytes.saturating_add(partial);
+            }
+        }
+        bytes
     }
 
     /// Assembles the status and writes it when it changed or the heartbeat is due. A failed
@@ -303,6 +383,7 @@ impl CacheAgent {
         fetching: Option<&str>,
         generation: Option<i64>,
     ) {
+        let partial_bytes = self.partial_bytes(records).await;
         let status = assemble(StatusInput {
             wanted,
             records,
@@ -310,6 +391,7 @@ impl CacheAgent {
             failures: &self.failures,
             download_seconds: &self.download_seconds,
             budget_bytes: self.settings.cache.budget_bytes,
+            partial_bytes,
             observed_generation: generation,
         });
         self.metrics.observe_status(&status);
@@ -349,7 +431,7 @@ impl CacheAgent {
 async fn fetch(
     settings: Settings,
     model: WantedModel,
-    in_use: BTreeSet<String>,
+    in_use: impl Fn() -> BTreeSet<String> + Sync,
 ) -> Result<Fetched, String> {
     let repo = RepoRef::new(&model.repo, &model.revision).map_err(|e| e.to_string())?;
     let scope = &settings.token_scope;

@@ -63,6 +63,22 @@ pub struct Args {
     /// so that the agent runs as a non-root user on a hostPath the kubelet made.
     #[arg(long, value_name = "UID:GID", value_parser = owner)]
     pub prepare_root: Option<Owner>,
+
+    /// Make `<cache-root>/served` a read-only bind mount of `<cache-root>/models` (the folder
+    /// pods mount models from), then exit. The chart's privileged init container runs this
+    /// with Bidirectional mount propagation (docs/model-cache.md, "Threat model").
+    #[arg(long, conflicts_with = "prepare_root")]
+    pub serve_read_only: bool,
+
+    /// Hours between two full re-verifications of the complete models (every file hashed
+    /// again); one always runs after the agent starts. 0: only that one.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(0..=8760))]
+    pub reverify_hours: u64,
+
+    /// Longest time one model's fetch may take before the agent moves on (the files in place
+    /// and the partial downloads are kept: the next try resumes).
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub fetch_deadline_seconds: u64,
 }
 
 /// `--prepare-root`: the owner to give the cache root.
@@ -87,6 +103,11 @@ impl Args {
     /// `--resync-seconds` as a duration.
     pub fn resync(&self) -> Duration {
         Duration::from_secs(self.resync_seconds)
+    }
+
+    /// `--reverify-hours` as a period; `None` for 0.
+    pub fn reverify_every(&self) -> Option<Duration> {
+        (self.reverify_hours > 0).then(|| Duration::from_secs(self.reverify_hours * 3600))
     }
 }
 
@@ -132,6 +153,31 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.resync(), Duration::from_secs(60));
         assert_eq!(args.prepare_root, None);
+        assert_eq!(args.reverify_every(), Some(Duration::from_secs(24 * 3600)));
+        assert_eq!(args.fetch_deadline_seconds, 3600);
+    }
+
+    #[test]
+    fn reverify_hours_of_zero_turn_the_schedule_off() {
+        let args = Args::try_parse_from([
+            "vramfit-cache-agent",
+            "--node-name=n",
+            "--budget-bytes=1",
+            "--reverify-hours=0",
+            "--fetch-deadline-seconds=600",
+        ])
+        .unwrap();
+        assert_eq!(args.reverify_every(), None);
+        assert_eq!(args.fetch_deadline_seconds, 600);
+        assert!(
+            Args::try_parse_from([
+                "vramfit-cache-agent",
+                "--node-name=n",
+                "--budget-bytes=1",
+                "--fetch-deadline-seconds=0",
+            ])
+            .is_err()
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use vramfit_api::model_cache::WantedModel;
 use vramfit_cache::Credential;
+use vramfit_cache::store::Access;
 use vramfit_hub::{RepoRef, TokenScope};
 
 /// The credential to fetch `wanted` with: `None` (anonymous) unless `token` is given and its
@@ -29,6 +30,20 @@ pub fn credential_for(
 /// Whether the token would be used for `wanted` (its file is read only then).
 pub fn wants_token(scope: &TokenScope, wanted: &WantedModel, repo: &RepoRef) -> bool {
     wanted.namespaces.iter().any(|ns| scope.allows(ns, repo))
+}
+
+/// The namespaces that may still mount a model read with the token: those of its record that
+/// the token's scope allows for its repository now (`allowed`, empty when there is no token).
+/// `Some` with the narrowed access when it differs from the record's, `None` when nothing is
+/// to change (a public model, or every reader still allowed). A scope narrowed since the
+/// model was fetched (a namespace or repository removed from `--hub-token-namespaces` or
+/// `--hub-token-repos`) takes those readers away at once.
+pub fn readers_now(access: &Access, allowed: &BTreeSet<String>) -> Option<Access> {
+    let Access::Namespaces(namespaces) = access else {
+        return None;
+    };
+    let kept: BTreeSet<String> = namespaces.intersection(allowed).cloned().collect();
+    (kept != *namespaces).then_some(Access::Namespaces(kept))
 }
 
 /// The namespaces a fetch with the token would add to a model's access (empty when it is
@@ -92,6 +107,38 @@ mod tests {
 
         let (nobody, repo) = wanted("org/private", &[]);
         assert_eq!(credential_for(&scope(), Some("hf_x"), &nobody, &repo), None);
+    }
+
+    #[test]
+    fn readers_no_longer_in_the_scope_are_dropped() {
+        let set =
+            |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+        let record = Access::Namespaces(set(&["team-a", "team-b"]));
+        assert_eq!(
+            readers_now(&record, &set(&["team-a", "team-b", "team-c"])),
+            None
+        );
+        assert_eq!(
+            readers_now(&record, &set(&["team-a"])),
+            Some(Access::Namespaces(set(&["team-a"])))
+        );
+        // The repository left the scope, or the token is gone: nobody.
+        assert_eq!(
+            readers_now(&record, &BTreeSet::new()),
+            Some(Access::Namespaces(BTreeSet::new()))
+        );
+        assert_eq!(readers_now(&Access::Public, &BTreeSet::new()), None);
+        // The repository no longer matches `--hub-token-repos`: the scope gives none.
+        let narrowed = TokenScope::new(
+            ["team-a".to_string(), "team-b".to_string()],
+            ["other/*".to_string()],
+        )
+        .unwrap();
+        let repo = RepoRef::new("org/private", "main").unwrap();
+        assert_eq!(
+            readers_now(&record, &narrowed.namespaces_for(&repo)),
+            Some(Access::Namespaces(BTreeSet::new()))
+        );
     }
 
     #[test]

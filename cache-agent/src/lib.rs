@@ -16,6 +16,8 @@ pub mod credential;
 pub mod metrics;
 pub mod plan;
 pub mod readiness;
+pub mod recheck;
+pub mod serve_mount;
 pub mod status;
 pub mod status_writer;
 pub mod watch;

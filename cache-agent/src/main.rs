@@ -13,6 +13,9 @@ fn main() -> ExitCode {
         eprintln!("error: cannot set up logging: {error}");
         return ExitCode::FAILURE;
     }
+    if args.serve_read_only {
+        return vramfit_cache_agent::serve_mount::run(&args.cache_root);
+    }
     // Two threads: a file being hashed or downloaded never keeps /healthz from answering.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -54,6 +54,21 @@ pub fn protected_keys(wanted: &[WantedModel], next: &WantedModel) -> BTreeSet<St
     keys
 }
 
+/// What a fetch of `next` must not evict, decided when it evicts: from `latest`, the spec's
+/// models as they are then (each key once), or, when the agent knows no spec then, from
+/// `at_start`, what it protected when the fetch began. A model no longer in the spec at all
+/// protects every wanted model.
+pub fn protected_now(
+    latest: Option<&[WantedModel]>,
+    next: &WantedModel,
+    at_start: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    match latest {
+        Some(wanted) => protected_keys(wanted, next),
+        None => at_start.clone(),
+    }
+}
+
 /// Whether a model needs no fetch: complete on disk and, when it would be read with the
 /// token, mountable already by every namespace the token serves for it (else a fetch proves
 /// the token reads its files and adds them).
@@ -180,6 +195,32 @@ mod tests {
         assert_eq!(
             protected_keys(&wanted, &wanted[3]),
             keys(&["org/a", "org/b", "org/c"])
+        );
+    }
+
+    #[test]
+    fn eviction_reads_the_spec_as_it_is_when_it_evicts() {
+        let at_start = [model("org/a", &[], false), model("org/b", &[], false)];
+        let started = protected_keys(&at_start, &at_start[1]);
+        // Since the fetch of b began, c is mounted and d is wanted ahead of b.
+        let latest = [
+            model("org/d", &[], false),
+            model("org/b", &[], false),
+            model("org/c", &[], true),
+        ];
+        let keys = |list: &[&str]| -> BTreeSet<String> {
+            list.iter().map(|k| format!("{k}@main")).collect()
+        };
+        assert_eq!(
+            protected_now(Some(&latest), &at_start[1], &started),
+            keys(&["org/c", "org/d"])
+        );
+        assert_eq!(protected_now(None, &at_start[1], &started), started);
+        // b is no longer wanted: nothing wanted may make room for it.
+        let without_b = [model("org/d", &[], false), model("org/c", &[], true)];
+        assert_eq!(
+            protected_now(Some(&without_b), &at_start[1], &started),
+            keys(&["org/c", "org/d"])
         );
     }
 

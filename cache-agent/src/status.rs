@@ -29,6 +29,8 @@ pub struct StatusInput<'a> {
     pub download_seconds: &'a BTreeMap<String, u32>,
     /// `--budget-bytes`.
     pub budget_bytes: u64,
+    /// Bytes of the downloads under way (`*.partial` files): counted in `usedBytes`.
+    pub partial_bytes: u64,
     /// The spec's `metadata.generation`.
     pub observed_generation: Option<i64>,
 }
@@ -61,6 +63,12 @@ pub fn assemble(input: StatusInput<'_>) -> ModelCacheStatus {
         };
         if phase == CachedModelPhase::Failed {
             model.message = input.failures.get(&key).map(|f| f.message.clone());
+        } else if let Some(damage) = record
+            .filter(|r| !r.complete)
+            .and_then(|r| r.damage.clone())
+        {
+            // Fetched again after a re-verification found it changed: say why.
+            model.message = Some(damage);
         }
         model.download_seconds = input.download_seconds.get(&key).copied();
         models.push(model);
@@ -81,7 +89,10 @@ pub fn assemble(input: StatusInput<'_>) -> ModelCacheStatus {
         };
         let mut model = from_record(record, phase);
         if !record.complete {
-            model.message = Some("incomplete and no longer wanted".to_string());
+            model.message = Some(match &record.damage {
+                Some(damage) => format!("{damage} when wanted"),
+                None => "incomplete and no longer wanted".to_string(),
+            });
         }
         model.download_seconds = input.download_seconds.get(&record.key()).copied();
         models.push(model);
@@ -92,7 +103,7 @@ pub fn assemble(input: StatusInput<'_>) -> ModelCacheStatus {
         used_bytes: input
             .records
             .iter()
-            .fold(0u64, |sum, r| sum.saturating_add(r.bytes)),
+            .fold(input.partial_bytes, |sum, r| sum.saturating_add(r.bytes)),
         fetching: input.fetching.map(str::to_string),
         models,
         observed_generation: input.observed_generation,
@@ -206,8 +217,41 @@ mod tests {
             failures,
             download_seconds: seconds,
             budget_bytes: 1000,
+            partial_bytes: 0,
             observed_generation: Some(3),
         }
+    }
+
+    #[test]
+    fn partial_downloads_count_as_used_and_a_damaged_model_says_why() {
+        let wanted = [wanted("org/a")];
+        let mut damaged = record("org/a", 10, false, 1);
+        damaged.damage = Some("re-verification failed: config.json: missing; fetched again".into());
+        let mut gone = record("org/b", 5, false, 2);
+        gone.damage = Some("re-verification failed: x.py: missing; fetched again".into());
+        let records = [damaged, gone];
+        let failures = Failures::default();
+        let seconds = BTreeMap::new();
+        let mut input = input(&wanted, &records, &failures, &seconds);
+        input.partial_bytes = 100;
+        input.fetching = Some("org/a@main");
+        let status = assemble(input);
+        assert_eq!(status.used_bytes, 115);
+        assert_eq!(status.models[0].phase, CachedModelPhase::Fetching);
+        assert!(
+            status.models[0]
+                .message
+                .as_deref()
+                .unwrap()
+                .contains("config.json: missing")
+        );
+        assert!(
+            status.models[1]
+                .message
+                .as_deref()
+                .unwrap()
+                .ends_with("fetched again when wanted")
+        );
     }
 
     #[test]

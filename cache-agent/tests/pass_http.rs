@@ -147,6 +147,7 @@ fn agent_with_resync(
         token_file: None,
         token_scope: TokenScope::default(),
         resync,
+        reverify_every: None,
     };
     agent_with_settings(settings, client)
 }
@@ -389,6 +390,7 @@ async fn the_token_reads_a_private_model_only_for_the_namespaces_it_serves() {
             token_file: Some(token_file.clone()),
             token_scope: TokenScope::new([scope.to_string()], ["private/*".to_string()]).unwrap(),
             resync: Duration::from_secs(60),
+            reverify_every: None,
         }
     };
     let cache = model_cache(vec![wanted("private/tiny", false)]);
@@ -438,6 +440,7 @@ async fn a_less_needed_model_never_evicts_a_more_needed_one() {
         token_file: None,
         token_scope: TokenScope::default(),
         resync: Duration::from_secs(60),
+        reverify_every: None,
     };
     let (mut agent, _, _) = agent_with_settings(settings, client);
     // Room for one of them: the first listed is the more needed.
@@ -518,4 +521,192 @@ async fn the_loop_waits_for_its_model_cache_then_reports_and_stops_on_shutdown()
         .await
         .expect("the loop did not stop")
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_served_file_changed_or_a_link_planted_is_caught_and_fetched_again() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let cache = model_cache(vec![wanted("org/tiny", false)]);
+    {
+        let (client, mut handle) = mock_api();
+        let (mut agent, _, _) = agent(root.path(), &hub, client);
+        let api = tokio::spawn(async move {
+            expect_status_apply(&mut handle).await;
+            expect_status_apply(&mut handle).await;
+        });
+        assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+        api.await.unwrap();
+    }
+    // A pod that could write the folder: the same size, other bytes; and a link to a file
+    // outside the folder.
+    let folder = root.path().join("models/org--tiny/main");
+    let config = folder.join("config.json");
+    std::fs::write(&config, b"{\"model_type\": \"evil\"}").unwrap();
+    assert_eq!(
+        std::fs::metadata(&config).unwrap().len(),
+        CONFIG.len() as u64
+    );
+    let outside = root.path().join("outside.py");
+    std::fs::write(&outside, b"kept").unwrap();
+    std::os::unix::fs::symlink(&outside, folder.join("modeling.py")).unwrap();
+
+    // The agent starts again (a node restart): its first pass re-verifies, finds both, says
+    // why while it fetches the model again, then serves it verified.
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) = agent(root.path(), &hub, client);
+    let api = tokio::spawn(async move {
+        let fetching = status_of(&expect_status_apply(&mut handle).await);
+        let ready = status_of(&expect_status_apply(&mut handle).await);
+        (fetching, ready)
+    });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    let (fetching, ready) = api.await.unwrap();
+    assert_eq!(fetching.models[0].phase, CachedModelPhase::Fetching);
+    let message = fetching.models[0].message.clone().unwrap();
+    assert!(message.contains("re-verification failed"), "{message}");
+    assert!(message.contains("config.json"), "{message}");
+    assert!(message.contains("modeling.py"), "{message}");
+    assert_eq!(ready.models[0].phase, CachedModelPhase::Ready);
+    assert_eq!(ready.models[0].message, None);
+    assert_eq!(std::fs::read(&config).unwrap(), CONFIG);
+    assert!(std::fs::symlink_metadata(folder.join("modeling.py")).is_err());
+    assert_eq!(std::fs::read(&outside).unwrap(), b"kept");
+}
+
+#[tokio::test]
+async fn a_narrowed_token_scope_takes_readers_away_at_once() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let token_file = root.path().join("token");
+    std::fs::write(&token_file, "hf_secret\n").unwrap();
+    let settings = |namespaces: &[&str]| {
+        let mut cache = CacheConfig::new(root.path().join("cache"), 1 << 20);
+        cache.endpoint = hub.clone();
+        Settings {
+            cache,
+            token_file: Some(token_file.clone()),
+            token_scope: TokenScope::new(
+                namespaces.iter().map(|n| n.to_string()),
+                ["private/*".to_string()],
+            )
+            .unwrap(),
+            resync: Duration::from_secs(60),
+            reverify_every: None,
+        }
+    };
+    let cache = model_cache(vec![wanted("private/tiny", false)]);
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) = agent_with_settings(settings(&["team-a", "team-b"]), client);
+    let api = tokio::spawn(async move {
+        expect_status_apply(&mut handle).await;
+        expect_status_apply(&mut handle).await
+    });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    let ready = status_of(&api.await.unwrap());
+    assert_eq!(ready.models[0].namespaces, ["team-a", "team-b"]);
+
+    // The scope no longer names team-a: its pods may no longer mount the model, and the
+    // status says so on the first pass, with no fetch.
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) = agent_with_settings(settings(&["team-b"]), client);
+    let api = tokio::spawn(async move { expect_status_apply(&mut handle).await });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Idle);
+    let narrowed = status_of(&api.await.unwrap());
+    let model = &narrowed.models[0];
+    assert_eq!(model.phase, CachedModelPhase::Ready);
+    assert_eq!(model.namespaces, ["team-b"]);
+    assert!(!model.mountable_by("team-a") && model.mountable_by("team-b"));
+
+    // No token any more: nobody.
+    let mut without = settings(&["team-b"]);
+    without.token_file = None;
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, _) = agent_with_settings(without, client);
+    let api = tokio::spawn(async move { expect_status_apply(&mut handle).await });
+    agent.pass(&cache).await;
+    let none = status_of(&api.await.unwrap());
+    let model = none
+        .models
+        .iter()
+        .find(|m| m.repo == "private/tiny")
+        .unwrap();
+    assert!(!model.public && model.namespaces.is_empty(), "{model:?}");
+}
+
+#[tokio::test]
+async fn one_unreadable_record_never_stops_the_cache() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let bad_record = root.path().join("records/org--twin/main.json");
+    std::fs::create_dir_all(bad_record.parent().unwrap()).unwrap();
+    std::fs::write(&bad_record, b"{ truncated").unwrap();
+    let bad_folder = root.path().join("models/org--twin/main");
+    std::fs::create_dir_all(&bad_folder).unwrap();
+    std::fs::write(bad_folder.join("config.json"), b"?").unwrap();
+
+    let (client, mut handle) = mock_api();
+    let (mut agent, _, readiness) = agent(root.path(), &hub, client);
+    let cache = model_cache(vec![wanted("org/tiny", false), wanted("org/twin", false)]);
+    let api = tokio::spawn(async move {
+        expect_status_apply(&mut handle).await;
+        expect_status_apply(&mut handle).await
+    });
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    let status = status_of(&api.await.unwrap());
+    assert!(readiness.is_ready());
+    assert_eq!(status.models[0].phase, CachedModelPhase::Ready);
+    // The unreadable one is forgotten (record and folder), so it is fetched like any other.
+    assert!(!bad_record.exists() && !bad_folder.exists());
+    assert_eq!(status.models[1].phase, CachedModelPhase::Pending);
+}
+
+#[tokio::test]
+async fn eviction_reads_what_is_in_use_from_the_spec_as_it_is_when_the_fetch_evicts() {
+    let hub = start_hub().await;
+    let root = tempfile::tempdir().unwrap();
+    let (client, mut handle) = mock_api();
+    let mut cache = CacheConfig::new(root.path(), CONFIG.len() as u64);
+    cache.endpoint = hub.clone();
+    let settings = Settings {
+        cache,
+        token_file: None,
+        token_scope: TokenScope::default(),
+        resync: Duration::from_secs(60),
+        reverify_every: None,
+    };
+    let (mut agent, _, _) = agent_with_settings(settings, client);
+    let api = tokio::spawn(async move {
+        let mut last = None;
+        for _ in 0..4 {
+            last = Some(expect_status_apply(&mut handle).await);
+        }
+        last.unwrap()
+    });
+    // Room for one model: tiny is cached first.
+    let first = model_cache(vec![wanted("org/tiny", false)]);
+    assert_eq!(agent.pass(&first).await, PassOutcome::Fetched);
+    // The pass starts from a spec that wants twin only; by the time its fetch evicts, the
+    // watch holds a newer one in which a pod mounts tiny.
+    let started_from = model_cache(vec![wanted("org/twin", false)]);
+    let latest = model_cache(vec![wanted("org/tiny", true), wanted("org/twin", false)]);
+    let (_sender, receiver) = tokio::sync::watch::channel(
+        vramfit_cache_agent::watch::Observed::Present(Arc::new(latest)),
+    );
+    agent.follow(receiver);
+    assert_eq!(agent.pass(&started_from).await, PassOutcome::Fetched);
+    let status = status_of(&api.await.unwrap());
+    assert_eq!(status.models[0].phase, CachedModelPhase::Failed);
+    assert!(
+        root.path()
+            .join("models/org--tiny/main/config.json")
+            .exists(),
+        "a model in use now was evicted"
+    );
+    assert!(
+        !root
+            .path()
+            .join("models/org--twin/main/config.json")
+            .exists()
+    );
 }

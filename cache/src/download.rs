@@ -16,6 +16,7 @@ use vramfit_models::source::SourceErrorKind;
 use crate::body::next_data;
 use crate::layout::partial_path;
 use crate::manifest::ManifestFile;
+use crate::no_follow::{EntryKind, create_fresh, entry_kind, open_append, remove_entry};
 use crate::verify::{Hasher, Mismatch, check, hash_file};
 
 /// How long to wait.
@@ -122,16 +123,20 @@ fn io(file: &Path) -> impl Fn(std::io::Error) -> DownloadError + '_ {
     }
 }
 
-/// The length of the file at `path`, 0 when there is none.
+/// The length of the regular file at `path`, 0 when there is none. Anything else there (a
+/// planted link, a folder) is removed without being followed, and counts as none.
 async fn len_or_zero(path: &Path) -> Result<u64, DownloadError> {
-    match tokio::fs::metadata(path).await {
-        Ok(meta) => Ok(meta.len()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(io(path)(e)),
+    match entry_kind(path).await.map_err(io(path))? {
+        EntryKind::File(len) => Ok(len),
+        EntryKind::Absent => Ok(0),
+        EntryKind::Dir | EntryKind::Foreign(_) => {
+            remove_entry(path).await.map_err(io(path))?;
+            Ok(0)
+        }
     }
 }
 
-/// Deletes `path` if it is there.
+/// Deletes `path` if it is there (a link itself, never its target).
 pub async fn remove_if_present(path: &Path) -> std::io::Result<()> {
     match tokio::fs::remove_file(path).await {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
@@ -239,14 +244,14 @@ pub async fn download_file(
                 });
             }
         };
-        let mut out = tokio::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(append)
-            .truncate(!append)
-            .open(&partial)
-            .await
-            .map_err(io(&partial))?;
+        // Never through a link: appended only to the regular file checked above, else
+        // created afresh (whatever was there unlinked, not followed).
+        let mut out = if append {
+            open_append(&partial).await
+        } else {
+            create_fresh(&partial).await
+        }
+        .map_err(io(&partial))?;
         let mut body = response.into_body();
         let broke = loop {
             let data = match next_data(&mut body, limits.idle_timeout).await {

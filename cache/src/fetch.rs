@@ -4,17 +4,20 @@
 //! time, and the record says the model is complete and who may mount it.
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use vramfit_hub::{HubClient, HubConfig, HubError, RepoRef};
 
 use crate::budget::{CachedModel, NoRoom, choose_victims};
-use crate::download::{DownloadError, DownloadLimits, download_file, remove_if_present};
-use crate::layout::Layout;
+use crate::cadence::Cadence;
+use crate::download::{DownloadError, DownloadLimits, download_file};
+use crate::layout::{Layout, repo_dir_name};
 use crate::manifest::{Manifest, ManifestError, ManifestLimits, list_manifest, resolve_url};
+use crate::no_follow::{real_dirs, remove_entry, remove_foreign};
 use crate::prune::remove_unlisted;
 use crate::store::{Access, ModelRecord, Store, StoreError};
-use crate::verify::verify_in_place;
+use crate::verify::{Mismatch, verify_in_place};
+use vramfit_hub::encode_segment;
 
 /// Where the cache is and how it fetches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +36,10 @@ pub struct CacheConfig {
     pub max_redirects: u8,
     /// Times an interrupted download of one file is resumed before giving up.
     pub resume_attempts: u32,
+    /// Longest time one fetch may take (listing, checks, downloads): past it the fetch fails
+    /// and the agent moves on; the files verified and the partial downloads are kept, so the
+    /// next try resumes where this one stopped.
+    pub deadline: Duration,
 }
 
 impl CacheConfig {
@@ -46,6 +53,7 @@ impl CacheConfig {
             download: DownloadLimits::default(),
             max_redirects: 5,
             resume_attempts: 3,
+            deadline: Duration::from_secs(3600),
         }
     }
 }
@@ -118,6 +126,36 @@ pub enum FetchError {
     /// The cache on disk failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The fetch took longer than `CacheConfig::deadline`.
+    #[error(
+        "{repo}: not fetched within {seconds} s (the fetch deadline); the files in place are kept and the next try resumes"
+    )]
+    Deadline {
+        /// The model.
+        repo: String,
+        /// The deadline.
+        seconds: u64,
+    },
+}
+
+/// The models a fetch must not evict (`owner/name@revision` keys), asked for at the moment it
+/// evicts, not when the fetch started: a pod that started mounting a model meanwhile, or a
+/// spec that now wants it ahead of the model being fetched, protects it.
+pub trait InUse {
+    /// The keys protected now.
+    fn keys_now(&self) -> BTreeSet<String>;
+}
+
+impl InUse for BTreeSet<String> {
+    fn keys_now(&self) -> BTreeSet<String> {
+        self.clone()
+    }
+}
+
+impl<F: Fn() -> BTreeSet<String>> InUse for F {
+    fn keys_now(&self) -> BTreeSet<String> {
+        self()
+    }
 }
 
 fn unix_now() -> u64 {
@@ -127,26 +165,57 @@ fn unix_now() -> u64 {
 }
 
 /// Fetches `repo` into the cache (with `credential`'s token when given), evicting the least
-/// recently used models not in `in_use` (`owner/name@revision` keys of models running pods
-/// mount) when the budget needs room. Holds the cache's lock throughout.
+/// recently used models that `in_use` does not protect (asked when it evicts) when the budget
+/// needs room. Holds the cache's lock throughout; fails past `config.deadline`.
 pub async fn fetch_model(
     config: &CacheConfig,
     repo: &RepoRef,
     credential: Option<&Credential>,
-    in_use: &BTreeSet<String>,
+    in_use: &(dyn InUse + Sync),
+) -> Result<Fetched, FetchError> {
+    tokio::time::timeout(
+        config.deadline,
+        fetch_unbounded(config, repo, credential, in_use),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(FetchError::Deadline {
+            repo: repo.to_string(),
+            seconds: config.deadline.as_secs(),
+        })
+    })
+}
+
+async fn fetch_unbounded(
+    config: &CacheConfig,
+    repo: &RepoRef,
+    credential: Option<&Credential>,
+    in_use: &(dyn InUse + Sync),
 ) -> Result<Fetched, FetchError> {
     let store = Store::new(Layout::new(&config.root));
     let _lock = store.try_lock()?;
     let client = hub_client(config, credential.map(|c| c.token.clone()))?;
     let manifest = list_manifest(&client, repo, config.manifest).await?;
     let now = unix_now();
-    let mut record = store.read(repo).await?.unwrap_or_else(|| {
-        let access = match credential {
-            Some(c) => Access::Namespaces(c.namespaces.clone()),
-            None => Access::Public,
-        };
-        ModelRecord::new(repo, access, now)
-    });
+    let access = match credential {
+        Some(c) => Access::Namespaces(c.namespaces.clone()),
+        None => Access::Public,
+    };
+    // An unreadable record is a model not cached: a new record, and every file in place is
+    // hashed again before it counts.
+    let mut record = store
+        .read(repo)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| ModelRecord::new(repo, access, now));
+    let model_dir = real_model_dir(&store, repo).await?;
+    // Anything in the folder the cache never writes (a link, a device) is removed, never
+    // followed; a listed file it stood for is fetched again.
+    remove_foreign(&model_dir).await.map_err(|e| StoreError {
+        path: model_dir.clone(),
+        message: e.to_string(),
+    })?;
     let missing = check_in_place(&store, repo, &manifest, &mut record).await?;
 
     let mut evicted = Vec::new();
@@ -172,30 +241,47 @@ pub async fn fetch_model(
         store.write(&record).await?;
         for file in &missing {
             let dest = store.layout().file_path(repo, &file.path);
-            remove_if_present(&dest).await.map_err(|e| StoreError {
+            // A file, or whatever stands in its place (a folder, a link: unlinked, not
+            // followed).
+            remove_entry(&dest).await.map_err(|e| StoreError {
                 path: dest.clone(),
                 message: e.to_string(),
             })?;
         }
+        let mut cadence = Cadence::new(Instant::now());
         for file in missing {
             let url = resolve_url(client.endpoint(), repo, &file.path);
             let dest = store.layout().file_path(repo, &file.path);
-            download_with_retries(config, &client, &url, &dest, file)
+            // Every folder on the way is a real one: a planted link to another model's
+            // folder is replaced, never written through.
+            let parents: Vec<&str> = file.path.split('/').collect();
+            real_dirs(&model_dir, &parents[..parents.len().saturating_sub(1)])
                 .await
-                .map_err(|why| FetchError::Download {
+                .map_err(|e| StoreError {
+                    path: dest.clone(),
+                    message: e.to_string(),
+                })?;
+            if let Err(why) = download_with_retries(config, &client, &url, &dest, file).await {
+                // What was verified so far is kept for the next try (best effort: the
+                // download's error is what the caller hears).
+                let _ = store.write(&record).await;
+                return Err(FetchError::Download {
                     repo: repo.to_string(),
                     why,
-                })?;
+                });
+            }
             record.bytes = record.bytes.saturating_add(file.size);
             record
                 .verified
                 .insert(file.path.clone(), file.fingerprint());
-            store.write(&record).await?;
+            record.sizes.insert(file.path.clone(), file.size);
+            if cadence.file_done(Instant::now()) {
+                store.write(&record).await?;
+            }
             downloaded.push(file.path.clone());
         }
     }
     let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    let model_dir = store.layout().model_dir(repo);
     remove_unlisted(&model_dir, &listed)
         .await
         .map_err(|e| StoreError {
@@ -204,6 +290,7 @@ pub async fn fetch_model(
         })?;
     record.access = access_after_fetch(config, repo, &manifest, credential, &record.access).await?;
     record.complete = true;
+    record.damage = None;
     record.last_used = now;
     store.write(&record).await?;
     Ok(Fetched {
@@ -212,6 +299,19 @@ pub async fn fetch_model(
         downloaded,
         evicted,
     })
+}
+
+/// `<root>/models/<owner>--<name>/<revision>`, each folder on the way a real one (a link
+/// there is replaced, never followed).
+async fn real_model_dir(store: &Store, repo: &RepoRef) -> Result<PathBuf, StoreError> {
+    let root = store.layout().root();
+    let revision = encode_segment(repo.revision());
+    real_dirs(root, &["models", &repo_dir_name(repo), &revision])
+        .await
+        .map_err(|e| StoreError {
+            path: store.layout().model_dir(repo),
+            message: e.to_string(),
+        })
 }
 
 fn hub_client(config: &CacheConfig, token: Option<String>) -> Result<HubClient, HubError> {
@@ -234,6 +334,7 @@ async fn check_in_place<'m>(
 ) -> Result<Vec<&'m crate::manifest::ManifestFile>, FetchError> {
     let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
     record.verified.retain(|p, _| listed.contains(p.as_str()));
+    record.sizes.retain(|p, _| listed.contains(p.as_str()));
     record.total_bytes = manifest.total_bytes();
     record.bytes = 0;
     let mut missing = Vec::new();
@@ -243,11 +344,6 @@ async fn check_in_place<'m>(
             path: dest.clone(),
             message: e.to_string(),
         };
-        if !tokio::fs::try_exists(&dest).await.map_err(io_error)? {
-            record.verified.remove(&file.path);
-            missing.push(file);
-            continue;
-        }
         let rehash = record.verified.get(&file.path) != Some(&file.fingerprint());
         match verify_in_place(&dest, &file.expected(), file.size, rehash)
             .await
@@ -257,7 +353,12 @@ async fn check_in_place<'m>(
                 record
                     .verified
                     .insert(file.path.clone(), file.fingerprint());
+                record.sizes.insert(file.path.clone(), file.size);
                 record.bytes = record.bytes.saturating_add(file.size);
+            }
+            Err(Mismatch::Missing) => {
+                record.verified.remove(&file.path);
+                missing.push(file);
             }
             Err(_) => {
                 // Truncated or corrupt: fetched again (and deleted once the record says the
@@ -276,24 +377,35 @@ async fn make_room(
     config: &CacheConfig,
     repo: &RepoRef,
     manifest: &Manifest,
-    in_use: &BTreeSet<String>,
+    in_use: &(dyn InUse + Sync),
 ) -> Result<Vec<String>, FetchError> {
     let key = repo.to_string();
-    let others: Vec<ModelRecord> = store
-        .list()
-        .await?
+    let listing = store.list_all().await?;
+    // A model whose record cannot be read is not cached: its folder goes, freeing its room.
+    for unreadable in &listing.unreadable {
+        store.discard_unreadable(&unreadable.path).await?;
+    }
+    let others: Vec<ModelRecord> = listing
+        .records
         .into_iter()
         .filter(|r| r.key() != key)
         .collect();
-    let cached: Vec<CachedModel> = others
-        .iter()
-        .map(|r| CachedModel {
+    // What is in use is read now, as the models are chosen, not when the fetch started.
+    let in_use = in_use.keys_now();
+    let mut cached = Vec::with_capacity(others.len());
+    for r in &others {
+        // Partial downloads take room too.
+        let partial = match r.repo_ref() {
+            Ok(other) => store.partial_bytes(&other).await?,
+            Err(_) => 0,
+        };
+        cached.push(CachedModel {
             key: r.key(),
-            bytes: r.bytes,
+            bytes: r.bytes.saturating_add(partial),
             last_used: r.last_used,
             in_use: in_use.contains(&r.key()),
-        })
-        .collect();
+        });
+    }
     let victims =
         choose_victims(&cached, config.budget_bytes, manifest.total_bytes()).map_err(|why| {
             FetchError::NoRoom {

@@ -5,6 +5,7 @@
 //! <root>/models/<owner>--<name>/<revision>/<path>.partial   a download under way
 //! <root>/records/<owner>--<name>/<revision>.json       the model's record (bytes, access, use)
 //! <root>/cache.lock                                     held by the one process that writes
+//! <root>/served/                                        a read-only bind mount of models/: what pods mount
 //! ```
 //!
 //! A model's folder holds its files only, so that it can be mounted as it is. The revision is
@@ -16,6 +17,9 @@ use vramfit_hub::{RepoRef, encode_segment};
 
 /// The suffix of a file being downloaded, next to where it will be renamed to.
 pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// The folder under the root that serves `models/` read-only.
+pub const SERVED_DIR: &str = "served";
 
 /// The cache's folders under one root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +53,20 @@ impl Layout {
         self.root.join("cache.lock")
     }
 
-    /// `<root>/models/<owner>--<name>/<revision>`: what a pod mounts.
+    /// The read-only bind mount of [`Layout::models_dir`] that pods mount models from (made by
+    /// the cache agent's `--serve-read-only`; docs/model-cache.md, "Threat model").
+    pub fn served_dir(&self) -> PathBuf {
+        self.root.join(SERVED_DIR)
+    }
+
+    /// `<root>/served/<owner>--<name>/<revision>`: what a pod mounts, read-only even for root.
+    pub fn served_model_dir(&self, repo: &RepoRef) -> PathBuf {
+        self.served_dir()
+            .join(repo_dir_name(repo))
+            .join(encode_segment(repo.revision()))
+    }
+
+    /// `<root>/models/<owner>--<name>/<revision>`: where the agent writes a model.
     pub fn model_dir(&self, repo: &RepoRef) -> PathBuf {
         self.models_dir()
             .join(repo_dir_name(repo))
@@ -61,6 +78,21 @@ impl Layout {
         self.records_dir()
             .join(repo_dir_name(repo))
             .join(format!("{}.json", encode_segment(repo.revision())))
+    }
+
+    /// The model folder a record at `record_path` (`<records>/<repo dir>/<revision>.json`)
+    /// describes, read from the path alone (the record may be unreadable); `None` when the
+    /// path is not a record of this layout.
+    pub fn model_dir_of_record(&self, record_path: &Path) -> Option<PathBuf> {
+        let repo_dir = record_path.parent()?;
+        if repo_dir.parent()? != self.records_dir() {
+            return None;
+        }
+        let name = record_path.file_name()?.to_str()?;
+        let revision = name.strip_suffix(".json")?;
+        let repo_dir = repo_dir.file_name()?.to_str()?;
+        let safe = |part: &str| !part.is_empty() && part != "." && part != "..";
+        (safe(revision) && safe(repo_dir)).then(|| self.models_dir().join(repo_dir).join(revision))
     }
 
     /// Where a file of the repository lands; `path` is a manifest path (checked relative, with
@@ -109,6 +141,11 @@ mod tests {
             layout.model_dir(&bare),
             Path::new("/cache/models/gpt2/main")
         );
+        assert_eq!(
+            layout.model_dir_of_record(&layout.record_path(&repo)),
+            Some(layout.model_dir(&repo))
+        );
+        assert_eq!(layout.model_dir_of_record(Path::new("/cache/x.json")), None);
         assert_eq!(
             partial_path(Path::new("/c/a.safetensors")),
             Path::new("/c/a.safetensors.partial")

@@ -9,13 +9,16 @@
 
 mod body;
 pub mod budget;
+mod cadence;
 pub mod download;
 mod fetch;
 pub mod layout;
 pub mod manifest;
+pub mod no_follow;
 pub mod prune;
+pub mod reverify;
 pub mod store;
 pub mod verify;
 
 pub use body::BodyError;
-pub use fetch::{CacheConfig, Credential, FetchError, Fetched, fetch_model};
+pub use fetch::{CacheConfig, Credential, FetchError, Fetched, InUse, fetch_model};

@@ -80,6 +80,10 @@ pub struct ManifestLimits {
     pub max_pages: u32,
     /// Most files in a repository.
     pub max_files: usize,
+    /// Most bytes of all the listed paths together: with `max_files` it bounds what a listing
+    /// keeps in memory (the paths are kept in the listing and in the record), whatever the
+    /// Hub or a mirror answers.
+    pub max_path_bytes: u64,
     /// Longest wait for an answer, and between two chunks of its body.
     pub timeout: Duration,
 }
@@ -89,7 +93,8 @@ impl Default for ManifestLimits {
         ManifestLimits {
             max_page_bytes: 16 * 1024 * 1024,
             max_pages: 1000,
-            max_files: 100_000,
+            max_files: 50_000,
+            max_path_bytes: 8 * 1024 * 1024,
             timeout: Duration::from_secs(30),
         }
     }
@@ -290,7 +295,7 @@ pub async fn list_manifest(
     };
     let mut url = tree_url(client.endpoint(), repo);
     let mut files = Vec::new();
-    let mut seen = BTreeSet::new();
+    let mut path_bytes = 0u64;
     for page in 0.. {
         if page >= limits.max_pages {
             return Err(invalid(format!("more than {} pages", limits.max_pages)));
@@ -323,12 +328,16 @@ pub async fn list_manifest(
                 other => request_error(SourceErrorKind::Unavailable, other.to_string()),
             })?;
         for file in parse_page(&body).map_err(invalid)? {
-            if !seen.insert(file.path.clone()) {
-                return Err(invalid(format!("{:?} listed twice", file.path)));
-            }
+            path_bytes = path_bytes.saturating_add(file.path.len() as u64);
             files.push(file);
             if files.len() > limits.max_files {
                 return Err(invalid(format!("more than {} files", limits.max_files)));
+            }
+            if path_bytes > limits.max_path_bytes {
+                return Err(invalid(format!(
+                    "more than {} bytes of paths",
+                    limits.max_path_bytes
+                )));
             }
         }
         match next {
@@ -336,8 +345,19 @@ pub async fn list_manifest(
             None => break,
         }
     }
+    check_listed_once(&files).map_err(invalid)?;
     check_no_file_under_a_file(&files).map_err(invalid)?;
     Ok(Manifest { files })
+}
+
+/// No path is listed twice (checked on borrowed paths: no copy of the listing is kept).
+fn check_listed_once(files: &[ManifestFile]) -> Result<(), String> {
+    let mut paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    paths.sort_unstable();
+    match paths.windows(2).find(|pair| pair[0] == pair[1]) {
+        Some(pair) => Err(format!("{:?} listed twice", pair[0])),
+        None => Ok(()),
+    }
 }
 
 /// A file `a` and a file `a/b` cannot both be written.

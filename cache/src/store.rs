@@ -8,7 +8,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use vramfit_hub::RepoRef;
 
-use crate::layout::Layout;
+use crate::layout::{Layout, PARTIAL_SUFFIX, repo_dir_name};
+use crate::no_follow::{EntryKind, entry_kind, remove_entry};
+
+/// What `Store::list_all` found.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The readable records, sorted by key.
+    pub records: Vec<ModelRecord>,
+    /// The records (or folders of records) that could not be read.
+    pub unreadable: Vec<StoreError>,
+}
 
 /// Who may mount a model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +63,16 @@ pub struct ModelRecord {
     /// fingerprint (a crash before the record was written, a branch that moved) is hashed
     /// again before it counts.
     pub verified: BTreeMap<String, String>,
+    /// The size of each verified file, for the cheap re-verification of a complete model
+    /// (`reverify`); a record written before it was kept has none, filled by the first full
+    /// re-verification.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sizes: BTreeMap<String, u64>,
+    /// Why the files in place stopped matching what was verified (a re-verification found a
+    /// file changed, missing or not a regular file, or something in the folder the cache did not
+    /// write): the model is no longer complete and is fetched again. Cleared by a fetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 impl ModelRecord {
@@ -67,6 +87,8 @@ impl ModelRecord {
             last_used: now,
             access,
             verified: BTreeMap::new(),
+            sizes: BTreeMap::new(),
+            damage: None,
         }
     }
 
@@ -173,21 +195,60 @@ impl Store {
             .map_err(store_error(&path))
     }
 
-    /// Every record, sorted by key.
+    /// Every readable record, sorted by key (the unreadable ones are left out: see
+    /// `list_all`).
     pub async fn list(&self) -> Result<Vec<ModelRecord>, StoreError> {
-        let mut out = Vec::new();
+        Ok(self.list_all().await?.records)
+    }
+
+    /// Every record, sorted by key, and the records that cannot be read: one corrupt record
+    /// never hides the others. Fails only when the records' folders cannot be read.
+    pub async fn list_all(&self) -> Result<Listing, StoreError> {
+        let mut listing = Listing::default();
         let records = self.layout.records_dir();
         for repo_dir in read_dir(&records).await? {
-            for file in read_dir(&repo_dir).await? {
-                if file.extension().is_some_and(|e| e == "json")
-                    && let Some(record) = read_record(&file).await?
-                {
-                    out.push(record);
+            let files = match read_dir(&repo_dir).await {
+                Ok(files) => files,
+                Err(error) => {
+                    listing.unreadable.push(error);
+                    continue;
+                }
+            };
+            for file in files {
+                if file.extension().is_none_or(|e| e != "json") {
+                    continue;
+                }
+                match read_record(&file).await {
+                    Ok(Some(record)) => listing.records.push(record),
+                    Ok(None) => {}
+                    Err(error) => listing.unreadable.push(error),
                 }
             }
         }
-        out.sort_by_key(ModelRecord::key);
-        Ok(out)
+        listing.records.sort_by_key(ModelRecord::key);
+        Ok(listing)
+    }
+
+    /// Forgets the model of an unreadable record at `record_path` (as `list_all` named it):
+    /// its folder and the record go, so the model counts as not cached and is fetched again
+    /// when wanted. A path that is not a record of this cache is left alone.
+    pub async fn discard_unreadable(&self, record_path: &Path) -> Result<(), StoreError> {
+        let Some(model_dir) = self.layout.model_dir_of_record(record_path) else {
+            return Ok(());
+        };
+        remove_entry(&model_dir)
+            .await
+            .map_err(store_error(&model_dir))?;
+        remove_entry(record_path)
+            .await
+            .map_err(store_error(record_path))
+    }
+
+    /// Bytes of the downloads under way (`*.partial` regular files) in `repo`'s folder: they
+    /// take room on the disk before they are files in place.
+    pub async fn partial_bytes(&self, repo: &RepoRef) -> Result<u64, StoreError> {
+        let dir = self.layout.model_dir(repo);
+        partial_bytes_under(&dir).await.map_err(store_error(&dir))
     }
 
     /// Marks `repo` used at `now` (a pod mounted it); `false` when it is not cached.
@@ -221,11 +282,18 @@ impl Store {
             record.complete = false;
             self.write(&record).await?;
         }
+        // Never through a link: the folder of the repository and the model's folder are
+        // removed as entries (a link itself, not what it points at).
+        let repo_dir = self.layout.models_dir().join(repo_dir_name(repo));
         let dir = self.layout.model_dir(repo);
-        match tokio::fs::remove_dir_all(&dir).await {
-            Err(e) if e.kind() != ErrorKind::NotFound => return Err(store_error(&dir)(e)),
-            _ => {}
-        }
+        let target = match entry_kind(&repo_dir)
+            .await
+            .map_err(store_error(&repo_dir))?
+        {
+            EntryKind::Dir => &dir,
+            _ => &repo_dir,
+        };
+        remove_entry(target).await.map_err(store_error(target))?;
         let record = self.layout.record_path(repo);
         match tokio::fs::remove_file(&record).await {
             Err(e) if e.kind() != ErrorKind::NotFound => Err(store_error(&record)(e)),
@@ -246,6 +314,33 @@ async fn read_record(path: &Path) -> Result<Option<ModelRecord>, StoreError> {
             path: path.to_path_buf(),
             message: format!("not a model record ({e}); delete it and its model's folder"),
         })
+}
+
+/// Bytes of the regular `*.partial` files under `dir`, seen without following links.
+async fn partial_bytes_under(dir: &Path) -> std::io::Result<u64> {
+    let mut bytes = 0u64;
+    if entry_kind(dir).await? != EntryKind::Dir {
+        return Ok(0);
+    }
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let mut entries = tokio::fs::read_dir(&folder).await?;
+        while let Some(entry) = entries.next_entry().await? {
+            match entry_kind(&entry.path()).await? {
+                EntryKind::Dir => folders.push(entry.path()),
+                EntryKind::File(len)
+                    if entry
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(PARTIAL_SUFFIX) =>
+                {
+                    bytes = bytes.saturating_add(len);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(bytes)
 }
 
 /// The entries of a folder, sorted; none when it does not exist.
@@ -320,18 +415,70 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_unreadable_record_is_an_error_naming_the_file() {
+    async fn an_unreadable_record_is_named_and_never_hides_the_others() {
         let root = tempfile::tempdir().unwrap();
         let store = Store::new(Layout::new(root.path()));
+        let good = RepoRef::parse("org/good").unwrap();
+        let mut record = ModelRecord::new(&good, Access::Public, 1);
+        record.complete = true;
+        store.write(&record).await.unwrap();
         let repo = RepoRef::parse("org/m").unwrap();
         let path = store.layout().record_path(&repo);
         tokio::fs::create_dir_all(path.parent().unwrap())
             .await
             .unwrap();
         tokio::fs::write(&path, b"{").await.unwrap();
-        let error = store.list().await.unwrap_err();
+        let dir = store.layout().model_dir(&repo);
+        tokio::fs::create_dir_all(&dir).await.unwrap();
+        tokio::fs::write(dir.join("w"), b"x").await.unwrap();
+
+        let listing = store.list_all().await.unwrap();
+        assert_eq!(listing.records, [record.clone()]);
+        assert_eq!(listing.unreadable.len(), 1);
+        let error = &listing.unreadable[0];
         assert_eq!(error.path, path);
         assert!(error.to_string().contains("not a model record"), "{error}");
+        assert_eq!(store.list().await.unwrap(), [record]);
+
+        // Forgotten: its folder and record go, the other model stays.
+        store.discard_unreadable(&error.path).await.unwrap();
+        assert!(!dir.exists() && !path.exists());
+        assert!(store.list_all().await.unwrap().unreadable.is_empty());
+        assert!(store.read(&good).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn partial_downloads_are_counted_and_links_are_not_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::new(Layout::new(root.path()));
+        let repo = RepoRef::parse("org/m").unwrap();
+        let dir = store.layout().model_dir(&repo);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("a.partial"), [0u8; 100]).unwrap();
+        std::fs::write(dir.join("sub/b.partial"), [0u8; 20]).unwrap();
+        std::fs::write(dir.join("done"), [0u8; 1000]).unwrap();
+        let elsewhere = root.path().join("big.partial");
+        std::fs::write(&elsewhere, [0u8; 5000]).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("c.partial")).unwrap();
+        assert_eq!(store.partial_bytes(&repo).await.unwrap(), 120);
+        let absent = RepoRef::parse("org/none").unwrap();
+        assert_eq!(store.partial_bytes(&absent).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn removing_a_model_never_follows_a_link_in_place_of_its_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::new(Layout::new(root.path()));
+        let victim = root.path().join("victim");
+        std::fs::create_dir_all(victim.join("main")).unwrap();
+        std::fs::write(victim.join("main/keep"), b"x").unwrap();
+        let repo = RepoRef::parse("org/m").unwrap();
+        let repo_dir = store.layout().models_dir().join("org--m");
+        std::fs::create_dir_all(store.layout().models_dir()).unwrap();
+        std::os::unix::fs::symlink(&victim, &repo_dir).unwrap();
+        store.remove(&repo).await.unwrap();
+        assert!(std::fs::symlink_metadata(&repo_dir).is_err());
+        assert!(victim.join("main/keep").exists());
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::path::Path;
 use ring::digest::{Context, SHA1_FOR_LEGACY_USE_ONLY, SHA256};
 use tokio::io::AsyncReadExt;
 
+use crate::no_follow::{EntryKind, entry_kind, open_read};
+
 /// The hash a file must have.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expected {
@@ -77,6 +79,10 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Why a file does not match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mismatch {
+    /// Not a regular file (a link, a folder, a device): never read through.
+    NotAFile(&'static str),
+    /// Not there.
+    Missing,
     /// The file has another size.
     Size {
         /// The size the listing gave.
@@ -98,6 +104,8 @@ pub enum Mismatch {
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Mismatch::NotAFile(what) => write!(f, "{what}, not a regular file"),
+            Mismatch::Missing => write!(f, "missing"),
             Mismatch::Size { expected, found } => {
                 write!(f, "{found} bytes where the Hub lists {expected}")
             }
@@ -135,8 +143,9 @@ pub fn check(
 
 /// Feeds the first `len` bytes of the file at `path` to `hasher` (a partial download being
 /// resumed, or a file in place being checked); the number of bytes read.
+/// A link or anything but a regular file is refused, never read through.
 pub async fn hash_file(path: &Path, len: u64, hasher: &mut Hasher) -> std::io::Result<u64> {
-    let mut file = tokio::fs::File::open(path).await?;
+    let mut file = open_read(path).await?;
     let mut buffer = vec![0u8; 1 << 20];
     let mut read = 0u64;
     while read < len {
@@ -151,14 +160,20 @@ pub async fn hash_file(path: &Path, len: u64, hasher: &mut Hasher) -> std::io::R
     Ok(read)
 }
 
-/// Checks a file in place by its size and, when `rehash`, its hash.
+/// Checks a file in place by its type (a regular file, seen without following a link), its
+/// size and, when `rehash`, its hash.
 pub async fn verify_in_place(
     path: &Path,
     expected: &Expected,
     expected_size: u64,
     rehash: bool,
 ) -> std::io::Result<Result<(), Mismatch>> {
-    let size = tokio::fs::metadata(path).await?.len();
+    let size = match entry_kind(path).await? {
+        EntryKind::File(size) => size,
+        EntryKind::Absent => return Ok(Err(Mismatch::Missing)),
+        EntryKind::Dir => return Ok(Err(Mismatch::NotAFile("a folder"))),
+        EntryKind::Foreign(what) => return Ok(Err(Mismatch::NotAFile(what))),
+    };
     if size != expected_size || !rehash {
         return Ok(check(expected, expected_size, size, None));
     }

@@ -275,6 +275,9 @@ async fn serve(State(hub): State<Shared>, request: Request) -> Response {
     if repo.starts_with("org/private") && !token_ok {
         return error_code(StatusCode::UNAUTHORIZED, "RepoNotFound");
     }
+    if repo.starts_with("org/slow") {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     if repo.starts_with("org/gated") && !token_ok {
         return error_code(StatusCode::FORBIDDEN, "GatedRepo");
     }
@@ -897,4 +900,283 @@ async fn a_server_that_ignores_range_restarts_the_file_from_its_first_byte() {
         .map(|s| s.range.clone())
         .collect();
     assert_eq!(ranges, [Some("bytes=3000-".to_string())]);
+}
+
+/// Every entry under `dir` that is not a real folder or a regular file.
+fn links_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let entry = entry.unwrap();
+            let kind = std::fs::symlink_metadata(entry.path()).unwrap().file_type();
+            if kind.is_dir() {
+                folders.push(entry.path());
+            } else if !kind.is_file() {
+                out.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn links_planted_in_a_model_folder_are_removed_never_followed_and_the_other_model_is_untouched()
+ {
+    let hub = start(|hub| {
+        hub.add("org/a", model(40, 20_000));
+        hub.add("org/b", model(50, 5_000));
+    })
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let cfg = config(&hub, root.path(), 1 << 30);
+    let none = BTreeSet::new();
+    fetch_model(&cfg, &repo("org/a"), None, &none)
+        .await
+        .unwrap();
+    fetch_model(&cfg, &repo("org/b"), None, &none)
+        .await
+        .unwrap();
+    let layout = Layout::new(root.path());
+    let a = layout.model_dir(&repo("org/a"));
+    let b = layout.model_dir(&repo("org/b"));
+    let b_before: Vec<Vec<u8>> = model(50, 5_000)
+        .iter()
+        .map(|f| cached(root.path(), "org/b", &f.path))
+        .collect();
+
+    // A pod that can write a's folder plants links to b's files and folder: a partial
+    // download (a resumed download would append to its target), a listed file, and a folder
+    // (a re-download would delete and replace the file inside it).
+    std::fs::remove_file(a.join("model.safetensors")).unwrap();
+    std::os::unix::fs::symlink(
+        b.join("model.safetensors"),
+        a.join("model.safetensors.partial"),
+    )
+    .unwrap();
+    std::fs::remove_file(a.join("config.json")).unwrap();
+    std::os::unix::fs::symlink(b.join("config.json"), a.join("config.json")).unwrap();
+    std::fs::remove_dir_all(a.join("tokenizer")).unwrap();
+    std::os::unix::fs::symlink(b.join("tokenizer"), a.join("tokenizer")).unwrap();
+
+    let fetched = fetch_model(&cfg, &repo("org/a"), None, &none)
+        .await
+        .unwrap();
+    let mut downloaded = fetched.downloaded.clone();
+    downloaded.sort();
+    assert_eq!(
+        downloaded,
+        [
+            "config.json",
+            "model.safetensors",
+            "tokenizer/tokenizer.json"
+        ]
+    );
+    assert_eq!(links_under(&a), Vec::<std::path::PathBuf>::new());
+    for file in model(40, 20_000) {
+        assert_eq!(cached(root.path(), "org/a", &file.path), file.bytes);
+    }
+    let b_after: Vec<Vec<u8>> = model(50, 5_000)
+        .iter()
+        .map(|f| cached(root.path(), "org/b", &f.path))
+        .collect();
+    assert_eq!(b_after, b_before, "b's files changed");
+    assert_eq!(links_under(&b), Vec::<std::path::PathBuf>::new());
+}
+
+#[tokio::test]
+async fn eviction_protects_what_is_in_use_when_it_evicts_not_when_the_fetch_started() {
+    let hub = start(|hub| {
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            hub.add(&format!("org/{name}"), model(60 + i as u8, 10_000));
+        }
+    })
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let none = BTreeSet::new();
+    let one = fetch_model(
+        &config(&hub, root.path(), 1 << 30),
+        &repo("org/a"),
+        None,
+        &none,
+    )
+    .await
+    .unwrap()
+    .record
+    .total_bytes;
+    let cfg = config(&hub, root.path(), one * 5 / 2);
+    fetch_model(&cfg, &repo("org/b"), None, &none)
+        .await
+        .unwrap();
+    let store = Store::new(Layout::new(root.path()));
+    store.touch(&repo("org/a"), 100).await.unwrap();
+    store.touch(&repo("org/b"), 200).await.unwrap();
+
+    // Nothing is in use when the fetch of c starts; a pod starts mounting a while c is being
+    // listed. Asked at eviction time, the set protects a: b goes instead.
+    let listed_c = || {
+        hub.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.path.starts_with("/api/models/org/c/"))
+    };
+    let in_use = || {
+        if listed_c() {
+            BTreeSet::from(["org/a@main".to_string()])
+        } else {
+            BTreeSet::new()
+        }
+    };
+    let fetched = fetch_model(&cfg, &repo("org/c"), None, &in_use)
+        .await
+        .unwrap();
+    assert_eq!(fetched.evicted, ["org/b@main"]);
+    assert!(store.read(&repo("org/a")).await.unwrap().unwrap().complete);
+}
+
+#[tokio::test]
+async fn partial_downloads_count_against_the_budget() {
+    let hub = start(|hub| {
+        for (i, name) in ["a", "b"].into_iter().enumerate() {
+            hub.add(&format!("org/{name}"), model(70 + i as u8, 10_000));
+        }
+    })
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let none = BTreeSet::new();
+    let one = fetch_model(
+        &config(&hub, root.path(), 1 << 30),
+        &repo("org/a"),
+        None,
+        &none,
+    )
+    .await
+    .unwrap()
+    .record
+    .total_bytes;
+    // An interrupted download of another model: its record holds no file in place, its
+    // partial file a whole model's bytes.
+    let store = Store::new(Layout::new(root.path()));
+    let other = repo("org/interrupted");
+    let mut record = vramfit_cache::store::ModelRecord::new(&other, Access::Public, 1);
+    record.total_bytes = one;
+    store.write(&record).await.unwrap();
+    let dir = store.layout().model_dir(&other);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("model.safetensors.partial"),
+        vec![0u8; one as usize],
+    )
+    .unwrap();
+
+    // Room for two models and a half: a and the partial hold two, b needs one more.
+    let cfg = config(&hub, root.path(), one * 5 / 2);
+    let fetched = fetch_model(&cfg, &repo("org/b"), None, &none)
+        .await
+        .unwrap();
+    assert_eq!(fetched.evicted, ["org/interrupted@main"]);
+    assert!(!dir.exists());
+}
+
+#[tokio::test]
+async fn an_unreadable_record_is_a_model_not_cached_and_is_fetched_again() {
+    let hub = start(|hub| {
+        hub.add("org/a", model(80, 10_000));
+        hub.add("org/b", model(81, 10_000));
+    })
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let cfg = config(&hub, root.path(), 1 << 30);
+    let none = BTreeSet::new();
+    fetch_model(&cfg, &repo("org/a"), None, &none)
+        .await
+        .unwrap();
+    let layout = Layout::new(root.path());
+    std::fs::write(layout.record_path(&repo("org/a")), b"{ not json").unwrap();
+
+    // Another model's fetch goes on (and forgets the unreadable one's folder).
+    fetch_model(&cfg, &repo("org/b"), None, &none)
+        .await
+        .unwrap();
+    // Its own fetch starts a new record: every file is checked again, and it is complete.
+    let fetched = fetch_model(&cfg, &repo("org/a"), None, &none)
+        .await
+        .unwrap();
+    assert!(fetched.record.complete);
+    for file in model(80, 10_000) {
+        assert_eq!(cached(root.path(), "org/a", &file.path), file.bytes);
+    }
+}
+
+#[tokio::test]
+async fn a_fetch_past_its_deadline_fails_and_the_next_one_resumes() {
+    let hub = start(|hub| {
+        hub.add("org/slow", model(90, 10_000));
+    })
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let none = BTreeSet::new();
+    let cfg = CacheConfig {
+        deadline: Duration::from_millis(500),
+        ..config(&hub, root.path(), 1 << 30)
+    };
+    let started = std::time::Instant::now();
+    let error = fetch_model(&cfg, &repo("org/slow"), None, &none)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, FetchError::Deadline { .. }), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let store = Store::new(Layout::new(root.path()));
+    assert!(
+        !store
+            .read(&repo("org/slow"))
+            .await
+            .unwrap()
+            .unwrap()
+            .complete
+    );
+    // The lock was released with the fetch.
+    let cfg = config(&hub, root.path(), 1 << 30);
+    let fetched = fetch_model(&cfg, &repo("org/slow"), None, &none)
+        .await
+        .unwrap();
+    assert!(fetched.record.complete);
+}
+
+#[tokio::test]
+async fn a_listing_is_bounded_in_path_bytes_and_names_each_file_once() {
+    let hub = start(|hub| {
+        hub.add("org/m", model(3, 100));
+        hub.add("org/twice", model(4, 100));
+        hub.extra_entries.insert(
+            "org/twice".into(),
+            format!(
+                r#"{{"type":"file","oid":"{}","size":4,"path":"config.json"}}"#,
+                "0".repeat(40)
+            ),
+        );
+    })
+    .await;
+    // config.json, tokenizer/tokenizer.json, model.safetensors: 52 bytes of paths.
+    let limits = |max_path_bytes| ManifestLimits {
+        max_path_bytes,
+        ..ManifestLimits::default()
+    };
+    let client = client(&hub, None);
+    assert!(
+        list_manifest(&client, &repo("org/m"), limits(52))
+            .await
+            .is_ok()
+    );
+    let over = list_manifest(&client, &repo("org/m"), limits(51)).await;
+    assert!(
+        matches!(&over, Err(ManifestError::Invalid { message, .. }) if message.contains("more than 51 bytes of paths")),
+        "{over:?}"
+    );
+    let twice = list_manifest(&client, &repo("org/twice"), ManifestLimits::default()).await;
+    assert!(
+        matches!(&twice, Err(ManifestError::Invalid { message, .. }) if message.contains("\"config.json\" listed twice")),
+        "{twice:?}"
+    );
 }

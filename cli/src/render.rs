@@ -25,15 +25,18 @@ struct ClassOutcome {
     env: Option<Vec<EnvVar>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<Vec<String>>,
+    /// A group's pods, rank 0 (the leader) first: what each runs, as the operator builds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranks: Option<Vec<crate::render_group::RankOutcome>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cannot_run: Option<String>,
 }
 
 /// One env var of the pod, as a container's `env` lists it.
 #[derive(Serialize)]
-struct EnvVar {
-    name: String,
-    value: String,
+pub(crate) struct EnvVar {
+    pub(crate) name: String,
+    pub(crate) value: String,
 }
 
 #[derive(Serialize)]
@@ -160,6 +163,7 @@ pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
             .iter()
             .map(|c| {
                 outcome(
+                    &job,
                     &input,
                     c.class,
                     &c.verdict,
@@ -179,7 +183,13 @@ pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
     })
 }
 
-fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: bool) -> ClassOutcome {
+fn outcome(
+    job: &vramfit_api::InferenceJob,
+    input: &JobInput,
+    class: &NodeClass,
+    verdict: &Verdict,
+    with_pod: bool,
+) -> ClassOutcome {
     let gpus = format!(
         "{}×{} {}",
         class.gpus_per_node,
@@ -198,6 +208,9 @@ fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: boo
                         .collect()
                 }),
                 args: with_pod.then(|| workload::runtime_args(input, plan)),
+                ranks: with_pod
+                    .then(|| crate::render_group::ranks(job, input, plan))
+                    .filter(|ranks| !ranks.is_empty()),
                 plan: Some(plan.clone()),
                 cannot_run: None,
             }
@@ -208,6 +221,7 @@ fn outcome(input: &JobInput, class: &NodeClass, verdict: &Verdict, with_pod: boo
             plan: None,
             env: None,
             args: None,
+            ranks: None,
             cannot_run: Some(why.to_string()),
         },
     }
@@ -269,7 +283,15 @@ fn plan_table(input: &JobInput, report: &PlanReport, details: bool) -> String {
                 }
             }
             if let Some(args) = c.args.as_ref().filter(|a| !a.is_empty()) {
-                let _ = writeln!(out, "  runtime args: {}", args.join(" "));
+                let label = if c.ranks.is_some() {
+                    "the plan's runtime args (each rank's whole command line below)"
+                } else {
+                    "runtime args"
+                };
+                let _ = writeln!(out, "  {label}: {}", args.join(" "));
+            }
+            if let Some(ranks) = &c.ranks {
+                out.push_str(&crate::render_group::ranks_text(ranks));
             }
         }
     }

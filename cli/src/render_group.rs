@@ -1,8 +1,109 @@
-//! How `vramfit plan` shows a plan that spans nodes: nodes × GPUs in the table, and below the
-//! reasons the group's split and its memory per node. A one-node plan shows as before.
-use vramfit_api::Plan;
+//! How `vramfit plan` shows a plan that spans nodes: nodes × GPUs in the table, below the
+//! reasons the group's split and its memory per node, and with `--class` (or `-o json`) what
+//! each rank's pod runs. A one-node plan shows as before.
+use std::fmt::Write;
+
+use serde::Serialize;
 use vramfit_api::group::GroupEngine;
-use vramfit_planner::gib;
+use vramfit_api::pod_keys::{group_pod_name, replica_group_pod_name};
+use vramfit_api::{InferenceJob, Plan};
+use vramfit_planner::group::launch::{CommandLine, RankAddress, for_rank};
+use vramfit_planner::workload::{runtime_args, shell_words};
+use vramfit_planner::{JobInput, gib};
+
+use crate::render::EnvVar;
+
+/// What one rank's pod runs, as the operator builds it (`RankLaunch::command_line` and
+/// `with_env` of the planner, the functions the operator builds the pods with).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RankOutcome {
+    /// 0 for the leader.
+    rank: u32,
+    /// The pod's name in the job's first group (attempt 1, or replica 0's first pod).
+    pod: String,
+    /// The container's command; absent: the image's entrypoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<Vec<String>>,
+    /// The container's args.
+    args: Vec<String>,
+    /// The env the rank gets on top of the plan's `env` (a name here wins).
+    env: Vec<EnvVar>,
+}
+
+/// Every rank of `plan`'s group (none for a plan of one pod): the job's command and args, the
+/// plan's flags, then what the group's engine gives each rank.
+pub fn ranks(job: &InferenceJob, input: &JobInput, plan: &Plan) -> Vec<RankOutcome> {
+    if plan.group.is_none() {
+        return Vec::new();
+    }
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let namespace = job
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let nodes = plan.nodes();
+    (0..nodes)
+        .map(|rank| {
+            let (address, pod) = if job.spec.serve.is_some() {
+                (
+                    RankAddress::of_replica_group(&name, &namespace, (0, 1), nodes, rank),
+                    replica_group_pod_name(&name, 0, 1, rank),
+                )
+            } else {
+                (
+                    RankAddress::of_batch_group(&name, &namespace, 1, nodes, rank),
+                    group_pod_name(&name, 1, rank),
+                )
+            };
+            let launch = for_rank(input, plan, &address);
+            // The one pod's command line, as the operator's `desired_pod` builds it.
+            let mut args = job.spec.args.clone();
+            args.extend(runtime_args(input, plan));
+            let line = launch.command_line(CommandLine {
+                command: (!job.spec.command.is_empty()).then(|| job.spec.command.clone()),
+                args,
+            });
+            let env = launch.with_env(
+                Vec::new(),
+                |var: &EnvVar| var.name.as_str(),
+                |name, value| EnvVar { name, value },
+            );
+            RankOutcome {
+                rank,
+                pod,
+                command: line.command,
+                args: line.args,
+                env,
+            }
+        })
+        .collect()
+}
+
+/// The ranks as text: each rank's pod, command, args and own env.
+pub fn ranks_text(ranks: &[RankOutcome]) -> String {
+    let mut out =
+        String::from("  ranks (one pod per node; each gets the env above, then its own):\n");
+    for r in ranks {
+        let role = if r.rank == 0 { "leader" } else { "worker" };
+        let _ = writeln!(out, "    rank {} ({role}), pod {}:", r.rank, r.pod);
+        let _ = writeln!(
+            out,
+            "      command: {}",
+            r.command
+                .as_deref()
+                .map_or("(the image's entrypoint)".to_string(), shell_words)
+        );
+        if !r.args.is_empty() {
+            let _ = writeln!(out, "      args: {}", shell_words(&r.args));
+        }
+        for EnvVar { name, value } in &r.env {
+            let _ = writeln!(out, "      {name}={value}");
+        }
+    }
+    out
+}
 
 fn gpus(n: u32) -> String {
     if n == 1 {

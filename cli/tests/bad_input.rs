@@ -61,6 +61,21 @@ fn unknown_preset() {
 }
 
 #[test]
+fn mistyped_preset_gets_the_nearest_one() {
+    // As a mistyped field gets "did you mean", by the same nearness.
+    let out = vramfit(
+        &["plan", "-"],
+        Some(&format!(
+            "{HEAD}spec: {{model: {{preset: mistral-7b-instruct-v03}}, runtime: vllm, image: x}}"
+        )),
+    );
+    assert_clean_error(
+        &out,
+        "invalid spec: unknown model preset \"mistral-7b-instruct-v03\"; did you mean mistral-7b-instruct-v0.3? known presets: ",
+    );
+}
+
+#[test]
 fn invalid_enum_value() {
     let out = vramfit(
         &["plan", "-"],

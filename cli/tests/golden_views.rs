@@ -254,3 +254,98 @@ fn a_dry_run_writes_the_planned_comparison_into_the_output_dir() {
     );
     let _ = std::fs::remove_file(&blocker);
 }
+
+const LLAMA_405B: &str = "examples/llama-3.1-405b-vllm-nodes.yaml";
+const CHATBOT_RPC: &str = "examples/chatbot-gguf-rpc-nodes.yaml";
+
+#[test]
+fn a_vllm_group_shows_what_each_rank_runs() {
+    let table = stdout_of(&["plan", LLAMA_405B, "--class", "h100-80gb-x8"]);
+    golden("llama405b-h100-x8.txt", &table);
+    let ranks = &table[table.find("  ranks (").expect("the ranks")..];
+    // The leader: vLLM's multi-node script, then vllm serve with every flag of the plan and
+    // the group's pipeline parallel on Ray.
+    assert!(
+        ranks.contains("    rank 0 (leader), pod llama-405b-1-0:"),
+        "{ranks}"
+    );
+    assert!(
+        ranks.contains("multi-node-serving.sh leader --ray_port=6379 --ray_cluster_size=2 --ray_init_timeout=1800 && exec vllm serve \"$@\"'"),
+        "{ranks}"
+    );
+    let leader_args = ranks
+        .lines()
+        .find(|l| l.starts_with("      args: "))
+        .expect("the leader's args");
+    for flag in [
+        "--model meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size 8",
+        "--pipeline-parallel-size 2",
+        "--distributed-executor-backend ray",
+    ] {
+        assert!(leader_args.contains(flag), "{flag} in {leader_args}");
+    }
+    assert!(ranks.contains("      RAY_ADDRESS=auto"), "{ranks}");
+    // The worker joins the leader's Ray head.
+    assert!(
+        ranks.contains("    rank 1 (worker), pod llama-405b-1-1:"),
+        "{ranks}"
+    );
+    assert!(
+        ranks
+            .contains("until ray start --address=llama-405b-1-0.llama-405b-1.default:6379 --block"),
+        "{ranks}"
+    );
+    assert!(ranks.contains("      LWS_WORKER_INDEX=1"), "{ranks}");
+}
+
+#[test]
+fn a_llamacpp_group_shows_the_leaders_rpc_and_split_as_json_too() {
+    let args = [
+        "plan",
+        CHATBOT_RPC,
+        "--node-classes",
+        PASCAL,
+        "--class",
+        "p4000-x1",
+        "-o",
+        "json",
+    ];
+    let report: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
+    let class = &report["classes"][0];
+    let ranks = class["ranks"].as_array().expect("a group's ranks");
+    let nodes = class["plan"]["group"]["nodes"].as_u64().unwrap();
+    assert_eq!(ranks.len() as u64, nodes);
+    let leader = &ranks[0];
+    assert_eq!(leader["rank"], 0);
+    assert_eq!(leader["pod"], "chatbot-rpc-1-0");
+    assert!(leader.get("command").is_none(), "the image's entrypoint");
+    let words: Vec<&str> = leader["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    // The job's args, the plan's flags, then the group's.
+    assert_eq!(
+        words[..2],
+        ["--model", "/models/Mistral-7B-Instruct-v0.3-Q8_0.gguf"]
+    );
+    let rpc = words.iter().position(|w| *w == "--rpc").expect("--rpc");
+    assert_eq!(
+        words[rpc + 1].split(',').count() as u64,
+        nodes - 1,
+        "one rpc-server per worker GPU"
+    );
+    assert!(words.contains(&"--tensor-split"), "{words:?}");
+    assert!(words.contains(&"--n-gpu-layers"), "{words:?}");
+    for worker in &ranks[1..] {
+        let command = worker["command"].as_array().unwrap();
+        assert_eq!(command[0], "rpc-server");
+        assert!(worker["args"].as_array().unwrap().is_empty());
+    }
+    // A plan of one pod has no ranks.
+    let one = ["plan", LLAMA_70B, "--class", "t4-x1", "-o", "json"];
+    let report: Value = serde_json::from_str(&stdout_of(&one)).unwrap();
+    assert!(report["classes"][0].get("ranks").is_none());
+}

@@ -126,6 +126,14 @@ pub struct GgufLayout {
 pub struct ResolvedModel {
     /// `owner/name@revision` read.
     pub source: String,
+    /// The commit `source`'s revision named when it was read (the Hub's `sha` for it; a full
+    /// commit hash as revision is its own). The job's pods take the model at this commit from
+    /// the node cache, every replica, rank and attempt alike, until the job names another
+    /// repository or revision. Unset where the endpoint did not say (a mirror that serves
+    /// files only) or the numbers were read before vramfit recorded it: the revision's name
+    /// is used then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     /// The architecture (`architectures[0]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,

@@ -48,8 +48,13 @@ pub struct ModelCacheSpec {
     pub models: Vec<WantedModel>,
 }
 
-/// One model a node should hold.
+/// One model a node should hold. Its repo and revision follow the rules of a job's
+/// `model.huggingFace`.
+// `WantedModel::problem` is the same check in Rust: the operator applies it before an entry
+// enters a spec (crds/tests/model_cache_keys.rs keeps the two equal).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new("self.repo.matches('^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$')").message("repo must be owner/name of letters, digits, '-', '_' and '.'"))]
+#[x_kube(validation = Rule::new("!self.revision.matches('(^|/)[.]')").message("revision must not be '.' or '..' or have a part starting with '.'"))]
 #[serde(rename_all = "camelCase")]
 pub struct WantedModel {
     /// `owner/name`.
@@ -73,6 +78,60 @@ impl WantedModel {
     pub fn key(&self) -> String {
         model_key(&self.repo, &self.revision)
     }
+
+    /// Why the ModelCache schema would refuse this entry, if it would (its bounds and rules,
+    /// checked here so that one bad entry is left out rather than the whole spec refused).
+    pub fn problem(&self) -> Option<&'static str> {
+        if let Some(problem) = key_problem(&self.repo, &self.revision) {
+            return Some(problem);
+        }
+        if self.namespaces.len() > MAX_NAMESPACES {
+            return Some("more than 32 namespaces");
+        }
+        if self
+            .namespaces
+            .iter()
+            .any(|n| n.is_empty() || n.chars().count() > 63)
+        {
+            return Some("a namespace is empty or longer than 63 characters");
+        }
+        None
+    }
+}
+
+/// The most characters of a repository (`owner/name`) in a ModelCache's spec.
+pub const MAX_REPO_CHARS: usize = 96;
+/// The most characters of a revision in a ModelCache's spec.
+pub const MAX_REVISION_CHARS: usize = 255;
+
+/// Why `repo` and `revision` cannot name a model in a ModelCache's spec, if they cannot: the
+/// schema's bounds and rules on `spec.models[].repo` and `.revision` (a job's
+/// `model.huggingFace` follows the same), in Rust.
+pub fn key_problem(repo: &str, revision: &str) -> Option<&'static str> {
+    let repo_chars = repo.chars().count();
+    if repo_chars == 0 || repo_chars > MAX_REPO_CHARS {
+        return Some("repo is empty or longer than 96 characters");
+    }
+    let mut parts = repo.split('/');
+    let well_formed = parts.by_ref().take(2).all(is_repo_part) && parts.next().is_none();
+    if !well_formed {
+        return Some("repo must be owner/name of letters, digits, '-', '_' and '.'");
+    }
+    let revision_chars = revision.chars().count();
+    if revision_chars == 0 || revision_chars > MAX_REVISION_CHARS {
+        return Some("revision is empty or longer than 255 characters");
+    }
+    if revision.split('/').any(|part| part.starts_with('.')) {
+        return Some("revision must not be '.' or '..' or have a part starting with '.'");
+    }
+    None
+}
+
+/// One part of `owner/name`: a letter or digit, then letters, digits, `.`, `_` and `-`.
+fn is_repo_part(part: &str) -> bool {
+    let mut chars = part.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// `owner/name@revision`: how a model is named in keys, annotations and messages.

@@ -14,6 +14,11 @@ pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
 pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
 /// Annotation on every pod: a hash of its spec; a spec change that keeps it needs no new pod.
 pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
+/// Annotation on a group's leader created after its workers (llama.cpp): the addresses its
+/// host aliases pin, `<worker's DNS name>=<pod IP>` comma-separated (the operator's pod cache
+/// keeps annotations, not `spec.hostAliases`): a worker no longer at its address ends the
+/// group.
+pub const WORKER_ADDRESSES_ANNOTATION: &str = "vramfit.io/worker-addresses";
 /// Label on a served job's pods: the replica's slot (its identity across the pods that serve
 /// for it).
 pub const REPLICA_LABEL: &str = "vramfit.io/replica";

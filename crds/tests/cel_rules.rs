@@ -56,6 +56,10 @@ fn every_rule_compiles() {
         compile_errors(&schema::<GpuNodeClass>()),
         Vec::<String>::new()
     );
+    assert_eq!(
+        compile_errors(&schema::<vramfit_api::ModelCache>()),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

@@ -416,8 +416,10 @@ impl Suite {
     }
 
     /// [`Self::check_group_objects`] of the group named `group`. A served replica's group is
-    /// named after the replica's pod, and its policy also admits any client on the serving
-    /// port (`served_port`, TCP, where the job's Service sends them), that port alone.
+    /// named after the replica's pod, and has a second policy `<group>-leader` that applies to
+    /// exactly its leader (`<group>-0`) and admits any client on the serving port
+    /// (`served_port`, TCP, where the job's Service sends them), that port alone; the group's
+    /// own policy opens nothing to other clients on any member.
     pub async fn check_named_group_objects(
         &self,
         job: &InferenceJob,
@@ -509,29 +511,13 @@ impl Suite {
             "NetworkPolicy {group} admits no ingress from its pods (its ranks could not meet): \
              {rules:?}"
         );
-        let serving = served_port.map(|port| {
-            vec![(
-                Some(IntOrString::Int(i32::from(port))),
-                Some("TCP".to_string()),
-            )]
-        });
         for rule in &rules {
             let peers = rule.from.clone().unwrap_or_default();
-            if peers.is_empty() {
-                let open: Vec<_> = rule
-                    .ports
-                    .iter()
-                    .flatten()
-                    .map(|p| (p.port.clone(), p.protocol.clone()))
-                    .collect();
-                ensure!(
-                    serving.as_ref() == Some(&open),
-                    "NetworkPolicy {group}: an ingress rule without `from` admits every source \
-                     on {open:?} (only a served group's serving port {served_port:?} may be): \
-                     {rule:?}"
-                );
-                continue;
-            }
+            ensure!(
+                !peers.is_empty(),
+                "NetworkPolicy {group}: an ingress rule without `from` admits every source, on \
+                 every member: {rule:?}"
+            );
             for peer in peers {
                 ensure!(
                     peer.ip_block.is_none() && peer.namespace_selector.is_none(),
@@ -548,7 +534,71 @@ impl Suite {
                 )?;
             }
         }
+        if let Some(port) = served_port {
+            self.check_leader_policy(job, group, port).await?;
+        }
         Ok((service, policy))
+    }
+
+    /// Checks a served group's `<group>-leader` NetworkPolicy: owned by the job, it applies to
+    /// exactly the leader `<group>-0` and has one ingress rule, from any source, on `port`
+    /// (TCP) alone.
+    async fn check_leader_policy(&self, job: &InferenceJob, group: &str, port: u16) -> Result<()> {
+        let ns = job.namespace().unwrap_or_else(|| self.ns.clone());
+        let uid = job.uid().unwrap_or_default();
+        let name = format!("{group}-leader");
+        let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &ns);
+        let policy = policies
+            .get_opt(&name)
+            .await?
+            .ok_or_else(|| anyhow!("no NetworkPolicy {ns}/{name}"))?;
+        ensure!(
+            policy
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true)),
+            "NetworkPolicy {name}: no controller owner reference to the job: {:?}",
+            policy.owner_references()
+        );
+        let spec = policy
+            .spec
+            .clone()
+            .ok_or_else(|| anyhow!("NetworkPolicy {name} has no spec"))?;
+        let pod_selector = spec
+            .pod_selector
+            .clone()
+            .ok_or_else(|| anyhow!("NetworkPolicy {name} has no podSelector"))?;
+        let applies_to = self.pods_selected(&ns, &pod_selector).await?;
+        expect_eq(
+            &format!("pods NetworkPolicy {name}'s podSelector selects"),
+            &applies_to,
+            &BTreeSet::from([format!("{group}-0")]),
+        )?;
+        let rules = spec.ingress.clone().unwrap_or_default();
+        let open: Vec<_> = rules
+            .iter()
+            .map(|r| {
+                let ports: Vec<_> = r
+                    .ports
+                    .iter()
+                    .flatten()
+                    .map(|p| (p.port.clone(), p.protocol.clone()))
+                    .collect();
+                (r.from.clone().unwrap_or_default().is_empty(), ports)
+            })
+            .collect();
+        expect_eq(
+            &format!("NetworkPolicy {name}'s ingress (from anyone, ports)"),
+            open,
+            vec![(
+                true,
+                vec![(
+                    Some(IntOrString::Int(i32::from(port))),
+                    Some("TCP".to_string()),
+                )],
+            )],
+        )?;
+        Ok(())
     }
 }
 

@@ -91,6 +91,9 @@ pub struct ChildProcess {
     /// Its `--metrics-addr`.
     pub addr: String,
     child: Option<Child>,
+    /// A cache root whose read-only `served/` mount is taken off once the process is killed
+    /// (the cache agent's: [`ChildProcess::unserve_on_kill`]).
+    served_root: Option<PathBuf>,
 }
 
 impl ChildProcess {
@@ -125,7 +128,15 @@ impl ChildProcess {
             log,
             addr,
             child: Some(child),
+            served_root: None,
         })
+    }
+
+    /// Takes the read-only `served/` mount of cache root `root` off when this process is
+    /// killed (or dropped), before anything removes the cache folder.
+    pub fn unserve_on_kill(mut self, root: &Path) -> Self {
+        self.served_root = Some(root.to_path_buf());
+        self
     }
 
     /// `Err` with the log's tail when the process has exited.
@@ -187,11 +198,20 @@ impl ChildProcess {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Kills (SIGKILL) and reaps it.
+    /// Kills (SIGKILL) and reaps it; then takes off the `served/` mount it was given.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(root) = self.served_root.take()
+            && let Err(error) = vramfit_cache_agent::serve_mount::unserve(&root)
+        {
+            eprintln!(
+                "     {}: served/ under {} not unmounted: {error}",
+                self.name,
+                root.display()
+            );
         }
     }
 }

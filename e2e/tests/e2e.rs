@@ -77,6 +77,10 @@ mod real_node_group;
 mod real_node_model_cache;
 #[path = "scenarios/real_node_model_cache_eviction.rs"]
 mod real_node_model_cache_eviction;
+#[path = "scenarios/real_node_model_cache_links.rs"]
+mod real_node_model_cache_links;
+#[path = "scenarios/real_node_model_cache_read_only.rs"]
+mod real_node_model_cache_read_only;
 #[path = "scenarios/real_node_serving.rs"]
 mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
@@ -304,6 +308,12 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("real-node-model-cache-private-stays-in-namespace", |s| {
             Box::pin(real_node_model_cache_eviction::private_model_stays_in_its_namespace(s))
+        }),
+        ("real-node-model-cache-tenant-cannot-write", |s| {
+            Box::pin(real_node_model_cache_read_only::tenant_cannot_change_a_cached_model(s))
+        }),
+        ("real-node-model-cache-link-not-followed", |s| {
+            Box::pin(real_node_model_cache_links::planted_link_is_not_followed(s))
         }),
     ];
     let setup_result = AssertUnwindSafe(Suite::setup(plan)).catch_unwind().await;

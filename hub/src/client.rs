@@ -155,6 +155,39 @@ impl HubClient {
         read_checkpoint(&self.model(repo.clone())).await
     }
 
+    /// The commit `repo`'s revision names now: the `sha` of the Hub's model info at that
+    /// revision (a full commit hash as revision is its own answer, with no request). `None`
+    /// where the endpoint has no model info (a plain 404: a mirror that serves files only).
+    /// One timeout, and at most [`MAX_INFO_BYTES`] of the answer read.
+    pub async fn read_commit(&self, repo: &RepoRef) -> Result<Option<String>, SourceError> {
+        if let Some(commit) = repo.pinned_commit() {
+            return Ok(Some(commit));
+        }
+        let model = self.model(repo.clone());
+        let url = repo.info_url(self.endpoint());
+        model
+            .timed("model info", async {
+                let response = self.get(&url, None).await?;
+                if let Some(refused) = refusal(response.status(), response.headers()) {
+                    return Err(refused);
+                }
+                if response.status() == StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                let bytes = body(response, 0, MAX_INFO_BYTES + 1)
+                    .await
+                    .map_err(|e| (SourceErrorKind::Unavailable, e))?;
+                if bytes.len() as u64 > MAX_INFO_BYTES {
+                    return Err((
+                        SourceErrorKind::TooLarge,
+                        format!("more than the {MAX_INFO_BYTES} bytes vramfit reads"),
+                    ));
+                }
+                commit_of_info(&bytes).map(Some)
+            })
+            .await
+    }
+
     /// GET `url`, following redirects with the token sent to the endpoint's origin only; the
     /// final response, its body unread. `range` is a `Range` header value (`bytes=100-`) sent
     /// on every hop. For callers that read whole files (a node's model cache); no timeout here:
@@ -226,6 +259,24 @@ impl HubClient {
             format!("more than {} redirects", self.config.max_redirects),
         ))
     }
+}
+
+/// The most of a model info answer read (its file list grows with the repository).
+pub const MAX_INFO_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The commit in a model info answer: its `sha`, a full commit hash (lowercased).
+fn commit_of_info(bytes: &[u8]) -> Result<String, (SourceErrorKind, String)> {
+    let invalid = |why: &str| (SourceErrorKind::Invalid, format!("model info: {why}"));
+    let info: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| invalid(&format!("not JSON: {e}")))?;
+    let sha = info
+        .get("sha")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| invalid("no `sha`"))?;
+    if !crate::repo::is_commit(sha) {
+        return Err(invalid(&format!("`sha` {sha:?} is not a commit hash")));
+    }
+    Ok(sha.to_ascii_lowercase())
 }
 
 /// Where a `Location` points, absolute or relative to the current origin.

@@ -4,7 +4,8 @@
 //! weights. Every body is bounded, every file has a timeout, and a token never leaves the
 //! endpoint's origin (the Hub redirects large files to its CDN). That GET, with the same token
 //! rule, is public (`HubClient::get_following_redirects`) for the node's model cache, which
-//! downloads whole files.
+//! downloads whole files. `HubClient::read_commit` reads the commit a revision names (the
+//! model info's `sha`), so that a branch is pinned once per job.
 #![forbid(unsafe_code)]
 
 mod client;
@@ -12,5 +13,5 @@ pub mod repo;
 pub mod token_scope;
 
 pub use client::{HubClient, HubConfig, HubError, HubModel, chain as error_chain, refusal};
-pub use repo::{DEFAULT_ENDPOINT, DEFAULT_REVISION, RepoError, RepoRef, encode_segment};
+pub use repo::{DEFAULT_ENDPOINT, DEFAULT_REVISION, RepoError, RepoRef, encode_segment, is_commit};
 pub use token_scope::{BadRepoPattern, TokenScope};

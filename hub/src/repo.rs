@@ -90,6 +90,30 @@ impl RepoRef {
     }
 }
 
+impl RepoRef {
+    /// `{endpoint}/api/models/{repo}/revision/{revision}`: the Hub's model info at the
+    /// revision, whose `sha` is the commit the revision names now.
+    pub fn info_url(&self, endpoint: &str) -> String {
+        format!(
+            "{}/api/models/{}/revision/{}",
+            endpoint.trim_end_matches('/'),
+            self.repo,
+            encode_segment(&self.revision)
+        )
+    }
+
+    /// The revision when it is a full commit hash (40 hex digits), lowercased: it names one
+    /// commit for good, with no request.
+    pub fn pinned_commit(&self) -> Option<String> {
+        is_commit(&self.revision).then(|| self.revision.to_ascii_lowercase())
+    }
+}
+
+/// Whether `text` is a full commit hash: 40 hex digits.
+pub fn is_commit(text: &str) -> bool {
+    text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 impl std::fmt::Display for RepoRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}@{}", self.repo, self.revision)
@@ -119,6 +143,30 @@ pub fn encode_segment(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_commit_hash_is_pinned_and_the_info_url_names_the_revision() {
+        let sha = "9C925D64D72725EDAF899C6CB9C377FD0709D9C5";
+        let pinned = RepoRef::new("Qwen/Qwen3-8B", sha).unwrap();
+        assert_eq!(pinned.pinned_commit(), Some(sha.to_ascii_lowercase()));
+        assert_eq!(
+            RepoRef::parse("Qwen/Qwen3-8B").unwrap().pinned_commit(),
+            None
+        );
+        assert_eq!(
+            RepoRef::new("Qwen/Qwen3-8B", &sha[..39])
+                .unwrap()
+                .pinned_commit(),
+            None,
+            "a short hash is a branch or tag name to the Hub"
+        );
+        assert_eq!(
+            RepoRef::parse("Qwen/Qwen3-8B@refs/pr/12")
+                .unwrap()
+                .info_url("https://hub/"),
+            "https://hub/api/models/Qwen/Qwen3-8B/revision/refs%2Fpr%2F12"
+        );
+    }
 
     #[test]
     fn repository_ids_and_revisions_are_checked_and_encoded() {

@@ -144,6 +144,8 @@ async fn start(hub: Hub) -> SocketAddr {
 }
 
 const SHARD1: &str = "model-00001-of-00002.safetensors";
+/// The commit `main` of `org/sharded` names (its model info's `sha`).
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 const SHARD2: &str = "model-00002-of-00002.safetensors";
 
 /// The Hub on one port and its "CDN" on another (another origin), and their request logs.
@@ -185,6 +187,18 @@ async fn hub_and_cdn() -> (String, Hub, Hub, u64) {
     files.insert(
         "/org/malformed/resolve/main/config.json".into(),
         b"{\"num_hidden_layers\": 32,".to_vec(),
+    );
+    files.insert(
+        "/api/models/org/sharded/revision/main".into(),
+        format!(
+            r#"{{"_id":"1","id":"org/sharded","sha":"{}","siblings":[{{"rfilename":"config.json"}}]}}"#,
+            SHA.to_ascii_uppercase()
+        )
+        .into_bytes(),
+    );
+    files.insert(
+        "/api/models/org/malformed/revision/main".into(),
+        br#"{"id":"org/malformed","sha":"main"}"#.to_vec(),
     );
     let (bad, _) = safetensors(&[("w", "BF16", &[4])], 0);
     let mut bad = bad;
@@ -277,6 +291,44 @@ async fn reads_config_index_and_headers_with_ranges_never_the_weights() {
             .all(|s| s.range.is_some() && s.authorization.is_none()),
         "{cdn_seen:?}"
     );
+}
+
+/// A branch is read as the commit it names now (the model info's `sha`); a full commit hash
+/// is its own answer, with no request; a mirror with no model info gives none; an answer
+/// whose `sha` is no commit hash is refused.
+#[tokio::test]
+async fn the_commit_a_revision_names_is_read_from_the_model_info() {
+    let (endpoint, hub, _, _) = hub_and_cdn().await;
+    let c = client(&endpoint, None);
+    let commit = |repo: &str| RepoRef::parse(repo).unwrap();
+    assert_eq!(
+        c.read_commit(&commit("org/sharded")).await.unwrap(),
+        Some(SHA.to_string())
+    );
+    let pinned = format!("org/sharded@{}", SHA.to_ascii_uppercase());
+    let before = hub.seen.lock().unwrap().len();
+    assert_eq!(
+        c.read_commit(&commit(&pinned)).await.unwrap(),
+        Some(SHA.to_string())
+    );
+    assert_eq!(hub.seen.lock().unwrap().len(), before, "no request");
+    assert_eq!(
+        c.read_commit(&commit("org/config-only@refs/pr/1"))
+            .await
+            .unwrap(),
+        None,
+        "a mirror that serves files only"
+    );
+    assert!(
+        hub.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.path == "/api/models/org/config-only/revision/refs%2Fpr%2F1"),
+        "the revision is one encoded path segment"
+    );
+    let refused = c.read_commit(&commit("org/malformed")).await.unwrap_err();
+    assert_eq!(refused.kind, SourceErrorKind::Invalid, "{refused}");
 }
 
 #[tokio::test]

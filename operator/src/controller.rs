@@ -53,7 +53,7 @@ use crate::stores::namespaces::{WatchNamespaces, watch_namespaces};
 use crate::stores::reflectors::{drive_reflectors, list_config};
 use crate::stores::relist::applied_after_relist;
 use crate::stores::watch_retry::relist_expired_at_once;
-use crate::stores::{JobRef, PodChange, Stores, holds_job};
+use crate::stores::{JobRef, Listing, PodChange, Stores, holds_job};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -108,6 +108,9 @@ pub async fn run(
             model_cache_writer,
             model_caches_changed.clone(),
             wake.clone(),
+            stores.listed.clone(),
+            crate::model_cache::changes::CacheChanges::new(crate::model_cache::HEARTBEAT_TRUST)
+                .at_now(),
         ))
     });
     let job_store = stores.jobs.clone();
@@ -129,6 +132,7 @@ pub async fn run(
     // `Store::wait_until_ready` wakes only its latest poller, so either that waiter or the
     // Controller's own runner would never wake.
     let ready_health = health.clone();
+    let jobs_listed = stores.listed.clone();
     let job_watch = match config.namespaces.listed() {
         // The Controller backs its trigger stream off after an error.
         None => relist_expired_at_once(
@@ -177,6 +181,7 @@ pub async fn run(
             forget_deleted_jobs(event, &forgetting.0, &forgetting.1);
         }
         if matches!(event, Ok(watcher::Event::InitDone)) {
+            jobs_listed.mark(Listing::Jobs);
             ready_health.set_synced(true);
         }
     });

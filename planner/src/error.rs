@@ -15,7 +15,11 @@ use crate::runtime_vllm::FP8_MIN_CAPABILITY;
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ModelError {
     /// `model.preset` names no preset.
-    #[error("unknown model preset {key:?}; known presets: {}", known_presets())]
+    #[error(
+        "unknown model preset {key:?}; {}known presets: {}",
+        did_you_mean(key),
+        known_presets()
+    )]
     UnknownPreset {
         /// The key the job gave.
         key: String,
@@ -37,6 +41,14 @@ pub enum ModelError {
         /// Attention heads.
         attention_heads: u32,
     },
+}
+
+/// `did you mean <preset>? ` for the preset nearest to `key`, as a mistyped field gets (the
+/// same nearness: `vramfit_api::schema_check::nearest`); nothing when none is near.
+fn did_you_mean(key: &str) -> String {
+    let keys: Vec<String> = PRESETS.iter().map(|p| p.key.to_string()).collect();
+    vramfit_api::schema_check::nearest(key, keys.iter())
+        .map_or_else(String::new, |near| format!("did you mean {near}? "))
 }
 
 fn known_presets() -> String {

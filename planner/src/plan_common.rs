@@ -205,11 +205,9 @@ pub fn common_settings(job: &JobInput, class: &NodeClass, fallback: &Fallback) -
         torch_reason(
             &mut reasons,
             format!(
-                "memory fraction {:.2} (--gpu-memory-utilization): the share of VRAM the plan budgets, {} buffer kept free",
+                "memory fraction {:.2} (--gpu-memory-utilization): the share of VRAM the plan budgets, {}",
                 f64::from(percent) / 100.0,
-                gib(class
-                    .memory_mib
-                    .saturating_sub(crate::memory::percent_of(class.memory_mib, percent)))
+                kept_free(class, crate::memory::percent_of(class.memory_mib, percent))
             ),
         );
         percent
@@ -271,6 +269,27 @@ fn flash_attention_kernels(runtime: Runtime, cc: ComputeCapability) -> bool {
 }
 
 /// MiB as `12.3 GiB`.
+/// What a plan keeps free on each GPU of `class` when it budgets `usable_mib` per GPU, in
+/// words: one figure, VRAM less the usable memory, wherever a plan names it. Where that is
+/// more than the class's buffer, the words say why (vLLM's `--gpu-memory-utilization` takes a
+/// whole percent, rounded down; a process memory fraction below VRAM less the buffer).
+pub fn kept_free(class: &NodeClass, usable_mib: u64) -> String {
+    let kept = class.memory_mib.saturating_sub(usable_mib);
+    let buffer = class.memory_buffer_mib;
+    // Within the figures' rounding (0.1 GiB) the buffer is what stays free.
+    if kept <= buffer || gib(kept) == gib(buffer) {
+        return format!("{} kept free: the buffer", gib(kept));
+    }
+    let whole_percent =
+        crate::memory::percent_of(class.memory_mib, class.usable_percent()) == usable_mib;
+    let why = if whole_percent && class.usable_per_gpu_mib() != usable_mib {
+        "rounded to a whole percent of VRAM"
+    } else {
+        "and the memory fraction's share"
+    };
+    format!("{} kept free: the {} buffer, {why}", gib(kept), gib(buffer))
+}
+
 pub fn gib(mib: u64) -> String {
     format!("{:.1} GiB", mib as f64 / 1024.0)
 }

@@ -97,18 +97,41 @@ impl Budget<'_> {
         memory::sum(OFFLOAD, self.weights_bytes(n)?, self.kv_bytes(n, kv)?)
     }
 
-    /// Per GPU, MiB, for `--n-gpu-layers n` on `gpus` GPUs: the weights and the KV cache, each
-    /// rounded up as the plan's memory estimate shows them.
+    /// Weights on the fullest of `gpus` GPUs for `--n-gpu-layers n`: it holds
+    /// [`fullest_device_layers`] of the offloaded layers, each counted at the most a layer
+    /// may weigh (a share of the file, or with the file's layout the largest of the offloaded
+    /// blocks and the output layer), and never more than all of them.
+    fn fullest_weights_bytes(&self, n: u32, gpus: u32) -> Result<u64, SizeOverflow> {
+        let all = self.weights_bytes(n)?;
+        let k = fullest_device_layers(n, gpus);
+        let fullest = match &self.job.gguf_layout {
+            Some(layout) => largest_offloaded_bytes(layout, n, k),
+            None => self
+                .unit_bytes()
+                .checked_mul(u64::from(k))
+                .ok_or(SizeOverflow { what: OFFLOAD })?,
+        };
+        Ok(fullest.min(all))
+    }
+
+    /// MiB on the fullest of `gpus` GPUs for `--n-gpu-layers n`: its weights and the KV cache
+    /// of its layers (each counted as a block: the output layer has none, so never less),
+    /// each rounded up as the plan's memory estimate shows them. llama.cpp splits whole layers
+    /// over its devices, so this device, not the average, decides what fits (an RPC group's
+    /// workers come first in llama.cpp's order and take the extra layers).
     fn weights_and_kv_per_gpu_mib(
         &self,
         n: u32,
         kv: KvCacheType,
         gpus: u32,
     ) -> Result<(u64, u64), SizeOverflow> {
-        let per_gpu = |bytes: u64| memory::div_ceil(memory::mib(bytes), u64::from(gpus));
+        let k = fullest_device_layers(n, gpus);
+        let kv_bytes = memory::kv_cache_bytes_per_layer(&self.job.model, self.job.tokens(), kv)?
+            .checked_mul(u64::from(k.min(n).min(self.blocks())))
+            .ok_or(SizeOverflow { what: OFFLOAD })?;
         Ok((
-            per_gpu(self.weights_bytes(n)?),
-            per_gpu(self.kv_bytes(n, kv)?),
+            memory::mib(self.fullest_weights_bytes(n, gpus)?),
+            memory::mib(kv_bytes),
         ))
     }
 
@@ -167,6 +190,30 @@ pub fn offloaded_bytes(layout: &GgufLayout, n: u32) -> u64 {
     let before_18148 = last(n);
     let from_18148 = last(n.saturating_sub(1)).saturating_add(layout.output_bytes);
     before_18148.max(from_18148)
+}
+
+/// The most layers one of `gpus` devices holds for `--n-gpu-layers n`: llama.cpp gives each
+/// device whole layers by `--tensor-split` (the plan's even split) or by free memory (even on
+/// one class), so the fullest holds `ceil(n / gpus)`.
+pub fn fullest_device_layers(n: u32, gpus: u32) -> u32 {
+    n.div_ceil(gpus.max(1))
+}
+
+/// The bytes of the `k` largest layers `--n-gpu-layers n` may offload by the file's layout:
+/// the last `n` blocks and the output layer (either llama.cpp build offloads a subset of
+/// those), so no device of the split holds more.
+fn largest_offloaded_bytes(layout: &GgufLayout, n: u32, k: u32) -> u64 {
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut candidates: Vec<u64> = layout.block_bytes.iter().rev().take(n).copied().collect();
+    if n > 0 {
+        candidates.push(layout.output_bytes);
+    }
+    candidates.sort_unstable();
+    candidates
+        .iter()
+        .rev()
+        .take(usize::try_from(k).unwrap_or(usize::MAX))
+        .fold(0u64, |sum, b| sum.saturating_add(*b))
 }
 
 /// llama.cpp's host buffers (CPU compute buffers, logits, runtime) beside the model.

@@ -116,14 +116,14 @@ pub fn size(
     ));
     reasons.push(gpu_count_reason(job, fallback, gpu_count, lo));
     reasons.push(format!(
-        "memory: {} per GPU needed (weights {}, KV cache {}, overhead {}), {} usable of {} (buffer {} kept free)",
+        "memory: {} per GPU needed (weights {}, KV cache {}, overhead {}), {} usable of {} ({})",
         gib(chosen.per_gpu_mib()),
         gib(chosen.weights_mib),
         gib(chosen.kv_cache_mib),
         gib(chosen.overhead_mib),
         gib(usable),
         gib(class.memory_mib),
-        gib(class.memory_buffer_mib)
+        crate::plan_common::kept_free(class, usable)
     ));
     Ok(TransformerSizing {
         gpu_count,

@@ -106,7 +106,7 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
 }
 
 /// Words joined for a POSIX shell: each one that is not plain is single-quoted.
-pub(crate) fn shell_words(words: &[String]) -> String {
+pub fn shell_words(words: &[String]) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c);
     words
         .iter()

@@ -8,7 +8,7 @@ use vramfit_api::group::{GroupEngine, GroupPlan};
 use vramfit_api::pod_keys::group_pod_name;
 use vramfit_api::{Plan, Runtime};
 use vramfit_planner::group::contract::{self, Ranks};
-use vramfit_planner::group::launch::{GROUP_ENV, RankAddress, RankLaunch, for_rank};
+use vramfit_planner::group::launch::{CommandLine, GROUP_ENV, RankAddress, RankLaunch, for_rank};
 use vramfit_planner::runtime_contract::{self, FLAGS, Values};
 use vramfit_planner::{JobInput, workload};
 
@@ -245,6 +245,84 @@ fn vllm_leader_runs_pipeline_parallel_over_the_nodes_on_ray_and_workers_join_its
             check_env(GroupEngine::VllmRay, rank as u32, worker);
         }
     }
+}
+
+#[test]
+fn a_vllm_leader_without_a_command_runs_vllms_multi_node_script_then_serves_its_args() {
+    let j = job(VLLM);
+    let p = group_plan(&j, "h100-80gb-x8", GroupEngine::VllmRay, 3);
+    let all = launches(&j, &p);
+    let one_pod = CommandLine {
+        command: None,
+        args: ["--model", "meta-llama/Llama-3.1-8B-Instruct"]
+            .map(String::from)
+            .to_vec(),
+    };
+    let leader = all[0].command_line(one_pod.clone());
+    let command = leader.command.expect("the leader's command");
+    assert_eq!(command[..2], ["sh", "-c"]);
+    assert_eq!(command[3], "vllm-leader");
+    let (script, serve) = command[2].split_once(" && ").unwrap();
+    assert_eq!(serve, "exec vllm serve \"$@\"");
+    let words: Vec<&str> = script.split(' ').collect();
+    assert_eq!(
+        words[..3],
+        [
+            "bash",
+            "/vllm-workspace/examples/online_serving/multi-node-serving.sh",
+            "leader"
+        ]
+    );
+    assert_eq!(
+        words[3..],
+        [
+            "--ray_port=6379",
+            "--ray_cluster_size=3",
+            "--ray_init_timeout=1800"
+        ]
+    );
+    check_worker_words("multi-node-serving.sh leader", &words[3..]);
+    // "$@": the one pod's args, then the group's flags.
+    let mut args = one_pod.args.clone();
+    args.extend(all[0].args.iter().cloned());
+    assert_eq!(leader.args, args);
+
+    // A job's own command wins; the args are the same.
+    let own = CommandLine {
+        command: Some(vec!["my-entrypoint".to_string()]),
+        ..one_pod.clone()
+    };
+    let kept = all[0].command_line(own);
+    assert_eq!(kept.command, Some(vec!["my-entrypoint".to_string()]));
+    assert_eq!(kept.args, args);
+
+    // A worker runs its own program, whatever the job's command and args.
+    let worker = all[1].command_line(one_pod);
+    assert_eq!(worker.command, all[1].command);
+    assert!(worker.args.is_empty());
+
+    // Engines without a leader command leave a command-less job to the image's entrypoint.
+    let l = job(LLAMACPP);
+    let rpc = group_plan(&l, "a10g-x1", GroupEngine::LlamaCppRpc, 2);
+    let leader = launches(&l, &rpc)[0].command_line(CommandLine::default());
+    assert_eq!(leader.command, None);
+    assert!(leader.args.starts_with(&["--rpc".to_string()]));
+}
+
+#[test]
+fn a_ranks_env_replaces_the_same_names_and_comes_last() {
+    let j = job(VLLM);
+    let p = group_plan(&j, "h100-80gb-x8", GroupEngine::VllmRay, 2);
+    let leader = &launches(&j, &p)[0];
+    let planned = vec![
+        ("VRAMFIT_RUNTIME_ARGS".to_string(), "plan only".to_string()),
+        ("RAY_ADDRESS".to_string(), "job's".to_string()),
+        ("KEPT".to_string(), "1".to_string()),
+    ];
+    let env = leader.with_env(planned, |(k, _)| k.as_str(), |k, v| (k, v));
+    assert_eq!(env[0], ("KEPT".to_string(), "1".to_string()));
+    assert_eq!(env.len(), 1 + leader.env.len());
+    assert_eq!(env[1..], leader.env[..]);
 }
 
 #[test]

@@ -327,3 +327,71 @@ fn a_vllm_group_budgets_its_largest_pipeline_stage() {
     );
     assert!(p.memory.needed_per_gpu_mib <= p.memory.usable_per_gpu_mib);
 }
+
+/// MiB on each device of a llama.cpp plan, in llama.cpp's device order: the layers the split
+/// gives it, each a share of the GGUF file (file ÷ blocks, the most a layer may weigh without
+/// the file's layout) with a block's KV cache, and llama.cpp's own buffers.
+fn llama_cpp_device_mib(job: &JobInput, p: &Plan) -> Vec<u64> {
+    use vramfit_planner::memory::{LLAMACPP_OVERHEAD_MIB, kv_cache_bytes_per_layer, mib};
+    let l = p.llama_cpp.expect("a llama.cpp plan");
+    let split = match &p.group {
+        Some(g) if !g.tensor_split.is_empty() => g.tensor_split.clone(),
+        _ => vramfit_planner::group::rpc_or_offload::even_split(l.gpu_layers, p.total_gpus()),
+    };
+    let file = job.model.gguf_file_bytes.expect("a GGUF file");
+    let unit = file.div_ceil(u64::from(job.model.layers));
+    let kv = kv_cache_bytes_per_layer(&job.model, job.tokens(), l.kv_cache_type).expect("kv");
+    split
+        .iter()
+        .map(|&layers| {
+            let weights = (unit * u64::from(layers)).min(file);
+            let cache = kv * u64::from(layers.min(job.model.layers));
+            mib(weights) + mib(cache) + LLAMACPP_OVERHEAD_MIB
+        })
+        .collect()
+}
+
+#[test]
+fn a_llama_cpp_group_is_budgeted_by_its_fullest_device() {
+    // Llama-3.1-70B Q4_K_M (80 blocks and the output layer) with a q8_0 KV cache on single
+    // 8 GB Pascal nodes. 81 layers over 7 devices average 11.6, which fits; but llama.cpp
+    // splits whole layers, and the four devices that hold 12 do not: 8 nodes.
+    let p4000 = NodeClass::new(
+        "p4000-x1",
+        "Quadro P4000",
+        1,
+        8119,
+        Some(vramfit_api::labels::ComputeCapability::new(6, 1)),
+    );
+    let j = job(
+        "{model: {preset: llama-3.1-70b-instruct-q4_k_m}, runtime: llamacpp, image: x, contextLength: 4096, llamaCpp: {kvCacheTypes: [q8_0]}, gpus: {maxNodes: 10}}",
+    );
+    let p = plan_for_class(&j, &p4000, &Fallback::default()).unwrap();
+    let group = p.group.as_ref().expect("a group");
+    assert_eq!(group.engine, GroupEngine::LlamaCppRpc);
+    assert_eq!(p.nodes(), 8, "{:?}", p.reasons);
+    assert_eq!(group.tensor_split.iter().max(), Some(&11));
+    let budget = p.memory.usable_per_gpu_mib;
+    for (device, need) in llama_cpp_device_mib(&j, &p).iter().enumerate() {
+        assert!(*need <= budget, "device {device}: {need} of {budget} MiB");
+    }
+    assert!(p.memory.needed_per_gpu_mib <= budget);
+
+    // On 7 nodes the average fits, the fullest device does not.
+    let seven = vramfit_planner::group::rpc_or_offload::even_split(81, 7);
+    assert_eq!(seven, vec![12, 12, 12, 12, 11, 11, 11]);
+    let on_seven = Plan {
+        group: Some(vramfit_api::group::GroupPlan {
+            tensor_split: seven,
+            ..group.clone()
+        }),
+        ..p.clone()
+    };
+    let needs = llama_cpp_device_mib(&j, &on_seven);
+    assert!(
+        needs.iter().max().unwrap() > &budget,
+        "{needs:?} of {budget}"
+    );
+    let average = needs.iter().sum::<u64>() / 7;
+    assert!(average <= budget, "{average} of {budget}");
+}

@@ -305,3 +305,87 @@ proptest! {
         }
     }
 }
+
+/// A GGUF job under llama.cpp: a file of `file_mb` MB over `layers` blocks, any KV types.
+fn gguf_spec() -> impl Strategy<Value = InferenceJobSpec> {
+    (
+        (
+            1u32..128,
+            50u64..200_000,
+            1u32..64,
+            prop_oneof![Just(1u32), Just(4), Just(8)],
+        ),
+        (128u32..32_768, 1u32..4, 1u32..9, 1u32..9, 0usize..3),
+    )
+        .prop_map(
+            |((layers, file_mb, heads, kv_div), (ctx, batch, max, nodes, kv))| {
+                let mut model = model(1_000, layers, heads, kv_div);
+                model.gguf_file_bytes = Some(file_mb * 1_000_000);
+                let kv_types = [
+                    vec![vramfit_api::KvCacheType::F16],
+                    vec![
+                        vramfit_api::KvCacheType::F16,
+                        vramfit_api::KvCacheType::Q8_0,
+                    ],
+                    vec![
+                        vramfit_api::KvCacheType::F16,
+                        vramfit_api::KvCacheType::Q8_0,
+                        vramfit_api::KvCacheType::Q4_0,
+                    ],
+                ];
+                let spec: InferenceJobSpec =
+                    serde_yaml::from_str("{model: {name: m}, runtime: llamacpp, image: x}")
+                        .expect("spec");
+                InferenceJobSpec {
+                    model,
+                    context_length: Some(ctx),
+                    batch_size: batch,
+                    gpus: GpuBounds {
+                        min: 1,
+                        max,
+                        max_nodes: nodes,
+                    },
+                    llama_cpp: Some(vramfit_api::LlamaCppSpec {
+                        kv_cache_types: Some(kv_types[kv].clone()),
+                        ..Default::default()
+                    }),
+                    ..spec
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// llama.cpp splits whole layers over its devices (the GPUs of a node, or of a group in
+    /// its `--tensor-split`): every device's layers, each a share of the file with a block's
+    /// KV cache, and llama.cpp's own buffers fit its budget, not only the average.
+    #[test]
+    fn every_llama_cpp_device_holds_its_layers_within_its_budget(spec in gguf_spec(), class in class()) {
+        use vramfit_planner::memory::{LLAMACPP_OVERHEAD_MIB, kv_cache_bytes_per_layer, mib};
+        let job = input(&spec);
+        if let Ok(plan) = plan_for_class(&job, &class, &Fallback::default()) {
+            let l = plan.llama_cpp.expect("a llama.cpp plan");
+            let split = match &plan.group {
+                Some(g) if !g.tensor_split.is_empty() => g.tensor_split.clone(),
+                _ => vramfit_planner::group::rpc_or_offload::even_split(l.gpu_layers, plan.total_gpus()),
+            };
+            prop_assert_eq!(split.len() as u32, plan.total_gpus());
+            prop_assert_eq!(split.iter().sum::<u32>(), l.gpu_layers);
+            let file = job.model.gguf_file_bytes.expect("a GGUF file");
+            let unit = file.div_ceil(u64::from(job.model.layers));
+            let kv = kv_cache_bytes_per_layer(&job.model, job.tokens(), l.kv_cache_type).expect("kv");
+            for (device, &layers) in split.iter().enumerate() {
+                let need = mib((unit * u64::from(layers)).min(file))
+                    + mib(kv * u64::from(layers.min(job.model.layers)))
+                    + LLAMACPP_OVERHEAD_MIB;
+                prop_assert!(
+                    need <= plan.memory.usable_per_gpu_mib,
+                    "device {} of {:?}: {} of {} MiB",
+                    device, split, need, plan.memory.usable_per_gpu_mib
+                );
+            }
+        }
+    }
+}

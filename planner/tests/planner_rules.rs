@@ -438,6 +438,19 @@ fn invalid_specs_are_one_line_errors() {
     .unwrap_err()
     .to_string();
     assert!(err.starts_with("unknown model preset \"nope\""), "{err}");
+    assert!(!err.contains("did you mean"), "nothing near: {err}");
+    // A mistyped preset gets the nearest one, as a mistyped field does.
+    let err = resolve_job(&common::spec(
+        "{model: {preset: llama-3.1-8b-instuct}, runtime: transformers, image: x}",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with(
+            "unknown model preset \"llama-3.1-8b-instuct\"; did you mean llama-3.1-8b-instruct? known presets: "
+        ),
+        "{err}"
+    );
     let err = resolve_job(&common::spec(
         "{model: {preset: mistral-7b-instruct-v0.3}, runtime: llamacpp, image: x}",
     ))
@@ -618,5 +631,57 @@ fn admin_allow_lists_keep_jobs_to_the_tolerations_and_priorities_a_class_accepts
     assert!(
         why.contains("taint key *"),
         "a toleration of every taint needs `*`: {why}"
+    );
+}
+
+/// Every "<figure> kept free" a plan's reasons name.
+fn kept_free_figures(reasons: &[String]) -> Vec<String> {
+    reasons
+        .iter()
+        .flat_map(|r| {
+            r.match_indices(" kept free").map(move |(at, _)| {
+                let before = &r[..at];
+                let figure: Vec<&str> = before.rsplit(' ').take(2).collect();
+                format!("{} {}", figure[1].trim_start_matches('('), figure[0])
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_plan_names_one_figure_kept_free_per_gpu() {
+    // vLLM on an H200: the 20.0 GiB buffer, rounded to the whole percent vLLM takes (0.85),
+    // leaves 21.1 GiB free. The memory fraction's reason and the memory reason name that one
+    // figure, and say why it is more than the buffer.
+    let vllm = job("{model: {preset: llama-3.1-8b-instruct}, runtime: vllm, image: x}");
+    let p = plan(&vllm, "h200-x8").unwrap();
+    let figures = kept_free_figures(&p.reasons);
+    assert_eq!(figures, ["21.1 GiB", "21.1 GiB"], "{:?}", p.reasons);
+    let c = class("h200-x8");
+    let kept = c.memory_mib - p.memory.usable_per_gpu_mib;
+    assert_eq!(vramfit_planner::gib(kept), "21.1 GiB");
+    for r in p.reasons.iter().filter(|r| r.contains("kept free")) {
+        assert!(
+            r.contains(
+                "21.1 GiB kept free: the 20.0 GiB buffer, rounded to a whole percent of VRAM"
+            ),
+            "{r}"
+        );
+    }
+    // transformers budgets VRAM less the buffer: the buffer is what stays free.
+    let hf = job("{model: {preset: llama-3.1-8b-instruct}, runtime: transformers, image: x}");
+    let p = plan(&hf, "h200-x8").unwrap();
+    assert_eq!(
+        kept_free_figures(&p.reasons),
+        ["20.0 GiB"],
+        "{:?}",
+        p.reasons
+    );
+    assert!(
+        p.reasons
+            .iter()
+            .any(|r| r.contains("(20.0 GiB kept free: the buffer)")),
+        "{:?}",
+        p.reasons
     );
 }

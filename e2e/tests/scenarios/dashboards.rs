@@ -147,6 +147,7 @@ async fn with_prometheus(
             budget_bytes: 1 << 30,
             extra: &[],
             log_name: "cache-agent-dashboards.log",
+            serve_read_only: false,
         },
     )?;
     agents.push(cache_agent);

@@ -180,7 +180,7 @@ async fn placements(s: &Suite) -> Result<()> {
     );
     let path = mounted_path(s, pod).await?;
     ensure!(
-        path.starts_with(&format!("{ROOT}/models/e2e-cache--qwen3-8b/")),
+        path.starts_with(&format!("{ROOT}/served/e2e-cache--qwen3-8b/")),
         "the volume's path {path} is not the model's folder"
     );
     println!(
@@ -260,12 +260,13 @@ async fn placements(s: &Suite) -> Result<()> {
         ours.is_empty(),
         "claims for the private model in this namespace: {ours:?}"
     );
+    // The note goes to this namespace: it must not tell what another namespace holds.
     let why = line.weights.and_then(|w| w.message).unwrap_or_default();
     ensure!(
-        why.contains("other namespaces"),
-        "the replica does not say why it fetches the model itself: {why:?}"
+        !why.contains("other namespaces"),
+        "the replica's note tells of another namespace's model: {why:?}"
     );
-    println!("     cache-private: FetchedByPod, no claim (\"{why}\")");
+    println!("     cache-private: FetchedByPod, no claim, no word of the other namespace");
 
     // A batch job: its attempt goes where the model is, and mounts it.
     s.apply_job(batch_job(s, "cache-batch", CACHED, &["a10g-x1", "a10g-x4"]))
@@ -298,7 +299,7 @@ async fn placements(s: &Suite) -> Result<()> {
     expect_eq("cache-batch's affinity", kept, vec![a10g4.clone()])?;
     let path = mounted_path(s, &pod).await?;
     ensure!(
-        path.starts_with(&format!("{ROOT}/models/e2e-cache--qwen3-8b/")),
+        path.starts_with(&format!("{ROOT}/served/e2e-cache--qwen3-8b/")),
         "cache-batch's volume path {path} is not the model's folder"
     );
     println!(
@@ -367,7 +368,7 @@ async fn group_mounts(s: &Suite, names: &[String]) -> Result<()> {
         )?;
         let path = mounted_path(s, pod).await?;
         ensure!(
-            path.starts_with(&format!("{ROOT}/models/e2e-cache--mixtral-8x7b/")),
+            path.starts_with(&format!("{ROOT}/served/e2e-cache--mixtral-8x7b/")),
             "{}'s volume path {path} is not the model's folder",
             pod.name_any()
         );

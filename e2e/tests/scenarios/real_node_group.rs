@@ -119,8 +119,8 @@ async fn group_serves_and_is_replaced(
     s.check_named_group_objects(&job, &first.name, &group_pods, Some(PORT))
         .await?;
     println!(
-        "     NetworkPolicy {0} applies to exactly {0}-0 and {0}-1 and admits only them, but \
-         for any client on port {PORT}",
+        "     NetworkPolicy {0} applies to exactly {0}-0 and {0}-1 and admits only them; \
+         {0}-leader applies to {0}-0 alone and admits any client on port {PORT}",
         first.name
     );
 

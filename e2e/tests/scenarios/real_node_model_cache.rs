@@ -53,6 +53,7 @@ pub async fn cold_then_warm(s: &mut Suite) -> Result<()> {
             budget_bytes: 2 << 30,
             extra: &[],
             log_name: "cache-agent.log",
+            serve_read_only: true,
         },
     )?;
     s.stop_operators();
@@ -360,9 +361,9 @@ pub(crate) async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<
     Ok(volume_name)
 }
 
-/// The end of the cache folder of model `key` (`owner/name@revision`, a revision with no
-/// character to encode): `/models/owner--name/revision`.
+/// The end of the folder pods mount model `key` (`owner/name@revision`, a revision with no
+/// character to encode) from: `/served/owner--name/revision`, in the cache's read-only mount.
 pub(crate) fn model_folder(key: &str) -> String {
     let (repo, revision) = key.split_once('@').unwrap_or((key, "main"));
-    format!("/models/{}/{revision}", repo.replace('/', "--"))
+    format!("/served/{}/{revision}", repo.replace('/', "--"))
 }

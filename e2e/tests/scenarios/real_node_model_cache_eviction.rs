@@ -36,7 +36,7 @@ use vramfit_e2e::{
 use crate::real_node_model_cache::{agent_reports, check_pod_mounts, model_folder};
 use crate::real_node_serving::{replicas_of, served_llama, setup, wait_ready};
 
-const GGUF: &str = "model.gguf";
+pub(crate) const GGUF: &str = "model.gguf";
 /// Each model's GGUF: tens of MiB (one 1024-wide block of random float16 weights).
 const MODEL_MIB: u64 = 25;
 const LRU_REPOS: [&str; 3] = ["e2e-lru/model-a", "e2e-lru/model-b", "e2e-lru/model-c"];
@@ -51,15 +51,15 @@ const STOLEN: &str = "stolen-model";
 /// What both scenarios run: the real node, a local Hub, the node's cache agent and an
 /// operator of their own with `--model-cache`. The suite's single operator is back
 /// afterwards, pass or fail.
-struct CacheRun {
-    node: RealNode,
-    image: String,
-    dir: PathBuf,
-    hub: ModelHub,
-    agent: ChildProcess,
+pub(crate) struct CacheRun {
+    pub(crate) node: RealNode,
+    pub(crate) image: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) hub: ModelHub,
+    pub(crate) agent: ChildProcess,
 }
 
-async fn start_run(
+pub(crate) async fn start_run(
     s: &mut Suite,
     folder: &str,
     hub: ModelHub,
@@ -80,6 +80,7 @@ async fn start_run(
             budget_bytes,
             extra: agent_flags,
             log_name: &format!("{folder}-agent.log"),
+            serve_read_only: true,
         },
     )?;
     s.stop_operators();
@@ -110,7 +111,7 @@ async fn start_run(
 }
 
 /// Deletes the jobs, restores the suite's operator, stops the agent and removes the cache.
-async fn end_run(
+pub(crate) async fn end_run(
     s: &mut Suite,
     run: &mut CacheRun,
     jobs: &[&str],
@@ -131,7 +132,7 @@ async fn end_run(
 
 /// A repository of `config.json` and a GGUF of `MODEL_MIB` MiB (random weights from `seed`);
 /// returns the repository's bytes.
-fn add_llama(
+pub(crate) fn add_llama(
     hub: &ModelHub,
     dir: &Path,
     repo: &str,
@@ -166,7 +167,13 @@ fn add_llama(
 }
 
 /// A served llama.cpp job of `repo`'s GGUF through the node's cache, in `namespace`.
-fn cached_llama(s: &Suite, run: &CacheRun, name: &str, repo: &str, namespace: &str) -> Value {
+pub(crate) fn cached_llama(
+    s: &Suite,
+    run: &CacheRun,
+    name: &str,
+    repo: &str,
+    namespace: &str,
+) -> Value {
     let mut manifest = served_llama(s, name, &run.node, &run.image, 1, 4096);
     manifest["metadata"]["namespace"] = json!(namespace);
     manifest["spec"]["args"] = json!([]);
@@ -174,7 +181,7 @@ fn cached_llama(s: &Suite, run: &CacheRun, name: &str, repo: &str, namespace: &s
     manifest
 }
 
-fn key(repo: &str) -> String {
+pub(crate) fn key(repo: &str) -> String {
     format!("{repo}@main")
 }
 
@@ -194,7 +201,11 @@ fn held<'c>(cache: &'c ModelCache, repo: &str) -> Option<&'c CachedModel> {
 
 /// Waits until job `name`'s single replica is Ready mounting `repo` from the cache; returns
 /// where its weights came from and the model's volume.
-async fn ready_from_cache(s: &Suite, name: &str, repo: &str) -> Result<(WeightsSource, String)> {
+pub(crate) async fn ready_from_cache(
+    s: &Suite,
+    name: &str,
+    repo: &str,
+) -> Result<(WeightsSource, String)> {
     let job = wait_ready(s, name, 1).await?;
     let line = replicas_of(&job)
         .first()

@@ -3,9 +3,10 @@
 //! group of two pods of two A10Gs on two distinct A10G×4 nodes (the suite's and one this
 //! scenario adds). The job's Service selects the leaders only, so its EndpointSlice lists
 //! exactly the two leaders although all four pods are Ready; each group has its headless
-//! Service and NetworkPolicy. A worker that fails ends its group only: its leader is deleted
-//! at once and leaves the endpoints, the replica gets a new group after its backoff, the other
-//! replica keeps its pods and its endpoint throughout.
+//! Service and NetworkPolicies (the members', and the leader's serving port). A worker that
+//! fails ends its group only: its leader is deleted at once and leaves the endpoints, the
+//! replica gets a new group after its backoff, the other replica keeps its pods and its
+//! endpoint throughout.
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -189,10 +190,12 @@ async fn leaders_behind_the_service(s: &mut Suite) -> Result<()> {
             headless.spec.and_then(|s| s.cluster_ip),
             Some("None".to_string()),
         )?;
-        policies
-            .get(group)
-            .await
-            .with_context(|| format!("NetworkPolicy {group}"))?;
+        for policy in [group.clone(), format!("{group}-leader")] {
+            policies
+                .get(&policy)
+                .await
+                .with_context(|| format!("NetworkPolicy {policy}"))?;
+        }
     }
 
     // The kubelet: every pod runs and is Ready; the endpoints are the two leaders.
@@ -266,10 +269,12 @@ async fn leaders_behind_the_service(s: &mut Suite) -> Result<()> {
                 services.get_opt(&old_group).await?.is_none(),
                 "Service {old_group}"
             );
-            ensure!(
-                policies.get_opt(&old_group).await?.is_none(),
-                "NetworkPolicy {old_group}"
-            );
+            for policy in [old_group.clone(), format!("{old_group}-leader")] {
+                ensure!(
+                    policies.get_opt(&policy).await?.is_none(),
+                    "NetworkPolicy {policy}"
+                );
+            }
             Ok(())
         },
     )

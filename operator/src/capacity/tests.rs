@@ -163,11 +163,17 @@ fn a_tenants_labelled_pod_does_not_make_a_class_look_full() {
     };
     // A pending pod that asks for every GPU of the class and carries the class label,
     // created by someone else: it may never bind, and holds no room.
-    let forged = job_pod_of_class(
+    let mut forged = job_pod_of_class(
         fixtures::gpu_pod("tenant", "squat", None, 4),
         "chat",
         "a10g-x4",
     );
+    // It names the job too, as vramfit's own pods do.
+    forged
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert(vramfit_api::pod_keys::JOB_LABEL.to_string(), "chat".into());
     let mut unowned = forged.clone();
     unowned.metadata.owner_references = None;
     assert!(room_for_4(vec![unowned.clone()]));

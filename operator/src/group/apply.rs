@@ -128,18 +128,24 @@ pub async fn write_group(
         return Err(error);
     }
     // The model volume the group's pods mount comes before them (`--model-cache`).
+    let volumes = &decision.decision.volumes;
+    let mut created = crate::model_cache::volumes::Created::All;
     if !decision.create_pods.is_empty() {
         let uid = job.metadata.uid.as_deref().unwrap_or_default();
-        let volumes = &decision.decision.volumes;
-        if let Err(error) =
-            crate::model_cache::volumes::create(&ctx.client, &namespace, uid, volumes).await
-        {
-            forget_created();
-            return Err(error.into());
+        match crate::model_cache::volumes::create(&ctx.client, &namespace, uid, volumes).await {
+            Ok(outcome) => created = outcome,
+            Err(error) => {
+                forget_created();
+                return Err(error.into());
+            }
         }
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let new: Vec<&Pod> = decision.create_pods.iter().collect();
+    // A refused claim: every pod of the group fetches the model itself (`model_cache::volumes`).
+    let new: Vec<Pod> = (decision.create_pods.iter())
+        .map(|pod| crate::model_cache::volumes::fall_back(pod, volumes, &created))
+        .collect();
+    let new: Vec<&Pod> = new.iter().collect();
     create_pods(&pods, &new, job, ctx, "a pod of a group").await?;
     for pod in &new {
         crate::model_cache::count_created(ctx, pod);

@@ -2,7 +2,9 @@
 //! per rank, with the group's labels, a stable DNS name (`hostname` = pod name, `subdomain` =
 //! the group's headless Service), one pod per node (required pod anti-affinity on
 //! `kubernetes.io/hostname` against the group's own pods), and what the rank runs
-//! (`vramfit_planner::group::launch::for_rank`: env, a worker's command, the leader's flags).
+//! (`vramfit_planner::group::launch::for_rank`: env, a worker's command, the leader's flags,
+//! a vLLM leader's command where the job sets none), applied by the planner's own
+//! `RankLaunch::command_line` and `with_env`, which `vramfit plan` shows too.
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -11,9 +13,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vramfit_api::Plan;
-use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL};
+use vramfit_api::pod_keys::{GROUP_LABEL, GROUP_RANK_LABEL, WORKER_ADDRESSES_ANNOTATION};
 use vramfit_planner::JobInput;
-use vramfit_planner::group::launch::{RankAddress, for_rank};
+use vramfit_planner::group::launch::{CommandLine, RankAddress, for_rank};
 
 use super::names::GroupOf;
 use super::spread::GroupSpread;
@@ -107,26 +109,23 @@ fn rank_pod(
         container.liveness_probe = None;
         container.readiness_probe = None;
     }
-    if let Some(command) = launch.command {
-        // A worker that runs another program: its command line is the launch's alone.
-        container.command = Some(command);
-        container.args = None;
-    } else if !launch.args.is_empty() {
-        container
-            .args
-            .get_or_insert_with(Vec::new)
-            .extend(launch.args);
-    }
-    let env = container.env.get_or_insert_with(Vec::new);
-    for (name, value) in launch.env {
-        // The rank's values win over a job's variable of the same name.
-        env.retain(|var| var.name != name);
-        env.push(EnvVar {
+    // The one function `vramfit plan` shows each rank's command line and env with.
+    let line = launch.command_line(CommandLine {
+        command: container.command.take(),
+        args: container.args.take().unwrap_or_default(),
+    });
+    container.command = line.command;
+    container.args = (!line.args.is_empty()).then_some(line.args);
+    let env = launch.with_env(
+        container.env.take().unwrap_or_default(),
+        |var: &EnvVar| var.name.as_str(),
+        |name, value| EnvVar {
             name,
             value: Some(value),
             value_from: None,
-        });
-    }
+        },
+    );
+    container.env = (!env.is_empty()).then_some(env);
     Ok(pod)
 }
 
@@ -176,7 +175,8 @@ pub fn without_awaited_leader(pods: Vec<Pod>, plan: &Plan) -> Vec<Pod> {
 /// flags name) resolves, in the leader's `/etc/hosts`, to the worker's pod address. The
 /// leader then needs no DNS record of a pod (a cluster's DNS publishes one only once the
 /// pod is Ready, and caches its absence), and the workers' annotations (plan, spec hash) are
-/// the leader's, so the group stays one build.
+/// the leader's, so the group stays one build. The addresses pinned are also written in the
+/// leader's [`WORKER_ADDRESSES_ANNOTATION`].
 pub fn leader_with_worker_addresses(
     mut leader: Pod,
     group: &GroupOf<'_>,
@@ -203,6 +203,23 @@ pub fn leader_with_worker_addresses(
     if let Some(annotations) = workers.first().and_then(|w| w.metadata.annotations.clone()) {
         leader.metadata.annotations = Some(annotations);
     }
+    // What the aliases pin, where the operator's pod cache shows it (it keeps no
+    // `hostAliases`): a worker that moves then ends the group (`leader::moved_worker`).
+    let pinned: Vec<String> = aliases
+        .iter()
+        .flat_map(|alias| {
+            alias
+                .hostnames
+                .iter()
+                .flatten()
+                .map(|name| format!("{name}={}", alias.ip))
+        })
+        .collect();
+    leader
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(WORKER_ADDRESSES_ANNOTATION.to_string(), pinned.join(","));
     leader
         .spec
         .as_mut()
@@ -290,6 +307,92 @@ mod tests {
                 "the one-pod build's hash: a spec change replaces the group when it would replace the pod"
             );
         }
+    }
+
+    fn command_line(pod: &Pod) -> (Option<Vec<String>>, Option<Vec<String>>) {
+        let container = &pod.spec.as_ref().unwrap().containers[0];
+        (container.command.clone(), container.args.clone())
+    }
+
+    #[test]
+    fn a_vllm_leader_without_a_command_starts_the_ray_head_then_serves_with_every_flag() {
+        let job = group_job("big", 2);
+        assert!(job.spec.command.is_empty());
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 3).unwrap();
+        let pods = group_pods(&base, &input, &plan, "big", 3, GroupSpread::Node).unwrap();
+
+        let (command, args) = command_line(&pods[0]);
+        assert_eq!(
+            command.unwrap(),
+            [
+                "sh",
+                "-c",
+                "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader --ray_port=6379 --ray_cluster_size=2 --ray_init_timeout=1800 && exec vllm serve \"$@\"",
+                "vllm-leader",
+            ]
+        );
+        // `"$@"`: the job's args, the plan's flags, then the group's.
+        let args = args.unwrap();
+        let (_, base_args) = command_line(&base);
+        let base_args = base_args.unwrap();
+        assert_eq!(args[..base_args.len()], base_args[..]);
+        assert_eq!(args[..2], ["--model", "mistralai/Mistral-7B-Instruct-v0.3"]);
+        assert_eq!(
+            args[base_args.len()..],
+            [
+                "--pipeline-parallel-size",
+                "2",
+                "--distributed-executor-backend",
+                "ray"
+            ]
+        );
+        assert_eq!(fixtures::container_env(&pods[0])["RAY_ADDRESS"], "auto");
+
+        let (command, args) = command_line(&pods[1]);
+        assert_eq!(
+            command.unwrap(),
+            [
+                "sh",
+                "-c",
+                "until ray start --address=big-3-0.big-3.ml:6379 --block; do echo 'waiting for the Ray head at 'big-3-0.big-3.ml:6379; sleep 5; done"
+            ]
+        );
+        assert_eq!(args, None);
+    }
+
+    #[test]
+    fn a_vllm_leader_keeps_the_jobs_own_command() {
+        let mut job = group_job("big", 2);
+        job.spec.command = vec![
+            "sh".into(),
+            "-c".into(),
+            "ray start --head --port=$VRAMFIT_GROUP_PORT && exec vllm serve \"$VRAMFIT_MODEL\" $VRAMFIT_RUNTIME_ARGS".into(),
+        ];
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 3).unwrap();
+        let pods = group_pods(&base, &input, &plan, "big", 3, GroupSpread::Node).unwrap();
+        let (command, args) = command_line(&pods[0]);
+        assert_eq!(command.unwrap(), job.spec.command);
+        let (_, base_args) = command_line(&base);
+        let mut expected = base_args.unwrap();
+        expected.extend(
+            [
+                "--pipeline-parallel-size",
+                "2",
+                "--distributed-executor-backend",
+                "ray",
+            ]
+            .map(String::from),
+        );
+        assert_eq!(args.unwrap(), expected);
+        // The workers join the head whatever the leader runs.
+        let (command, _) = command_line(&pods[1]);
+        assert!(command.unwrap()[2].starts_with("until ray start --address="));
     }
 
     #[test]

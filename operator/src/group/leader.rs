@@ -1,11 +1,13 @@
 //! A leader created after its workers (pure): llama.cpp's `llama-server --rpc` fails on an
 //! `rpc-server` that does not answer yet, so its group's workers come first and the leader
 //! once they are all Ready (`state::group_seen_of` says when), built as the group's rank 0
-//! and pointed at the workers' pod addresses.
+//! and pointed at the workers' pod addresses ([`moved_worker`] tells when one of them is no
+//! longer where the leader was pointed).
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use vramfit_api::Plan;
+use vramfit_api::pod_keys::WORKER_ADDRESSES_ANNOTATION;
 use vramfit_planner::{JobInput, NodeClass};
 
 use super::build::{group_pods_of, leader_with_worker_addresses};
@@ -56,6 +58,39 @@ pub fn leader_from_workers(
     Ok(Some((leader, plan)))
 }
 
+/// The rank of a worker that the leader's host aliases name at an address the worker no longer
+/// has, if any: its pod was made again under its name, or its sandbox was (a node's restart),
+/// with a new IP. A pod's host aliases cannot change, so such a leader reaches a worker no
+/// more: the group is replaced whole (`state::group_seen_of` shows it lost). Read from the
+/// leader's [`WORKER_ADDRESSES_ANNOTATION`] (the pod cache keeps no `hostAliases`); a leader
+/// without it, or a worker with no address yet, is not judged.
+pub fn moved_worker(
+    group: &GroupOf<'_>,
+    leader: &Pod,
+    plan: &Plan,
+    pods: &dyn Fn(&str) -> PodSeen,
+) -> Option<u32> {
+    let pinned = leader
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(WORKER_ADDRESSES_ANNOTATION)?;
+    let pinned: Vec<(&str, &str)> = pinned
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    let namespace = leader.metadata.namespace.as_deref()?;
+    let names = group.address(namespace, plan.nodes(), 0).worker_addresses;
+    names.iter().zip(1..).find_map(|(name, rank)| {
+        let (_, ip) = pinned.iter().find(|(pinned, _)| pinned == name)?;
+        let PodSeen::Observed(worker) = pods(&group.member(rank)) else {
+            return None;
+        };
+        let now = worker.status.as_ref()?.pod_ip.as_deref()?;
+        (!now.is_empty() && now != *ip).then_some(rank)
+    })
+}
+
 /// The workers of `group` (ranks 1 and up) as the store shows them, or None if one is not
 /// observed.
 fn observed_workers(group: &GroupOf<'_>, pods: &dyn Fn(&str) -> PodSeen) -> Option<Vec<Arc<Pod>>> {
@@ -70,4 +105,67 @@ fn observed_workers(group: &GroupOf<'_>, pods: &dyn Fn(&str) -> PodSeen) -> Opti
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+    use crate::group::testing::{group_job, ready_at, rpc_plan};
+    use crate::reconcile::build::desired_pod;
+    use vramfit_planner::resolve_job;
+
+    /// A llama.cpp group of two built, its worker Ready at `ip`, its leader pointed at it.
+    fn pointed_at(ip: &str) -> (Pod, Pod, Plan) {
+        let job = group_job("big", 2);
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = rpc_plan(&input, &class);
+        let base = desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let group = GroupOf::Attempt {
+            job: "big",
+            attempt: 1,
+        };
+        let pods = group_pods_of(&base, &input, &plan, &group, GroupSpread::Node).unwrap();
+        let worker = ready_at(pods[1].clone(), "a-2", ip);
+        let leader = leader_with_worker_addresses(
+            pods[0].clone(),
+            &group,
+            &[Arc::new(worker.clone())],
+            &plan,
+        )
+        .unwrap();
+        (leader, worker, plan)
+    }
+
+    #[test]
+    fn a_worker_is_moved_once_its_address_is_not_the_one_pinned() {
+        let group = GroupOf::Attempt {
+            job: "big",
+            attempt: 1,
+        };
+        let (leader, worker, plan) = pointed_at("10.244.0.7");
+        let seen = |pod: Pod| move |_: &str| PodSeen::Observed(Arc::new(pod.clone()));
+        assert_eq!(
+            moved_worker(&group, &leader, &plan, &seen(worker.clone())),
+            None
+        );
+        let moved = ready_at(worker.clone(), "a-2", "10.244.0.8");
+        assert_eq!(moved_worker(&group, &leader, &plan, &seen(moved)), Some(1));
+        let mut no_address = worker.clone();
+        no_address.status.as_mut().unwrap().pod_ip = None;
+        assert_eq!(
+            moved_worker(&group, &leader, &plan, &seen(no_address)),
+            None,
+            "not judged before it has an address"
+        );
+        let mut unpinned = leader;
+        unpinned.metadata.annotations = None;
+        let moved = ready_at(worker, "a-2", "10.244.0.8");
+        assert_eq!(
+            moved_worker(&group, &unpinned, &plan, &seen(moved)),
+            None,
+            "a leader that pins nothing is not judged"
+        );
+    }
 }

@@ -7,8 +7,8 @@
 //! |---|---|
 //! | pod `<job>-r<slot>-<n>` | group `<job>-r<slot>-<n>`: pods `<job>-r<slot>-<n>-<rank>`, seen as one pod by [`group_seen_of`] (a member failed, lost or exited: the replica ended; Ready: the leader's readiness, once every member runs) |
 //! | the job's pods | each group once, by its name |
-//! | create a pod with its plan | the group's headless Service and NetworkPolicy, then one pod per node ([`group_pods_of`]); the workers without the server's probes (the leader answers for the group); a leader that waits for its workers (llama.cpp) once they are Ready |
-//! | delete a pod | every pod of its group, then its Service and NetworkPolicy |
+//! | create a pod with its plan | the group's headless Service and NetworkPolicies (the members', and the leader's that opens the serving port on it alone), then one pod per node ([`group_pods_of`]); the workers without the server's probes (the leader answers for the group); a leader that waits for its workers (llama.cpp) once they are Ready |
+//! | delete a pod | every pod of its group, then its Service and NetworkPolicies |
 //! | apply a pod's labels | every member's |
 //!
 //! The placement (`serving::placement`) asks for `plan.nodes()` distinct nodes with room, the
@@ -149,8 +149,10 @@ pub struct GroupObjects {
     pub group: String,
     /// Its Service.
     pub service: ObjectWrite<Service>,
-    /// Its NetworkPolicy.
+    /// Its NetworkPolicy (the members let in only each other).
     pub network_policy: ObjectWrite<NetworkPolicy>,
+    /// Its leader's NetworkPolicy (the serving port open to any client, on the leader alone).
+    pub leader_network_policy: ObjectWrite<NetworkPolicy>,
 }
 
 /// The serving decision in the groups' terms.
@@ -158,7 +160,7 @@ pub struct GroupObjects {
 pub struct ServedGroupDecision {
     /// The serving decision, its pods the members (status lines list their groups' members).
     pub served: ServedDecision,
-    /// The Service and NetworkPolicy of every group that has pods (written before its pods).
+    /// The Service and NetworkPolicies of every group that has pods (written before its pods).
     pub objects: Vec<GroupObjects>,
     /// Services of groups that have no pods left (deleted after the status write).
     pub delete_services: Vec<ObjectWrite<Service>>,
@@ -276,8 +278,10 @@ pub fn into_groups(
     let mut objects = Vec::new();
     for group in &live {
         let desired_service = service::desired_service(obs.job, group)?;
-        let desired_policy =
-            network_policy::desired_served_network_policy(obs.job, group, obs.serve.port)?;
+        let desired_policy = network_policy::desired_network_policy(obs.job, group)?;
+        let leader_policy = network_policy::leader_policy_name(group);
+        let desired_leader_policy =
+            network_policy::desired_leader_network_policy(obs.job, group, obs.serve.port)?;
         objects.push(GroupObjects {
             group: group.clone(),
             service: object_write(
@@ -292,9 +296,21 @@ pub fn into_groups(
                 desired_policy,
                 network_policy::as_desired,
             ),
+            leader_network_policy: object_write(
+                obs.job,
+                (obs.network_policy)(&leader_policy),
+                desired_leader_policy,
+                network_policy::as_desired,
+            ),
         });
     }
     let keep = |name: &str| live.contains(name);
+    let keep_policy = |name: &str| {
+        keep(name)
+            || live
+                .iter()
+                .any(|group| network_policy::leader_policy_name(group) == name)
+    };
     let owned = |objects: &[(String, String)]| {
         objects
             .iter()
@@ -302,7 +318,8 @@ pub fn into_groups(
             .collect::<Vec<_>>()
     };
     let delete_services = super::stale_deletes(owned(obs.owned_services), keep);
-    let delete_network_policies = super::stale_deletes(owned(obs.owned_network_policies), keep);
+    let delete_network_policies =
+        super::stale_deletes(owned(obs.owned_network_policies), keep_policy);
 
     list_members(&job_name, &mut served.status, obs.pods, &create_pods);
     served.delete_pods = delete_pods;

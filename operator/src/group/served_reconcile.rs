@@ -1,7 +1,8 @@
 //! The reconcile of a served job whose replicas are groups (`spec.serve` with
 //! `gpus.maxNodes` above 1): the serving pipeline's steps ([`crate::serving::reconcile_served`])
 //! on the groups seen as one pod each ([`super::served`]), with the groups' headless Services
-//! and NetworkPolicies written before their pods and deleted after the status once their pods
+//! and NetworkPolicies (the members', and the leader's that opens the serving port) written
+//! before their pods and deleted after the status once their pods
 //! are gone.
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -177,6 +178,16 @@ async fn write_pods_and_groups(
     for objects in &decision.objects {
         let written = async {
             write_checked(&services, &objects.service, job, "Service").await?;
+            // The leader's first: a group whose members' policy opened the serving port on
+            // every member (before the leader had a policy of its own) keeps it open on
+            // the leader while the members' is narrowed.
+            write_checked(
+                &policies,
+                &objects.leader_network_policy,
+                job,
+                "NetworkPolicy",
+            )
+            .await?;
             write_checked(&policies, &objects.network_policy, job, "NetworkPolicy").await
         };
         if let Err(error) = written.await {

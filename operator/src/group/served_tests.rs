@@ -1,7 +1,8 @@
 //! The real `reconcile` of a served job whose replicas are groups against the mock API
 //! server: every request in order (ended groups' pods deleted first, then each group's
-//! Service and NetworkPolicy, then the new pods, the job's Service and budget, the status, the
-//! events, and last the objects of groups whose pods are gone).
+//! Service and NetworkPolicies (the leader's, then the members'), then the new pods, the
+//! job's Service and budget, the status, the events, and last the objects of groups whose
+//! pods are gone).
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
@@ -10,11 +11,11 @@ use serde_json::{Value, json};
 use vramfit_api::{Fallback, InferenceJob, ServeSpec};
 use vramfit_planner::{plan_for_class, resolve_job};
 
-use super::network_policy::desired_served_network_policy;
+use super::network_policy::{desired_leader_network_policy, desired_network_policy};
 use super::service::desired_service;
 use super::testing::{
-    group_objects_created, group_objects_deleted, nodes_one_step_down, out_of_memory, policies,
-    services,
+    nodes_one_step_down, out_of_memory, policies, served_group_objects_created,
+    served_group_objects_deleted, services,
 };
 use crate::fixtures::{self, NAMESPACE};
 use crate::reconcile::tests::{created_pod, run, with_status};
@@ -71,7 +72,7 @@ fn ready(pod: Pod, node: &str) -> Pod {
     pod
 }
 
-/// The group's Service and NetworkPolicy in the stores, as created (the job serves on 8000).
+/// The group's Service and NetworkPolicies in the stores, as created (the job serves on 8000).
 fn objects_in_store(serving: &mut ServingWriters, job: &InferenceJob, group: &str) {
     objects_in_store_on(serving, job, group, 8000);
 }
@@ -93,16 +94,25 @@ fn objects_in_store_on(serving: &mut ServingWriters, job: &InferenceJob, group: 
     serving
         .services
         .apply_watcher_event(&watcher::Event::Apply(service));
-    let mut policy = desired_served_network_policy(job, group, port).unwrap();
-    policy.metadata.uid = Some(ApiServerVerifier::object_uid(group));
-    serving
-        .network_policies
-        .apply_watcher_event(&watcher::Event::Apply(policy));
+    let leader_policy = format!("{group}-leader");
+    for (mut policy, name) in [
+        (desired_network_policy(job, group).unwrap(), group),
+        (
+            desired_leader_network_policy(job, group, port).unwrap(),
+            leader_policy.as_str(),
+        ),
+    ] {
+        policy.metadata.uid = Some(ApiServerVerifier::object_uid(name));
+        serving
+            .network_policies
+            .apply_watcher_event(&watcher::Event::Apply(policy));
+    }
 }
 
 /// The first reconcile's writes, in order.
 struct First {
     services: Vec<Value>,
+    leader_policies: Vec<Value>,
     policies: Vec<Value>,
     pods: Vec<Value>,
     service: Value,
@@ -117,6 +127,7 @@ async fn first(
 ) -> First {
     let mut out = First {
         services: Vec::new(),
+        leader_policies: Vec::new(),
         policies: Vec::new(),
         pods: Vec::new(),
         service: Value::Null,
@@ -127,6 +138,10 @@ async fn first(
         for group in ["chat-r0-1", "chat-r1-2"] {
             out.services
                 .push(api.object_create_only(&services(), group).await);
+            out.leader_policies.push(
+                api.object_create_only(&policies(), &format!("{group}-leader"))
+                    .await,
+            );
             out.policies
                 .push(api.object_create_only(&policies(), group).await);
         }
@@ -151,7 +166,7 @@ fn the_test_job_needs_two_nodes_per_replica() {
 }
 
 /// The first reconcile of two replicas of two nodes: per replica its group's headless
-/// Service and NetworkPolicy, then its two pods; the job's Service and budget select the
+/// Service and NetworkPolicies, then its two pods; the job's Service and budget select the
 /// leaders only; each replica's line lists its members.
 #[tokio::test]
 async fn a_first_reconcile_creates_each_replica_s_group_and_a_service_of_leaders() {
@@ -165,9 +180,20 @@ async fn a_first_reconcile_creates_each_replica_s_group_and_a_service_of_leaders
                 "selector": { "vramfit.io/group": "chat-r0-1" } })
     );
     assert_eq!(
-        out.policies[1]["spec"]["ingress"],
-        json!([{ "from": [{ "podSelector": { "matchLabels": { "vramfit.io/group": "chat-r1-2" } } }] },
-               { "ports": [{ "port": 8000, "protocol": "TCP" }] }])
+        out.policies[1]["spec"],
+        json!({ "podSelector": { "matchLabels": { "vramfit.io/group": "chat-r1-2" } },
+                "policyTypes": ["Ingress"],
+                "ingress": [{ "from": [{ "podSelector":
+                    { "matchLabels": { "vramfit.io/group": "chat-r1-2" } } }] }] }),
+        "the members let in only each other"
+    );
+    assert_eq!(
+        out.leader_policies[1]["spec"],
+        json!({ "podSelector": { "matchLabels":
+                    { "vramfit.io/group": "chat-r1-2", "vramfit.io/group-rank": "0" } },
+                "policyTypes": ["Ingress"],
+                "ingress": [{ "ports": [{ "port": 8000, "protocol": "TCP" }] }] }),
+        "the serving port is open to clients on the leader alone"
     );
     let leader = &out.pods[0];
     let worker = &out.pods[1];
@@ -288,6 +314,51 @@ async fn a_restart_with_everything_in_place_writes_nothing() {
     run(&ctx, &job, &mut api, async |_| {}).await;
 }
 
+/// A served group whose policy opened the serving port on every member (before the leader had
+/// a policy of its own) is narrowed in place: the leader's policy is created first (the port
+/// stays open on the leader), then the group's policy is applied without the port.
+#[tokio::test]
+async fn a_group_policy_that_opened_the_port_on_every_member_is_narrowed() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    cluster(&mut writers, &mut serving, 4);
+    let (job, _) = serving_groups(&ctx, &mut api, &mut writers, &mut serving).await;
+    for group in ["chat-r0-1", "chat-r1-2"] {
+        let mut open = desired_network_policy(&job, group).unwrap();
+        open.metadata.uid = Some(ApiServerVerifier::object_uid(group));
+        let port = k8s_openapi::api::networking::v1::NetworkPolicyIngressRule {
+            from: None,
+            ports: Some(vec![k8s_openapi::api::networking::v1::NetworkPolicyPort {
+                port: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8000)),
+                protocol: Some("TCP".into()),
+                end_port: None,
+            }]),
+        };
+        if let Some(spec) = open.spec.as_mut() {
+            spec.ingress.get_or_insert_with(Vec::new).push(port);
+        }
+        serving
+            .network_policies
+            .apply_watcher_event(&watcher::Event::Apply(open));
+        let leader = desired_leader_network_policy(&job, group, 8000).unwrap();
+        serving
+            .network_policies
+            .apply_watcher_event(&watcher::Event::Delete(leader));
+    }
+    let mut narrowed = Vec::new();
+    run(&ctx, &job, &mut api, async |api| {
+        for group in ["chat-r0-1", "chat-r1-2"] {
+            api.object_create_only(&policies(), &format!("{group}-leader"))
+                .await;
+            narrowed.push(api.object_apply(&policies(), group).await);
+        }
+    })
+    .await;
+    assert_eq!(
+        narrowed[0]["spec"]["ingress"],
+        json!([{ "from": [{ "podSelector": { "matchLabels": { "vramfit.io/group": "chat-r0-1" } } }] }])
+    );
+}
+
 /// A worker lost from replica 1's group replaces that group whole, at once and with the same
 /// plan, where two more nodes have room: its leader is deleted, the new group gets its own
 /// Service, policy and pods, the old group's objects go; replica 0 is not touched.
@@ -300,12 +371,12 @@ async fn a_lost_worker_replaces_only_its_replica_s_group() {
     let mut status = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("chat-r1-2-0").await;
-        group_objects_created(api, "chat-r1-3").await;
+        served_group_objects_created(api, "chat-r1-3").await;
         api.pod_create("chat-r1-3-0").await;
         api.pod_create("chat-r1-3-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["Disrupted", "PodCreated"]).await;
-        group_objects_deleted(api, "chat-r1-2").await;
+        served_group_objects_deleted(api, "chat-r1-2").await;
     })
     .await;
     let s = &status["status"];
@@ -378,7 +449,7 @@ async fn scaling_down_removes_a_replica_s_whole_group() {
         api.object_delete(&pdbs(), "chat").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["ScaledDown"]).await;
-        group_objects_deleted(api, "chat-r1-2").await;
+        served_group_objects_deleted(api, "chat-r1-2").await;
     })
     .await;
     let lines = status["status"]["replicaStatuses"].as_array().unwrap();
@@ -397,7 +468,7 @@ async fn a_spec_change_rolls_a_replica_onto_a_surge_group() {
     let mut status = Value::Null;
     let mut pods = Vec::new();
     run(&ctx, &job, &mut api, async |api| {
-        group_objects_created(api, "chat-r0-3").await;
+        served_group_objects_created(api, "chat-r0-3").await;
         pods.push(api.pod_create("chat-r0-3-0").await);
         pods.push(api.pod_create("chat-r0-3-1").await);
         status = api.status_apply(&job).await;
@@ -429,7 +500,7 @@ async fn a_spec_change_rolls_a_replica_onto_a_surge_group() {
         api.pod_delete("chat-r0-1-1").await;
         rolled = api.status_apply(&job).await;
         api.events("chat", &["RollingUpdate"]).await;
-        group_objects_deleted(api, "chat-r0-1").await;
+        served_group_objects_deleted(api, "chat-r0-1").await;
     })
     .await;
     let line = &rolled["status"]["replicaStatuses"][0];
@@ -461,14 +532,14 @@ async fn a_worker_out_of_memory_steps_only_its_replica_down() {
     run(&ctx, &job, &mut api, async |api| {
         api.pod_delete("chat-r1-2-0").await;
         api.pod_delete("chat-r1-2-1").await;
-        group_objects_created(api, "chat-r1-3").await;
+        served_group_objects_created(api, "chat-r1-3").await;
         for rank in 0..nodes {
             created.push(api.pod_create(&format!("chat-r1-3-{rank}")).await);
         }
         status = api.status_apply(&job).await;
         api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
             .await;
-        group_objects_deleted(api, "chat-r1-2").await;
+        served_group_objects_deleted(api, "chat-r1-2").await;
     })
     .await;
     let s = &status["status"];
@@ -491,6 +562,17 @@ async fn a_worker_out_of_memory_steps_only_its_replica_down() {
 #[tokio::test]
 async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
     let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    llama_cpp_replica_with_its_leader(&ctx, &mut api, &mut writers, &mut serving).await;
+}
+
+/// [`a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready`]'s steps: returns the job
+/// as the last status left it, its leader as created and its worker as built.
+async fn llama_cpp_replica_with_its_leader(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    writers: &mut StoreWriters,
+    serving: &mut ServingWriters,
+) -> (InferenceJob, Pod, Pod) {
     writers.apply_node(fixtures::gpu_node("l-1", "l40s", 1, 1));
     writers.apply_node(fixtures::gpu_node("l-2", "l40s", 1, 1));
     writers.mark_ready();
@@ -507,8 +589,8 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
     });
     let job = fixtures::job("chat", spec);
     let (mut worker, mut status) = (Value::Null, Value::Null);
-    run(&ctx, &job, &mut api, async |api| {
-        group_objects_created(api, "chat-r0-1").await;
+    run(ctx, &job, api, async |api| {
+        served_group_objects_created(api, "chat-r0-1").await;
         worker = api.pod_create("chat-r0-1-1").await;
         // One replica: a Service, no disruption budget.
         api.object_create(&services(), "chat").await;
@@ -534,8 +616,8 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
         "no leader yet"
     );
     let job = with_status(&job, &status);
-    objects_in_store_on(&mut serving, &job, "chat-r0-1", 8080);
-    job_service_in_store(&mut serving, &job);
+    objects_in_store_on(serving, &job, "chat-r0-1", 8080);
+    job_service_in_store(serving, &job);
     let worker_pod: Pod = serde_json::from_value(worker).unwrap();
     writers.apply_pod(fixtures::as_running(
         fixtures::created(worker_pod.clone()),
@@ -543,19 +625,19 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
     ));
     // Running, its server not listening yet: no leader.
     let mut waiting = Value::Null;
-    run(&ctx, &job, &mut api, async |api| {
+    run(ctx, &job, api, async |api| {
         waiting = api.status_apply(&job).await;
     })
     .await;
     assert_eq!(waiting["status"]["readyReplicas"], 0);
     let job = with_status(&job, &waiting);
     writers.apply_pod(super::testing::ready_at(
-        fixtures::created(worker_pod),
+        fixtures::created(worker_pod.clone()),
         "l-2",
         "10.244.0.9",
     ));
     let (mut leader, mut status) = (Value::Null, Value::Null);
-    run(&ctx, &job, &mut api, async |api| {
+    run(ctx, &job, api, async |api| {
         leader = api.pod_create("chat-r0-1-0").await;
         status = api.status_apply(&job).await;
     })
@@ -572,6 +654,42 @@ async fn a_llama_cpp_replica_s_leader_comes_once_its_worker_is_ready() {
         status["status"]["replicaStatuses"][0]["members"],
         json!([{ "rank": 0, "podName": "chat-r0-1-0" },
                { "rank": 1, "podName": "chat-r0-1-1", "nodeName": "l-2" }])
+    );
+    let leader: Pod = serde_json::from_value(leader).unwrap();
+    (with_status(&job, &status), leader, worker_pod)
+}
+
+/// A served llama.cpp replica whose worker is made again under its name while its leader
+/// runs (a new pod, a new address): the leader's host aliases, which cannot change, name the
+/// old address, so the replica's group ends and is replaced whole.
+#[tokio::test]
+async fn a_worker_at_a_new_address_replaces_the_llama_cpp_replica_s_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    let (job, leader, worker) =
+        llama_cpp_replica_with_its_leader(&ctx, &mut api, &mut writers, &mut serving).await;
+    writers.apply_pod(ready(fixtures::created(leader), "l-1"));
+    let mut again = fixtures::created(worker);
+    again.metadata.uid = Some("a-new-pod".to_string());
+    writers.apply_pod(super::testing::ready_at(again, "l-2", "10.244.0.10"));
+    let mut status = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("chat-r0-1-0").await;
+        api.pod_delete("chat-r0-1-1").await;
+        served_group_objects_created(api, "chat-r0-2").await;
+        api.pod_create("chat-r0-2-1").await;
+        status = api.status_apply(&job).await;
+        api.events("chat", &["Disrupted", "PodCreated"]).await;
+        served_group_objects_deleted(api, "chat-r0-1").await;
+    })
+    .await;
+    let s = &status["status"];
+    assert_eq!(s["replicaStatuses"][0]["podName"], "chat-r0-2", "{s}");
+    assert_eq!(s["recentRestarts"][0]["reason"], "Disrupted", "{s}");
+    assert!(
+        s["recentRestarts"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("has a new address its leader is not pointed at")),
+        "{s}"
     );
 }
 
@@ -591,7 +709,7 @@ async fn max_nodes_back_to_one_rolls_the_groups_onto_groups_of_one() {
     ]);
     let (mut status, mut pod) = (Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        group_objects_created(api, "chat-r0-3").await;
+        served_group_objects_created(api, "chat-r0-3").await;
         pod = api.pod_create("chat-r0-3-0").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;

@@ -11,6 +11,7 @@
 //! | the leader (rank 0) Succeeded | the leader: the job succeeds with its result |
 //! | a pod failed | that pod: the attempt ends with its outcome (out of memory → one step down) |
 //! | a pod is gone or being deleted | a pod ended by Kubernetes: the same plan again, in a new group |
+//! | llama.cpp: a worker's address is no longer the one the leader's host aliases name (the worker made again, or its sandbox) | as a pod gone |
 //! | not all bound | the first unbound pod: the schedule deadline counts from its creation |
 //! | all bound, one not running yet | that pod: the start deadline counts from its binding |
 //! | all running (a worker that ended well waits for the leader) | the leader, running |
@@ -205,6 +206,21 @@ pub fn group_seen_of(
         } else {
             format!("pod {name} (rank {rank}) of group {group} {what}")
         };
+        return GroupSeen {
+            seen: PodSeen::Observed(Arc::new(lost_group(&template, &group, message))),
+            cause: Some(Cause { rank, pod: name }),
+            leader_due: false,
+        };
+    }
+    // A leader pointed at a worker's old address (llama.cpp's host aliases) reaches it no
+    // more, and its aliases cannot change: the group is lost, replaced whole.
+    if let Some((_, _, leader)) = leader
+        && let Some(rank) = super::leader::moved_worker(group_of, leader, &plan, pods)
+    {
+        let name = group_of.member(rank);
+        let message = format!(
+            "pod {name} (rank {rank}) of group {group} has a new address its leader is not pointed at"
+        );
         return GroupSeen {
             seen: PodSeen::Observed(Arc::new(lost_group(&template, &group, message))),
             cause: Some(Cause { rank, pod: name }),

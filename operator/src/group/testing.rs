@@ -58,6 +58,24 @@ pub async fn group_objects_deleted(api: &mut ApiServerVerifier, group: &str) {
     api.object_delete(&policies(), group).await;
 }
 
+/// The next requests: a served `group`'s Service, then its leader's NetworkPolicy (the
+/// serving port), then its members' NetworkPolicy, created.
+pub async fn served_group_objects_created(api: &mut ApiServerVerifier, group: &str) {
+    api.object_create_only(&services(), group).await;
+    api.object_create_only(&policies(), &format!("{group}-leader"))
+        .await;
+    api.object_create_only(&policies(), group).await;
+}
+
+/// The next requests: a served `group`'s Service, then its NetworkPolicies (by name: the
+/// members', then the leader's), deleted.
+pub async fn served_group_objects_deleted(api: &mut ApiServerVerifier, group: &str) {
+    api.object_delete(&services(), group).await;
+    api.object_delete(&policies(), group).await;
+    api.object_delete(&policies(), &format!("{group}-leader"))
+        .await;
+}
+
 /// `pod` failed on `node`, CUDA out of memory.
 pub fn out_of_memory(pod: Pod, node: &str) -> Pod {
     fixtures::as_failed(

@@ -500,11 +500,15 @@ async fn a_lost_worker_replaces_the_group_with_the_same_fallback() {
 }
 
 /// A llama.cpp group: the worker first; the leader only once the worker's `rpc-server` is
-/// Ready, pointed at the worker's address; a leader lost after that replaces the group.
-#[tokio::test]
-async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces_the_group() {
-    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
-    cluster(&mut writers, &mut serving);
+/// Ready, pointed at the worker's address; then the leader runs. Returns the job as the last
+/// status left it and the group's pods as built.
+async fn running_llama_cpp_group(
+    ctx: &Arc<crate::Context>,
+    api: &mut ApiServerVerifier,
+    writers: &mut StoreWriters,
+    serving: &mut ServingWriters,
+) -> (InferenceJob, Vec<Pod>) {
+    cluster(writers, serving);
     let mut spec = fixtures::llamacpp_spec();
     spec.gpus.max_nodes = 2;
     let job = fixtures::job("big", spec);
@@ -529,9 +533,9 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
     // Only the worker exists, running, its server not listening yet: the group waits for it,
     // and the status lists the worker alone.
     writers.apply_pod(fixtures::as_running(pods[1].clone(), "a-2"));
-    objects_in_store(&mut serving, &job, "big-1");
+    objects_in_store(serving, &job, "big-1");
     let mut adopted = Value::Null;
-    run(&ctx, &job, &mut api, async |api| {
+    run(ctx, &job, api, async |api| {
         adopted = api.status_apply(&job).await;
         api.events("big", &["PodCreated"]).await;
     })
@@ -547,7 +551,7 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
     // The worker is Ready: the leader is created, its worker's name resolving to its address.
     writers.apply_pod(ready_at(pods[1].clone(), "a-2", "10.244.0.7"));
     let (mut leader, mut status) = (Value::Null, Value::Null);
-    run(&ctx, &job, &mut api, async |api| {
+    run(ctx, &job, api, async |api| {
         leader = api.pod_create("big-1-0").await;
         status = api.status_apply(&job).await;
     })
@@ -555,6 +559,11 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
     assert_eq!(
         leader["spec"]["hostAliases"],
         json!([{ "ip": "10.244.0.7", "hostnames": [format!("big-1-1.big-1.{NAMESPACE}")] }])
+    );
+    assert_eq!(
+        leader["metadata"]["annotations"]["vramfit.io/worker-addresses"],
+        format!("big-1-1.big-1.{NAMESPACE}=10.244.0.7"),
+        "what the aliases pin, where the pod cache shows it"
     );
     let args = leader["spec"]["containers"][0]["args"].to_string();
     assert!(
@@ -579,13 +588,21 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
         "a-1",
     ));
     let mut running = Value::Null;
-    run(&ctx, &job, &mut api, async |api| {
+    run(ctx, &job, api, async |api| {
         running = api.status_apply(&job).await;
         api.events("big", &["Running"]).await;
     })
     .await;
     assert_eq!(running["status"]["phase"], "Running");
-    let job = with_status(&job, &running);
+    (with_status(&job, &running), pods)
+}
+
+/// A llama.cpp group's leader lost after it was created (listed, so not awaited again) ends
+/// the group: a new group is placed.
+#[tokio::test]
+async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces_the_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    let (job, pods) = running_llama_cpp_group(&ctx, &mut api, &mut writers, &mut serving).await;
     writers.delete_pod(pods[0].clone());
     let mut replaced = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
@@ -607,6 +624,40 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
             .is_some_and(|m| m.contains("the leader big-1-0 of group big-1 is gone")),
         "{s}"
     );
+}
+
+/// A llama.cpp group's worker made again under its name while its leader runs (a new pod, a
+/// new address): the leader's host aliases, which cannot change, still name the old one, so
+/// the group is replaced whole, as for a lost member.
+#[tokio::test]
+async fn a_worker_at_a_new_address_replaces_the_llama_cpp_group() {
+    let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
+    let (job, pods) = running_llama_cpp_group(&ctx, &mut api, &mut writers, &mut serving).await;
+    let mut again = pods[1].clone();
+    again.metadata.uid = Some("a-new-pod".to_string());
+    writers.apply_pod(ready_at(again, "a-2", "10.244.0.8"));
+    let mut replaced = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        api.pod_delete("big-1-0").await;
+        api.pod_delete("big-1-1").await;
+        group_objects_created(api, "big-2").await;
+        api.pod_create("big-2-0").await;
+        replaced = api.status_apply(&job).await;
+        api.events("big", &["Disrupted", "PodCreated"]).await;
+        group_objects_deleted(api, "big-1").await;
+    })
+    .await;
+    let s = &replaced["status"];
+    assert_eq!(s["attempts"][0]["outcome"], "Disrupted", "{s}");
+    assert!(
+        s["attempts"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(
+                "pod big-1-1 (rank 1) of group big-1 has a new address its leader is not pointed at"
+            )),
+        "{s}"
+    );
+    assert_eq!(s["attemptCount"], 2, "{s}");
 }
 
 /// A job runs its pods as groups while `maxNodes` is above 1, and after it went back to 1 while

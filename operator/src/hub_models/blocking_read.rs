@@ -1,4 +1,5 @@
-//! One repository's read, off the operator's runtime thread and under one deadline.
+//! One repository's read (the commit its revision names, then the numbers at that commit), off
+//! the operator's runtime thread and under one deadline.
 //!
 //! Parsing `config.json`, the index and the headers is CPU work with no await in it; on the
 //! operator's runtime thread (one by default) a slow parse would stop reconciles, lease renewals
@@ -11,16 +12,16 @@ use std::time::Duration;
 
 use vramfit_api::conditions::Reason;
 use vramfit_hub::{HubClient, HubConfig, RepoRef};
-use vramfit_models::Checkpoint;
+use vramfit_models::source::CheckpointError;
 
-use super::resolver::reason;
+use super::resolver::{HubRead, reason};
 
 /// How long past the deadline the caller still waits for a read that has not returned (its
 /// own runtime checks the deadline only between steps of work).
 pub const GRACE: Duration = Duration::from_secs(1);
 
-/// A read's outcome: the numbers, or the condition's reason and one line.
-pub type ReadResult = Result<Checkpoint, (Reason, String)>;
+/// A read's outcome: the commit and the numbers, or the condition's reason and one line.
+pub type ReadResult = Result<HubRead, (Reason, String)>;
 
 /// The line of a read that ran out of time.
 pub fn past_deadline(repo: &RepoRef, endpoint: &str, deadline: Duration) -> (Reason, String) {
@@ -72,9 +73,25 @@ fn read_on_this_thread(config: HubConfig, repo: &RepoRef, deadline: Duration) ->
         })?;
     runtime.block_on(async {
         let client = HubClient::new(config).map_err(|e| (Reason::HubInvalid, e.to_string()))?;
-        match tokio::time::timeout(deadline, client.read_checkpoint(repo)).await {
+        match tokio::time::timeout(deadline, read_at_commit(&client, repo)).await {
             Ok(read) => read.map_err(|e| (reason(&e), e.to_string())),
             Err(_) => Err(past_deadline(repo, &endpoint, deadline)),
         }
     })
+}
+
+/// The commit `repo`'s revision names now, then the numbers read at that very commit: a
+/// branch that moves between the two requests cannot pair one commit's numbers with another.
+/// Where the endpoint does not say (no model info), the numbers at the revision's name.
+async fn read_at_commit(client: &HubClient, repo: &RepoRef) -> Result<HubRead, CheckpointError> {
+    let commit = client
+        .read_commit(repo)
+        .await
+        .map_err(CheckpointError::Source)?;
+    let at = commit
+        .as_deref()
+        .and_then(|commit| RepoRef::new(repo.repo(), commit).ok())
+        .unwrap_or_else(|| repo.clone());
+    let checkpoint = client.read_checkpoint(&at).await?;
+    Ok(HubRead { checkpoint, commit })
 }

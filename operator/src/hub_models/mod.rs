@@ -1,5 +1,6 @@
-//! `model.huggingFace`: the numbers a job leaves unset, read from the Hub by the background
-//! [`resolver`]; the one seam in a reconcile ([`prepare`] before observe, [`record`] on the
+//! `model.huggingFace`: the numbers a job leaves unset and the commit its revision names, read
+//! from the Hub by the background [`resolver`] and kept in `status.resolvedModel` (so every pod
+//! of the job takes one commit until the job names another revision); the one seam in a reconcile ([`prepare`] before observe, [`record`] on the
 //! decided status, [`wait`] while the numbers are not there yet).
 mod blocking_read;
 mod read_queue;
@@ -71,7 +72,7 @@ pub fn prepare(job: &InferenceJob, hub: &Arc<HubResolver>) -> HubStep {
         generation: job.metadata.generation,
     };
     match hub.lookup(&asker, &repo) {
-        Lookup::Ready(checkpoint) => ready(job, resolved(&repo, &checkpoint)),
+        Lookup::Ready(read) => ready(job, resolved(&repo, &read.checkpoint, read.commit.clone())),
         Lookup::Reading => HubStep::Wait {
             reason: Reason::ModelResolving,
             message: format!("reading {repo} from {}", hub.endpoint()),
@@ -102,7 +103,10 @@ pub fn prepare(job: &InferenceJob, hub: &Arc<HubResolver>) -> HubStep {
 /// the job waits with `HubInvalid` and the field named, as `vramfit plan --model-from` refuses
 /// it (the same check of `spec.model`).
 fn ready(job: &InferenceJob, resolved: ResolvedModel) -> HubStep {
-    let filled = filled_from(job, &resolved);
+    let mut filled = filled_from(job, &resolved);
+    // The steps after this one see the commit before the status records it: the pods built
+    // now take the model at that commit ([`crate::model_cache::job_model`]).
+    filled.status.get_or_insert_default().resolved_model = Some(resolved.clone());
     let violations = vramfit_api::schema_check::model_violations(&filled.spec.model);
     if violations.is_empty() {
         return HubStep::Ready(Box::new(filled), resolved);
@@ -129,11 +133,12 @@ fn source(repo: &RepoRef) -> String {
     format!("{}@{}", repo.repo(), repo.revision())
 }
 
-/// The status record of what was read from `repo`.
-pub fn resolved(repo: &RepoRef, checkpoint: &Checkpoint) -> ResolvedModel {
+/// The status record of what was read from `repo`, at `commit` where the Hub named one.
+pub fn resolved(repo: &RepoRef, checkpoint: &Checkpoint, commit: Option<String>) -> ResolvedModel {
     let read = model_spec(checkpoint, None).spec;
     ResolvedModel {
         source: source(repo),
+        commit,
         architecture: Some(checkpoint.architecture.value.clone()),
         parameters: read.parameters,
         active_parameters: read.active_parameters,

@@ -8,7 +8,8 @@
 //! [`HubSettings::max_entries`] repositories, reads queued and in flight included (the least
 //! recently asked for settled one goes first, then the least recently asked for queued one).
 //! A slow or failing Hub delays only the jobs that name it: no reconcile ever waits on the
-//! network.
+//! network. A repository is read at the commit its revision names at the first read: every
+//! job that names that repo@revision while the entry is kept gets that commit.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -92,11 +93,21 @@ impl Asker<'_> {
     }
 }
 
+/// What one read of a repository found.
+#[derive(Clone, Debug)]
+pub struct HubRead {
+    /// The numbers, read at `commit` where there is one.
+    pub checkpoint: Checkpoint,
+    /// The commit the revision named (the model info's `sha`); `None` where the endpoint
+    /// does not say.
+    pub commit: Option<String>,
+}
+
 /// What the cache says about a repository.
 #[derive(Clone, Debug)]
 pub enum Lookup {
     /// Read.
-    Ready(Arc<Checkpoint>),
+    Ready(Arc<HubRead>),
     /// A read is queued or under way.
     Reading,
     /// The last read failed.
@@ -122,7 +133,7 @@ struct CacheKey {
 enum State {
     Queued,
     Reading,
-    Ready(Arc<Checkpoint>),
+    Ready(Arc<HubRead>),
     Failed {
         reason: Reason,
         message: String,
@@ -254,7 +265,7 @@ impl HubResolver {
                 let seen = entry.askers.contains(&who);
                 entry.asked_by(&who, now);
                 match &entry.state {
-                    State::Ready(checkpoint) => return Lookup::Ready(checkpoint.clone()),
+                    State::Ready(read) => return Lookup::Ready(read.clone()),
                     State::Reading => return Lookup::Reading,
                     State::Queued => {
                         // This namespace's turn may come before the one that queued it.
@@ -362,10 +373,10 @@ impl HubResolver {
             return;
         };
         entry.state = match result {
-            Ok(checkpoint) => {
-                info!(repo = %key.repo, endpoint = %self.settings.endpoint, with_token = key.with_token, "read the model's numbers from the Hub");
+            Ok(read) => {
+                info!(repo = %key.repo, commit = ?read.commit, endpoint = %self.settings.endpoint, with_token = key.with_token, "read the model's numbers from the Hub");
                 entry.failures = 0;
-                State::Ready(Arc::new(checkpoint))
+                State::Ready(Arc::new(read))
             }
             Err((reason, message)) => {
                 entry.failures = entry.failures.saturating_add(1);

@@ -19,13 +19,17 @@ use super::{HubStep, prepare};
 
 const CONFIG: &str = include_str!("../../../models/testdata/configs/Qwen/Qwen3-8B/config.json");
 
+/// The commit `moving/model`'s `main` names.
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
 /// What the fake Hub was asked: the path and the `Authorization` header.
 type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
 /// Serves `config.json` of `good/model`, a malformed one for `bad/model`, one with 5,000 layers
 /// for `deep/model`, `private/model` only with `Bearer secret` (else 401 `RepoNotFound`, as
-/// the Hub answers), holds every `slow/*` request for a minute, 404 otherwise; counts
-/// requests.
+/// the Hub answers), `moving/model` whose `main` names commit [`SHA`] in its model info (and
+/// holds other files by name), holds every `slow/*` request for a minute, 404 otherwise (no
+/// other model info); counts requests.
 async fn hub() -> (String, Arc<AtomicUsize>) {
     let (endpoint, _, requests) = fake_hub().await;
     (endpoint, requests)
@@ -62,7 +66,7 @@ async fn fake_hub() -> (String, Seen, Arc<AtomicUsize>) {
                     .map(str::to_string);
                 let authorized = authorization.as_deref() == Some("Bearer secret");
                 recorded.lock().unwrap().push((path.clone(), authorization));
-                if path.starts_with("/slow/") {
+                if path.starts_with("/slow/") || path.starts_with("/api/models/slow/") {
                     tokio::time::sleep(Duration::from_secs(60)).await;
                 }
                 let deep =
@@ -76,6 +80,16 @@ async fn fake_hub() -> (String, Seen, Arc<AtomicUsize>) {
                         ("401 Unauthorized", "RepoNotFound", String::new())
                     }
                     "/deep/model/resolve/main/config.json" => ("200 OK", "", deep),
+                    "/api/models/moving/model/revision/main" => (
+                        "200 OK",
+                        "",
+                        format!(r#"{{"id":"moving/model","sha":"{SHA}"}}"#),
+                    ),
+                    p if p == format!("/moving/model/resolve/{SHA}/config.json") => {
+                        ("200 OK", "", CONFIG.to_string())
+                    }
+                    // What `main` holds by the time its files are asked for by name.
+                    "/moving/model/resolve/main/config.json" => ("200 OK", "", deep),
                     "/bad/model/resolve/main/config.json" => {
                         ("200 OK", "", "{\"num_hidden_layers\": \"many\"".to_string())
                     }
@@ -165,6 +179,37 @@ async fn a_repository_is_read_once_then_answered_from_the_cache_and_explicit_num
         assert!(matches!(prepare(&job, &hub), HubStep::Ready(..)));
     }
     assert_eq!(requests.load(Ordering::SeqCst), after_read, "cached");
+}
+
+/// A branch is read as the commit it names, and the numbers at that commit; both recorded, and
+/// the job the later steps see already carries them (its pods take the model at that commit).
+#[tokio::test]
+async fn a_branch_is_read_at_the_commit_it_names() {
+    let (endpoint, _) = hub().await;
+    let hub = resolver(endpoint);
+    let job = job("{huggingFace: {repo: moving/model}}");
+    let HubStep::Ready(filled, resolved) = settled(&job, &hub).await else {
+        panic!("read");
+    };
+    assert_eq!(resolved.source, "moving/model@main");
+    assert_eq!(resolved.commit.as_deref(), Some(SHA));
+    assert_eq!(
+        resolved.layers, 36,
+        "the numbers at the commit, not what `main` holds by name"
+    );
+    assert_eq!(
+        filled.status.as_ref().unwrap().resolved_model.as_ref(),
+        Some(&resolved)
+    );
+    let model = crate::model_cache::job_model::job_model(&filled).unwrap();
+    assert_eq!(model.key, format!("moving/model@{SHA}"));
+    // A repository whose endpoint gives no model info: its numbers, and no commit.
+    let HubStep::Ready(_, plain) =
+        settled(&self::job("{huggingFace: {repo: good/model}}"), &hub).await
+    else {
+        panic!("read");
+    };
+    assert_eq!(plain.commit, None);
 }
 
 #[tokio::test]
@@ -330,8 +375,8 @@ async fn a_namespace_flooding_with_jobs_does_not_starve_another() {
     assert_eq!(
         asked,
         BTreeSet::from([
-            "/slow/m0/resolve/main/config.json".to_string(),
-            "/slow/q/resolve/main/config.json".to_string(),
+            "/api/models/slow/m0/revision/main".to_string(),
+            "/api/models/slow/q/revision/main".to_string(),
         ]),
         "one read per namespace: the quiet namespace's job is read beside the flood's first"
     );

@@ -20,6 +20,7 @@
 //! | [`group_placement`] | a group's decision (N holders for N pods), a late leader mounting as its workers | pure |
 //! | [`mount`] | the PersistentVolume, the claim, the pod's mount, affinity and env; a metadata-only apply | pure |
 //! | [`weights`] | a pod's `weights` status, read back from it | pure |
+//! | [`changes`] | which ModelCache changes start a sync and wake waiting jobs (not a bare heartbeat) | pure |
 //! | [`sync`] | the leader's task: ModelCache specs, released volumes swept | yes |
 //! | [`volumes`] | a decision's volumes and claims, created before its pods | yes |
 use std::time::Duration;
@@ -27,6 +28,7 @@ use std::time::Duration;
 pub mod attempt_placement;
 #[cfg(test)]
 mod batch_tests;
+pub mod changes;
 pub mod group_placement;
 #[cfg(test)]
 mod group_tests;
@@ -34,6 +36,8 @@ pub mod job_model;
 pub mod mount;
 pub mod placement;
 pub mod sync;
+#[cfg(test)]
+mod sync_input_tests;
 #[cfg(test)]
 mod tests;
 pub mod view;

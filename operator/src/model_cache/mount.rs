@@ -18,7 +18,7 @@ use kube::{Resource, ResourceExt};
 use thiserror::Error;
 use vramfit_api::model_cache::{MOUNT_PATH, POD_MODEL_ANNOTATION, VOLUME_LABEL, WeightsSource};
 use vramfit_api::{InferenceJob, Runtime};
-use vramfit_cache::layout::Layout;
+use vramfit_cache::layout::{Layout, SERVED_DIR};
 use vramfit_hub::RepoRef;
 
 use super::job_model::JobModel;
@@ -123,24 +123,45 @@ fn sha256_hex(text: &str, chars: usize) -> String {
     hex
 }
 
-/// The claim's name: `<job>-model-<8 hex of sha256(key)>`.
+/// Every model claim's name starts so: the chart's pod policy
+/// (`charts/vramfit/templates/model-cache-pod-guard.yaml`) knows a model claim by it, as a
+/// pod names only its claim, and refuses a pod that mounts one without `readOnly: true`.
+pub const CLAIM_PREFIX: &str = "vramfit-model-";
+
+/// The longest object name (a DNS subdomain).
+const MAX_NAME: usize = 253;
+
+/// The claim's name: `vramfit-model-<job>-<8 hex of sha256(job/key)>` ([`CLAIM_PREFIX`]; a
+/// job name too long for 253 characters is cut, the hash keeping names apart).
 pub fn claim_name(job: &str, key: &str) -> String {
-    format!("{job}-model-{}", sha256_hex(key, 8))
+    let hash = sha256_hex(&format!("{job}/{key}"), 8);
+    let room = MAX_NAME - CLAIM_PREFIX.len() - 1 - hash.len();
+    let mut cut = job.len().min(room);
+    while !job.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let job = job[..cut].trim_end_matches(['-', '.']);
+    format!("{CLAIM_PREFIX}{job}-{hash}")
 }
 
-/// The volume's name: `vramfit-model-<16 hex of sha256(namespace/job-uid/key)>`.
+/// The volume's name: `vramfit-model-<16 hex of sha256(namespace/job-uid/key/served)>`. The
+/// `served` part gives a volume of the read-only `served/` folder another name than the
+/// volume of `models/` an older operator made for the same job: that one stays bound to its
+/// old claim until the job goes (the sweep then deletes it).
 pub fn volume_name(namespace: &str, job_uid: &str, key: &str) -> String {
     format!(
         "vramfit-model-{}",
-        sha256_hex(&format!("{namespace}/{job_uid}/{key}"), 16)
+        sha256_hex(&format!("{namespace}/{job_uid}/{key}/{SERVED_DIR}"), 16)
     )
 }
 
-/// The model's folder on the nodes under `root`.
+/// The model's folder as pods mount it, under `root`: `<root>/served/<owner>--<name>/<revision>`,
+/// inside the read-only bind mount of `<root>/models` the cache agent makes (a container that
+/// mounts it read-write, even as root, cannot change a file).
 pub fn host_path(root: &str, model: &JobModel) -> Result<String, MountError> {
     let repo = RepoRef::new(&model.repo, &model.revision)
         .map_err(|e| MountError::Repo(model.key.clone(), e.to_string()))?;
-    let dir = Layout::new(root).model_dir(&repo);
+    let dir = Layout::new(root).served_model_dir(&repo);
     dir.to_str()
         .map(str::to_string)
         .ok_or_else(|| MountError::Path(dir.display().to_string()))
@@ -153,6 +174,48 @@ pub struct ModelVolume {
     pub volume: PersistentVolume,
     /// In the job's namespace, owned by the job.
     pub claim: PersistentVolumeClaim,
+    /// What the mount replaced in the pod, for [`unmount`] when the claim is refused.
+    pub undo: MountUndo,
+}
+
+/// What [`mount_pod`] replaced in a pod rather than added, so that [`unmount`] gives the pod
+/// back as [`attach`] would have built it to fetch its model itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MountUndo {
+    /// Per container (by name), the env vars of [`CACHE_ENV`]'s names it had, with their
+    /// places in its env.
+    pub env: Vec<(String, Vec<(usize, EnvVar)>)>,
+    /// The repository `--served-model-name` was added with (vLLM), when it was added.
+    pub served_name: Option<String>,
+}
+
+impl MountUndo {
+    /// What mounting `model` would replace in `pod`.
+    pub fn of(pod: &Pod, model: &JobModel) -> MountUndo {
+        let containers = pod.spec.as_ref().map(|s| &s.containers[..]).unwrap_or(&[]);
+        let env = containers
+            .iter()
+            .map(|c| {
+                let replaced = c
+                    .env
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .filter(|(_, v)| CACHE_ENV.iter().any(|e| e.name == v.name))
+                    .map(|(at, v)| (at, v.clone()))
+                    .collect();
+                (c.name.clone(), replaced)
+            })
+            .collect();
+        let named = containers.iter().any(|c| {
+            c.args
+                .iter()
+                .flatten()
+                .any(|a| a == SERVED_MODEL_NAME_FLAG || a.starts_with("--served-model-name="))
+        });
+        let served_name = (model.runtime == Runtime::Vllm && !named).then(|| model.repo.clone());
+        MountUndo { env, served_name }
+    }
 }
 
 fn labels() -> BTreeMap<String, String> {
@@ -237,7 +300,11 @@ pub fn model_volume(
         }),
         status: None,
     };
-    Ok(ModelVolume { volume, claim })
+    Ok(ModelVolume {
+        volume,
+        claim,
+        undo: MountUndo::default(),
+    })
 }
 
 /// Writes where `pod`'s weights come from (read back after a restart: [`super::weights`]).
@@ -308,7 +375,8 @@ pub fn attach(
             nodes,
             total_bytes,
         }) => match model_volume(job, model, root, total_bytes) {
-            Ok(volume) => {
+            Ok(mut volume) => {
+                volume.undo = MountUndo::of(pod, model);
                 let claim = volume.claim.name_any();
                 mount_pod(pod, model, &claim, &nodes, source);
                 return Some(volume);
@@ -323,6 +391,90 @@ pub fn attach(
         mark_note(pod, &why);
     }
     None
+}
+
+/// Takes back what [`mount_pod`] did to `pod` (`undo` from the [`ModelVolume`] [`attach`]
+/// returned): the pod fetches its model itself and says `why`, as [`attach`] builds it when no
+/// node can serve it. For a claim the API server refused (a namespace's quota, a policy).
+pub fn unmount(pod: &mut Pod, undo: &MountUndo, why: &str) {
+    if let Some(annotations) = pod.metadata.annotations.as_mut() {
+        annotations.remove(POD_MODEL_ANNOTATION);
+    }
+    mark_source(pod, WeightsSource::FetchedByPod);
+    mark_note(pod, why);
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if let Some(volumes) = spec.volumes.as_mut() {
+        volumes.retain(|v| v.name != VOLUME_NAME);
+        if volumes.is_empty() {
+            spec.volumes = None;
+        }
+    }
+    let terms = spec
+        .affinity
+        .as_mut()
+        .and_then(|a| a.node_affinity.as_mut())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_mut()
+        });
+    for term in terms.into_iter().flat_map(|t| &mut t.node_selector_terms) {
+        // The hostname requirement was ANDed last into every term.
+        if let Some(exprs) = term.match_expressions.as_mut()
+            && exprs
+                .last()
+                .is_some_and(|e| e.key == HOSTNAME_TOPOLOGY && e.operator == "In")
+        {
+            exprs.pop();
+            if exprs.is_empty() {
+                term.match_expressions = None;
+            }
+        }
+    }
+    for container in &mut spec.containers {
+        unpoint(container, undo);
+    }
+}
+
+fn unpoint(container: &mut Container, undo: &MountUndo) {
+    if let Some(mounts) = container.volume_mounts.as_mut() {
+        mounts.retain(|m| m.name != VOLUME_NAME);
+        if mounts.is_empty() {
+            container.volume_mounts = None;
+        }
+    }
+    if let Some(vars) = container.env.as_mut() {
+        vars.retain(|v| !CACHE_ENV.iter().any(|e| e.name == v.name));
+        let before = undo.env.iter().find(|(name, _)| *name == container.name);
+        for (at, var) in before.into_iter().flat_map(|(_, vars)| vars) {
+            vars.insert((*at).min(vars.len()), var.clone());
+        }
+        if vars.is_empty() {
+            container.env = None;
+        }
+    }
+    let Some(repo) = undo.served_name.as_deref() else {
+        return;
+    };
+    if let Some(args) = container.args.as_mut()
+        && let Some(at) = args
+            .windows(2)
+            .rposition(|w| w[0] == SERVED_MODEL_NAME_FLAG && w[1] == repo)
+    {
+        args.drain(at..at + 2);
+    }
+    let added = format!(" {SERVED_MODEL_NAME_FLAG} {repo}");
+    if let Some(value) = container
+        .env
+        .iter_mut()
+        .flatten()
+        .find(|v| v.name == "VRAMFIT_RUNTIME_ARGS")
+        .and_then(|v| v.value.as_mut())
+        && let Some(at) = value.rfind(&added)
+    {
+        value.replace_range(at..at + added.len(), "");
+    }
 }
 
 /// Makes `pod` mount `model` through `claim` from one of `nodes`: its volume, the read-only
@@ -595,12 +747,26 @@ mod tests {
         let spec = mv.volume.spec.as_ref().unwrap();
         let path = &spec.host_path.as_ref().unwrap().path;
         assert_eq!(
-            path,
-            "/var/lib/vramfit/cache/models/Org--Model-7B/refs%2Fpr%2F1"
+            path, "/var/lib/vramfit/cache/served/Org--Model-7B/refs%2Fpr%2F1",
+            "the read-only served/ mount, never models/ the agent writes"
         );
-        let expected = Layout::new("/var/lib/vramfit/cache")
-            .model_dir(&RepoRef::new("Org/Model-7B", "refs/pr/1").unwrap());
-        assert_eq!(std::path::Path::new(path), expected.as_path());
+        let layout = Layout::new("/var/lib/vramfit/cache");
+        let repo = RepoRef::new("Org/Model-7B", "refs/pr/1").unwrap();
+        assert_eq!(
+            std::path::Path::new(path),
+            layout.served_model_dir(&repo).as_path()
+        );
+        assert_eq!(
+            layout
+                .served_model_dir(&repo)
+                .strip_prefix(layout.served_dir())
+                .unwrap(),
+            layout
+                .model_dir(&repo)
+                .strip_prefix(layout.models_dir())
+                .unwrap(),
+            "served/ shows models/ under the same two segments"
+        );
         assert_eq!(
             spec.access_modes.as_deref(),
             Some(&["ReadOnlyMany".to_string()][..])
@@ -629,7 +795,9 @@ mod tests {
         assert_eq!(claim.storage_class_name.as_deref(), Some(""));
         let claim_name = mv.claim.name_any();
         assert!(
-            claim_name.starts_with("chat-model-") && claim_name.len() == "chat-model-".len() + 8
+            claim_name.starts_with("vramfit-model-chat-")
+                && claim_name.len() == "vramfit-model-chat-".len() + 8,
+            "{claim_name}"
         );
         let owner = &mv.claim.owner_references()[0];
         assert_eq!(
@@ -641,5 +809,98 @@ mod tests {
             big.claim.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0,
             "16000000000"
         );
+    }
+
+    #[test]
+    fn every_claim_name_starts_with_the_prefix_the_pod_policy_keys_on() {
+        let name = claim_name("chat", "o/m@main");
+        assert!(name.starts_with(CLAIM_PREFIX) && name.starts_with("vramfit-model-chat-"));
+        assert_ne!(name, claim_name("chat", "o/m@dev"), "one claim per model");
+        assert_ne!(name, claim_name("chat2", "o/m@main"), "one claim per job");
+        let long = "a".repeat(240);
+        let cut = claim_name(&long, "o/m@main");
+        assert_eq!(cut.len(), 253, "{cut}");
+        assert!(cut.starts_with(CLAIM_PREFIX));
+        let other = format!("{}b", "a".repeat(239));
+        assert_ne!(cut, claim_name(&other, "o/m@main"), "cut names kept apart");
+        let dotted = format!("{}.b", "a".repeat(229));
+        let name = claim_name(&dotted, "k");
+        assert!(!name.contains(".-"), "no empty label: {name}");
+    }
+
+    #[test]
+    fn a_served_volume_is_named_apart_from_a_models_volume_of_the_same_job() {
+        let old = format!("vramfit-model-{}", sha256_hex("ns/uid-1/o/m@main", 16),);
+        assert_ne!(volume_name("ns", "uid-1", "o/m@main"), old);
+    }
+
+    /// `job`'s pod as [`attach`] builds it with `placement`.
+    fn attached(
+        runtime: Runtime,
+        file: Option<&str>,
+        placement: CachePlacement,
+    ) -> (Pod, Option<ModelVolume>) {
+        let (job, mut pod) = served(runtime, file);
+        let model = job_model(&job).unwrap();
+        let volume = attach(&mut pod, &job, &model, "/c", Some(placement));
+        (pod, volume)
+    }
+
+    #[test]
+    fn unmount_gives_back_the_pod_that_fetches_its_model_itself() {
+        let why = "the model's claim was refused: exceeded quota";
+        for (runtime, file) in [
+            (Runtime::Vllm, None),
+            (Runtime::Transformers, None),
+            (Runtime::Llamacpp, Some("q4/model.gguf")),
+        ] {
+            let mount = CachePlacement::Mount {
+                source: WeightsSource::CacheHit,
+                nodes: vec!["gpu-1".into()],
+                total_bytes: 5,
+            };
+            let (mut pod, volume) = attached(runtime, file, mount);
+            let volume = volume.unwrap();
+            let fetch = CachePlacement::FetchedByPod {
+                why: Some(why.to_string()),
+            };
+            let (fetching, none) = attached(runtime, file, fetch);
+            assert!(none.is_none());
+            assert_ne!(pod, fetching);
+            unmount(&mut pod, &volume.undo, why);
+            assert_eq!(pod, fetching, "{runtime:?}");
+        }
+    }
+
+    #[test]
+    fn unmount_puts_back_the_jobs_own_env_and_keeps_its_own_served_name() {
+        let (job, mut pod) = served(Runtime::Vllm, None);
+        let container = &mut pod.spec.as_mut().unwrap().containers[0];
+        container.env.get_or_insert_default().insert(
+            0,
+            EnvVar {
+                name: "HF_HUB_OFFLINE".into(),
+                value: Some("0".into()),
+                value_from: None,
+            },
+        );
+        container
+            .args
+            .get_or_insert_default()
+            .extend(["--served-model-name".into(), "mine".into()]);
+        let before = pod.clone();
+        let model = job_model(&job).unwrap();
+        let mount = CachePlacement::Mount {
+            source: WeightsSource::FetchedByNode,
+            nodes: vec!["gpu-1".into()],
+            total_bytes: 5,
+        };
+        let volume = attach(&mut pod, &job, &model, "/c", Some(mount)).unwrap();
+        assert_eq!(env_of(&pod)["HF_HUB_OFFLINE"], "1");
+        unmount(&mut pod, &volume.undo, "refused");
+        let mut expected = before;
+        mark_source(&mut expected, WeightsSource::FetchedByPod);
+        mark_note(&mut expected, "refused");
+        assert_eq!(pod, expected);
     }
 }

@@ -10,13 +10,19 @@
 //! * otherwise → the pod fetches the model itself (`FetchedByPod`).
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use vramfit_api::model_cache::{CachedModelPhase, WeightsSource};
+use vramfit_api::model_cache::{CachedModelPhase, MAX_MODELS, WeightsSource};
 use vramfit_api::{Fallback, Plan, Runtime};
 use vramfit_planner::{JobInput, NodeClass, plan_for_class, ranking};
 
 use super::job_model::JobModel;
 use super::view::CacheView;
 use crate::capacity::{Capacity, Inventory};
+
+/// How long pods wait for a live node that the sync has not asked for their model, about
+/// three sync passes: past that, no pass asked one (the model was cut from every node's list
+/// of at most `MAX_MODELS`) and they fetch it themselves.
+pub const UNASKED_AFTER: std::time::Duration =
+    std::time::Duration::from_secs(3 * super::SYNC_PERIOD.as_secs());
 
 /// The most node names in a pod's required affinity to the nodes holding its model.
 pub const MAX_AFFINITY_NODES: usize = 32;
@@ -199,10 +205,10 @@ pub fn decide(d: &Decide<'_>) -> CachePlacement {
         .class_nodes(d.class)
         .filter(|node| view.has_room(d.class, node, d.gpus))
         .collect();
-    let private = with_room.iter().find_map(|node| {
-        let held = view.node(node)?.model(&model.key)?;
-        (held.phase == CachedModelPhase::Ready && !held.mountable_by(d.ask.namespace))
-            .then(|| format!("node {node} holds {} for other namespaces only", model.key))
+    // A live node not asked yet is asked at the next sync, unless the pods have waited
+    // [`UNASKED_AFTER`] and still no node with room is: every node's list was full.
+    let unasked = d.waited_since.as_ref().is_some_and(|since| {
+        d.now.0.duration_since(since.0).as_secs_f64() >= UNASKED_AFTER.as_secs_f64()
     });
     let fetching: Vec<(String, u64, u64)> = with_room
         .iter()
@@ -223,7 +229,7 @@ pub fn decide(d: &Decide<'_>) -> CachePlacement {
                 Some(_) => None,
                 // Asked to fetch it, or alive and asked at the next sync (the waiting
                 // replica's line names the class whose nodes the sync asks).
-                None => (cache.live || cache.wanted.contains(&model.key))
+                None => ((cache.live && !unasked) || cache.wanted.contains(&model.key))
                     .then(|| (node.to_string(), 0, 0)),
             }
         })
@@ -237,7 +243,16 @@ pub fn decide(d: &Decide<'_>) -> CachePlacement {
                 d.class, model.key
             )
         });
-        let why = private.or(short.filter(|_| !enough));
+        // A node holding the model for other namespaces only is never named: the note goes
+        // to this job's namespace, which must not learn what another one holds; it reads as
+        // if no node held the model.
+        let cut = (unasked && fetching.is_empty()).then(|| {
+            format!(
+                "no node of class {} with room was asked to download {} (each node's cache lists at most {MAX_MODELS} models, those most jobs want); the pod fetches it itself",
+                d.class, model.key
+            )
+        });
+        let why = short.filter(|_| !enough).or(cut);
         return CachePlacement::FetchedByPod { why };
     }
     // The nodes waited for: as many as the pods the holders do not take.
@@ -314,6 +329,7 @@ mod tests {
                     Vec::new()
                 },
                 live: false,
+                free_bytes: 0,
             },
         );
         view
@@ -376,10 +392,17 @@ mod tests {
             run(&v, &m, "team-a", None, 0),
             CachePlacement::Mount { .. }
         ));
-        let CachePlacement::FetchedByPod { why: Some(why) } = run(&v, &m, "team-b", None, 0) else {
-            panic!("team-b may not mount it");
-        };
-        assert!(why.contains("other namespaces"), "{why}");
+        let seen_by_b = run(&v, &m, "team-b", None, 0);
+        assert_eq!(
+            seen_by_b,
+            CachePlacement::FetchedByPod { why: None },
+            "team-b fetches it, and its note says nothing of what another namespace holds"
+        );
+        assert_eq!(
+            seen_by_b,
+            run(&view(None, false), &m, "team-b", None, 0),
+            "as if no node held it"
+        );
     }
 
     #[test]
@@ -425,6 +448,26 @@ mod tests {
             run(&alive, &m, "a", None, 0),
             CachePlacement::Wait { .. }
         ));
+        assert!(matches!(
+            run(&alive, &m, "a", Some(at(0)), 29),
+            CachePlacement::Wait { .. }
+        ));
+        // Three syncs later it is still not asked: its list was full (64 models most jobs
+        // want); the pod fetches it, and says why, long before the deadline.
+        let CachePlacement::FetchedByPod { why: Some(why) } = run(&alive, &m, "a", Some(at(0)), 30)
+        else {
+            panic!("a model asked on no node is not waited for");
+        };
+        assert!(
+            why.starts_with("no node of class c with room was asked to download o/m@main"),
+            "{why}"
+        );
+        // Asked by then: the replica waits on.
+        alive.nodes.get_mut("n-1").unwrap().wanted = vec!["o/m@main".into()];
+        assert!(matches!(
+            run(&alive, &m, "a", Some(at(0)), 30),
+            CachePlacement::Wait { .. }
+        ));
         // Nobody has it or fetches it, and no agent is alive: the pod fetches it.
         let none = view(None, false);
         assert_eq!(
@@ -452,6 +495,7 @@ mod tests {
                     held: vec![held(CachedModelPhase::Ready, &[])],
                     wanted: Vec::new(),
                     live: true,
+                    free_bytes: 0,
                 },
             );
         }
@@ -517,6 +561,7 @@ mod tests {
                 held: vec![held(CachedModelPhase::Ready, &[])],
                 wanted: Vec::new(),
                 live: true,
+                free_bytes: 0,
             },
         );
         let m = model(Runtime::Vllm, None);

@@ -16,7 +16,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, warn};
-use vramfit_api::model_cache::{ModelCacheSpec, POD_MODEL_ANNOTATION, VOLUME_LABEL, WantedModel};
+use vramfit_api::model_cache::{
+    ModelCacheSpec, POD_MODEL_ANNOTATION, VOLUME_LABEL, WantedModel, key_problem,
+};
 use vramfit_api::{InferenceJob, ModelCache, Phase, Plan};
 
 use super::job_model::job_model;
@@ -26,7 +28,8 @@ use super::{HEARTBEAT_TRUST, SYNC_PERIOD};
 use crate::capacity::PodConstraints;
 use crate::capacity::room::free_per_node;
 use crate::context::Context;
-use crate::stores::is_finished;
+use crate::stores::slim::SlimPod;
+use crate::stores::{Listing, PodOwner, Stores, is_finished, pod_owner};
 
 /// Runs the sync until `stop` turns true (the controller runs only while leading, and so does
 /// this task).
@@ -47,8 +50,11 @@ pub async fn run(ctx: Arc<Context>, changed: Arc<Notify>, mut stop: watch::Recei
 }
 
 /// One pass: the specs, then the released volumes.
-pub async fn sync_once(ctx: &Context) {
-    let desired = desired_specs(ctx).await;
+pub async fn sync_once(ctx: &Arc<Context>) {
+    let Some(desired) = desired_specs_off_runtime(ctx.clone()).await else {
+        debug!("model cache sync waits for every store it reads to be listed");
+        return;
+    };
     let stored: BTreeMap<String, Arc<ModelCache>> = ctx
         .stores
         .model_caches
@@ -75,6 +81,26 @@ pub async fn sync_once(ctx: &Context) {
     sweep_released_volumes(ctx).await;
 }
 
+/// [`desired_specs`] on a blocking thread. Its work grows with nodes × jobs × models (every
+/// job read back from the cache, every node's list) and the operator runs one runtime thread
+/// by default, the one that renews the leader lease, answers probes and reconciles: that
+/// thread never waits for it. `None` when the stores are not listed yet or the pass failed
+/// (a panic is logged; the next pass tries again and no spec is written meanwhile).
+pub async fn desired_specs_off_runtime(
+    ctx: Arc<Context>,
+) -> Option<BTreeMap<String, (String, Vec<WantedModel>)>> {
+    let runtime = tokio::runtime::Handle::current();
+    // A blocking thread is outside the runtime: it may drive the (IO-free) future itself.
+    let pass = tokio::task::spawn_blocking(move || runtime.block_on(desired_specs(&ctx)));
+    match pass.await {
+        Ok(desired) => desired,
+        Err(error) => {
+            warn!(%error, "model cache specs not computed; retried next pass");
+            None
+        }
+    }
+}
+
 /// The server-side apply body of node `node`'s ModelCache.
 pub fn spec_patch(node: &str, node_uid: &str, models: &[WantedModel]) -> serde_json::Value {
     json!({
@@ -97,8 +123,20 @@ pub fn spec_patch(node: &str, node_uid: &str, models: &[WantedModel]) -> serde_j
 /// µs), and the runtime may have one thread that reconciles too.
 const JOBS_PER_YIELD: usize = 64;
 
-/// Every GPU node (name → uid) with its desired models (empty when it should hold none).
-pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<WantedModel>)> {
+/// Whether every store the sync reads has its first full list: nodes and GpuNodeClasses (the
+/// GPU nodes and classes), vramfit's pods, the GPU usage, the jobs and the ModelCaches. Before
+/// that, a pass would ask nodes for less than they hold (on a restart, every node for nothing
+/// until the jobs are listed).
+pub fn stores_listed(stores: &Stores) -> bool {
+    stores.listed.all(&Listing::ALL) && stores.usage().is_listed()
+}
+
+/// Every GPU node (name → uid) with its desired models (empty when it should hold none);
+/// `None` until [`stores_listed`].
+pub async fn desired_specs(ctx: &Context) -> Option<BTreeMap<String, (String, Vec<WantedModel>)>> {
+    if !stores_listed(&ctx.stores) {
+        return None;
+    }
     let inventory = ctx.inventory();
     let now = Time(Timestamp::now());
     let mut class_nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -129,35 +167,12 @@ pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<Wante
             .map(|node| ((node.class.name.clone(), node.node.to_string()), node.free))
             .collect()
     };
-    let pods = ctx.stores.job_pods.state();
-    let mut mounting = Vec::new();
-    let mut nodes_of_job: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for pod in &pods {
-        if is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref())) {
-            continue;
-        }
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
-            continue;
-        };
-        let namespace = pod.namespace().unwrap_or_default();
-        if let Some(key) = pod.annotations().get(POD_MODEL_ANNOTATION) {
-            mounting.push(MountingPod {
-                node: node.clone(),
-                namespace: namespace.clone(),
-                key: key.clone(),
-            });
-        }
-        for owner in pod
-            .owner_references()
-            .iter()
-            .filter(|o| o.controller == Some(true))
-        {
-            nodes_of_job
-                .entry(owner.uid.clone())
-                .or_default()
-                .insert(node.clone());
-        }
-    }
+    let PodsSeen {
+        mounting,
+        nodes_of_job,
+    } = pods_seen(&ctx.stores.job_pods.state(), &|owner| {
+        ctx.stores.is_job_of(owner)
+    });
     let mut jobs: Vec<JobWant> = Vec::new();
     for (index, cached) in ctx.stores.jobs.state().iter().enumerate() {
         if index % JOBS_PER_YIELD == JOBS_PER_YIELD - 1 {
@@ -179,13 +194,62 @@ pub async fn desired_specs(ctx: &Context) -> BTreeMap<String, (String, Vec<Wante
         free: &free,
         prefetch_nodes: ctx.settings.model_cache.prefetch_nodes,
     });
-    gpu_nodes
-        .into_iter()
-        .map(|(node, uid)| {
-            let models = wanted.get(&node).cloned().unwrap_or_default();
-            (node, (uid, models))
-        })
-        .collect()
+    Some(
+        gpu_nodes
+            .into_iter()
+            .map(|(node, uid)| {
+                let models = wanted.get(&node).cloned().unwrap_or_default();
+                (node, (uid, models))
+            })
+            .collect(),
+    )
+}
+
+/// What the sync reads of vramfit's pods.
+#[derive(Debug, Default, PartialEq)]
+pub struct PodsSeen {
+    /// The live pods that mount a cached model.
+    pub mounting: Vec<MountingPod>,
+    /// The nodes of each job's live pods, by job uid.
+    pub nodes_of_job: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Reads the bound, unfinished pods among `pods`. A pod counts only when a job controls it
+/// (`is_job_of`: its controller owner reference names an InferenceJob of the job store, with
+/// that job's uid; [`crate::stores::Stores::is_job_of`], the check room makes of unbound
+/// pods): anyone who may create pods can give one vramfit's labels and annotations, and such a
+/// pod must not pin, fetch or crowd out models on a node. A model key the ModelCache schema
+/// would refuse is left out (and logged), so that it never blocks the node's spec.
+pub fn pods_seen(pods: &[Arc<SlimPod>], is_job_of: &dyn Fn(&PodOwner) -> bool) -> PodsSeen {
+    let mut seen = PodsSeen::default();
+    for pod in pods {
+        if is_finished(pod.status.as_ref().and_then(|s| s.phase.as_deref())) {
+            continue;
+        }
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        let Some(owner) = pod_owner(pod.as_ref()).filter(|owner| is_job_of(owner)) else {
+            continue;
+        };
+        let namespace = pod.namespace().unwrap_or_default();
+        if let Some(key) = pod.annotation(POD_MODEL_ANNOTATION) {
+            let (repo, revision) = key.split_once('@').unwrap_or((key.as_str(), ""));
+            match key_problem(repo, revision) {
+                None => seen.mounting.push(MountingPod {
+                    node: node.clone(),
+                    namespace,
+                    key: key.clone(),
+                }),
+                Some(problem) => warn!(
+                    pod = %pod.name_any(), %key, problem,
+                    "the pod's cached model is not a valid key; not marked in use"
+                ),
+            }
+        }
+        seen.nodes_of_job.entry(owner.uid).or_default().insert(node);
+    }
+    seen
 }
 
 /// What `job` wants cached, if anything: its model, its pods' nodes and its planned classes
@@ -197,6 +261,12 @@ fn job_want(
     nodes_of_job: &BTreeMap<String, BTreeSet<String>>,
 ) -> Option<JobWant> {
     let model = job_model(job)?;
+    if let Some(problem) = key_problem(&model.repo, &model.revision) {
+        // Only a job stored before the CRD's rules can name one: asking a node for it would
+        // have the whole spec refused.
+        warn!(job = %job.name_any(), key = %model.key, problem, "the job's model is not a valid cache key; not cached");
+        return None;
+    }
     let status = job.status.as_ref();
     if status.and_then(|s| s.phase).is_some_and(Phase::is_terminal) {
         return None;
@@ -370,6 +440,59 @@ mod tests {
             body["spec"],
             json!({"models": []}),
             "an empty list drops the models this manager set (`spec: {{}}` would be read as null)"
+        );
+    }
+
+    /// A pass runs on a blocking thread: the runtime thread (one, as the operator runs by
+    /// default) keeps firing timers — the lease's renewal among them — while a pass is held
+    /// up. Here the pass waits 400 ms for the GPU usage, which another thread holds; a timer
+    /// of 5 ms must keep ticking meanwhile (before, the pass ran on the runtime thread and no
+    /// timer fired until it was done).
+    #[tokio::test]
+    async fn a_pass_leaves_the_runtime_thread_free() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+        let (ctx, mut api, mut writers, _serving) =
+            crate::verifier::test_context_with_settings(crate::context::Settings::default());
+        writers.mark_ready();
+        let usage = writers.gpu_usage.clone();
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let counted = ticks.clone();
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _held = usage.write().unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let before = counted.load(Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(300));
+            counted.load(Ordering::SeqCst) - before
+        });
+        is_locked.recv().unwrap();
+        let ticker = tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(5));
+            loop {
+                every.tick().await;
+                ticks.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let pass = tokio::spawn({
+            let ctx = ctx.clone();
+            async move { sync_once(&ctx).await }
+        });
+        // No GPU node: no spec to write; then the sweep lists the model volumes.
+        let (request, send) = api.next().await;
+        assert_eq!(request.method(), http::Method::GET);
+        crate::verifier::respond(
+            send,
+            200,
+            &json!({"apiVersion": "v1", "kind": "PersistentVolumeList", "metadata": {}, "items": []}),
+        );
+        pass.await.unwrap();
+        ticker.abort();
+        let ticked = holder.join().unwrap();
+        assert!(
+            ticked >= 10,
+            "the runtime thread ticked {ticked} times in 300 ms while the pass waited"
         );
     }
 }

@@ -142,7 +142,7 @@ async fn a_node_holding_the_model_gets_the_volume_the_claim_then_the_pod_that_mo
     .await;
     assert_eq!(
         volume["spec"]["hostPath"]["path"],
-        "/var/lib/vramfit/cache/models/mistralai--Mistral-7B-Instruct-v0.3/main"
+        "/var/lib/vramfit/cache/served/mistralai--Mistral-7B-Instruct-v0.3/main"
     );
     assert_eq!(volume["spec"]["claimRef"]["name"], pvc.as_str());
     assert_eq!(claim["spec"]["volumeName"], pv.as_str());

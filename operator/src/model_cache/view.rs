@@ -45,9 +45,18 @@ pub struct NodeCache {
     /// The node's agent is alive (its heartbeat is trusted): a model it is not asked for yet
     /// will be, once the replica waiting for it names its class (the next sync).
     pub live: bool,
+    /// The cache budget its agent has left, `budgetBytes - usedBytes` (0 when its status is
+    /// stale): prefetch goes where a model fits first.
+    pub free_bytes: u64,
 }
 
-/// The agent's status of `cache`, while its heartbeat is younger than `trust` at `now`.
+/// How far ahead of the operator's clock a heartbeat may be dated and still be trusted (the
+/// node's clock may run a little ahead). One dated further ahead is not trusted at all: it
+/// would otherwise stay "recent" until that date, long after its agent is gone.
+pub const HEARTBEAT_SKEW: Duration = Duration::from_secs(60);
+
+/// The agent's status of `cache`, while its heartbeat is younger than `trust` at `now` and
+/// dated at most [`HEARTBEAT_SKEW`] ahead of it.
 fn trusted_status<'c>(
     cache: &'c ModelCache,
     now: &Time,
@@ -55,8 +64,13 @@ fn trusted_status<'c>(
 ) -> Option<&'c vramfit_api::ModelCacheStatus> {
     let status = cache.status.as_ref()?;
     let beat = status.heartbeat_time.as_ref()?;
-    let age = now.0.duration_since(beat.0);
-    (age.as_secs_f64() <= trust.as_secs_f64()).then_some(status)
+    let age = now.0.duration_since(beat.0).as_secs_f64();
+    (-HEARTBEAT_SKEW.as_secs_f64() <= age && age <= trust.as_secs_f64()).then_some(status)
+}
+
+/// The budget `cache`'s agent has left, while its status is trusted.
+fn free_bytes(cache: &ModelCache, now: &Time, trust: Duration) -> u64 {
+    trusted_status(cache, now, trust).map_or(0, |s| s.budget_bytes.saturating_sub(s.used_bytes))
 }
 
 impl NodeCache {
@@ -69,6 +83,7 @@ impl NodeCache {
                 .unwrap_or_default(),
             wanted: cache.spec.models.iter().map(|m| m.key()).collect(),
             live: trusted_status(cache, now, trust).is_some(),
+            free_bytes: free_bytes(cache, now, trust),
         }
     }
 
@@ -91,7 +106,12 @@ impl NodeCache {
             .map(|m| m.key())
             .collect();
         let live = trusted_status(cache, now, trust).is_some();
-        (!held.is_empty() || !wanted.is_empty() || live).then_some(Self { held, wanted, live })
+        (!held.is_empty() || !wanted.is_empty() || live).then(|| Self {
+            held,
+            wanted,
+            live,
+            free_bytes: free_bytes(cache, now, trust),
+        })
     }
 
     /// The model `key` as the node holds it, if listed.
@@ -272,5 +292,38 @@ mod tests {
             None,
             "a stale node that neither holds nor is asked to hold the model is left out"
         );
+    }
+
+    #[test]
+    fn a_heartbeat_dated_in_the_future_is_trusted_only_within_the_clock_skew() {
+        let now = Time(Timestamp::from_second(10_000).unwrap());
+        let trust = Duration::from_secs(600);
+        let beating_at = |second: i64| {
+            let mut cache = ModelCache::new("gpu-1", ModelCacheSpec::default());
+            cache.status = Some(ModelCacheStatus {
+                models: vec![CachedModel {
+                    repo: "o/m".into(),
+                    revision: "main".into(),
+                    phase: CachedModelPhase::Ready,
+                    public: true,
+                    ..Default::default()
+                }],
+                heartbeat_time: Some(Time(Timestamp::from_second(second).unwrap())),
+                ..Default::default()
+            });
+            cache
+        };
+        let slightly_ahead = NodeCache::of(&beating_at(10_030), &now, trust);
+        assert!(slightly_ahead.live && slightly_ahead.model("o/m@main").is_some());
+        // A year ahead: without the bound it would be trusted for a year.
+        let far_ahead = beating_at(10_000 + 365 * 86_400);
+        let seen = NodeCache::of(&far_ahead, &now, trust);
+        assert!(!seen.live && seen.held.is_empty(), "{seen:?}");
+        assert_eq!(
+            NodeCache::of_model(&far_ahead, "o/m@main", &now, trust),
+            None
+        );
+        assert!(!NodeCache::of(&beating_at(10_061), &now, trust).live);
+        assert!(NodeCache::of(&beating_at(10_060), &now, trust).live);
     }
 }

@@ -128,10 +128,15 @@ pub async fn write_pods(
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
     let volumes =
         crate::model_cache::volumes::create(&ctx.client, &namespace, uid, &decision.volumes).await;
-    if let Err(error) = volumes {
-        ctx.reservations.forget(&namespace, &pod_name);
-        return Err(error);
-    }
+    let created = match volumes {
+        Ok(created) => created,
+        Err(error) => {
+            ctx.reservations.forget(&namespace, &pod_name);
+            return Err(error);
+        }
+    };
+    // A refused claim: the pod fetches its model itself (`model_cache::volumes`).
+    let pod = &crate::model_cache::volumes::fall_back(pod, &decision.volumes, &created);
     let written = if decision.create_pod {
         create_pod(&pods, pod, job).await
     } else {

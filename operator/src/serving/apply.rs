@@ -116,13 +116,20 @@ pub async fn write_pods(
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
     let volumes =
         crate::model_cache::volumes::create(&ctx.client, &namespace, uid, &decision.volumes).await;
-    if let Err(error) = volumes {
-        for (pod, _) in &decision.create_pods {
-            ctx.reservations.forget(&namespace, &pod.name_any());
+    let created = match volumes {
+        Ok(created) => created,
+        Err(error) => {
+            for (pod, _) in &decision.create_pods {
+                ctx.reservations.forget(&namespace, &pod.name_any());
+            }
+            return Err(error);
         }
-        return Err(error);
-    }
-    let new: Vec<&Pod> = decision.create_pods.iter().map(|(pod, _)| pod).collect();
+    };
+    // A refused claim: the pods fetch their model themselves (`model_cache::volumes`).
+    let new: Vec<Pod> = (decision.create_pods.iter())
+        .map(|(pod, _)| crate::model_cache::volumes::fall_back(pod, &decision.volumes, &created))
+        .collect();
+    let new: Vec<&Pod> = new.iter().collect();
     create_pods(&pods, &new, job, ctx, "a replica pod").await?;
     for pod in &new {
         crate::model_cache::count_created(ctx, pod);

@@ -8,6 +8,7 @@
 //! * [`gpu_resources`]: GPU resources of nodes and pods; [`gpu_usage`]: GPUs taken per node,
 //!   summed as the pod watch goes.
 //! * [`model_caches`]: every node's ModelCache, watched only with `--model-cache`.
+//! * [`listed`]: which stores have their first full list, read without waiting.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -24,6 +25,7 @@ pub mod cached_job;
 pub mod deflate;
 pub mod gpu_resources;
 pub mod gpu_usage;
+pub mod listed;
 pub mod model_caches;
 pub mod namespaces;
 pub mod reflectors;
@@ -33,6 +35,7 @@ pub mod watch_retry;
 
 use cached_job::CachedJob;
 use gpu_usage::GpuUsage;
+pub use listed::{Listed, Listing};
 pub use relist::PodChange;
 use slim::SlimPod;
 
@@ -102,6 +105,8 @@ pub struct Stores {
     pub jobs: Store<CachedJob>,
     /// Every node's ModelCache (filled only with `--model-cache`).
     pub model_caches: Store<ModelCache>,
+    /// Which of these have their first full list.
+    pub listed: Listed,
 }
 
 impl Stores {
@@ -114,6 +119,7 @@ impl Stores {
         let inventory_version = Arc::new(AtomicU64::new(0));
         let jobs = Writer::<CachedJob>::default();
         let model_caches = Writer::<ModelCache>::default();
+        let listed = Listed::default();
         let stores = Self {
             nodes: nodes.as_reader(),
             job_pods: job_pods.as_reader(),
@@ -122,6 +128,7 @@ impl Stores {
             inventory_version: inventory_version.clone(),
             jobs: jobs.as_reader(),
             model_caches: model_caches.as_reader(),
+            listed: listed.clone(),
         };
         let writers = StoreWriters {
             nodes,
@@ -131,6 +138,7 @@ impl Stores {
             inventory_version,
             jobs,
             model_caches,
+            listed,
         };
         (stores, writers)
     }
@@ -195,6 +203,8 @@ pub struct StoreWriters {
     pub jobs: Writer<CachedJob>,
     /// ModelCaches: their reflector runs only with `--model-cache` (tests write directly).
     pub model_caches: Writer<ModelCache>,
+    /// Shared with [`Stores::listed`]: the reflectors mark each store at its first full list.
+    pub listed: Listed,
 }
 
 impl StoreWriters {
@@ -268,6 +278,9 @@ impl StoreWriters {
         relist(&mut self.node_classes);
         relist(&mut self.jobs);
         relist(&mut self.model_caches);
+        for which in Listing::ALL {
+            self.listed.mark(which);
+        }
     }
 }
 

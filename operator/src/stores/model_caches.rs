@@ -12,17 +12,21 @@ use tokio::sync::Notify;
 use tracing::warn;
 use vramfit_api::ModelCache;
 
+use super::listed::{Listed, Listing};
 use super::reflectors::list_config;
 use super::watch_retry::with_backoff;
 
 /// Fills `writer` with every ModelCache until the watch ends; each change, once stored,
 /// notifies `changed` (the sync task looks again) and `wake` (the jobs that wait, among them
-/// the served jobs whose replicas wait for a model, are reconciled).
+/// the served jobs whose replicas wait for a model, are reconciled) when `matters` says it may
+/// change a decision (a bare heartbeat does not). The first full list is marked in `listed`.
 pub async fn drive_model_cache_reflector(
     client: Client,
     writer: Writer<ModelCache>,
     changed: Arc<Notify>,
     wake: Arc<Notify>,
+    listed: Listed,
+    mut matters: impl FnMut(&watcher::Event<ModelCache>) -> bool + Send + 'static,
 ) {
     with_backoff(
         "modelcaches",
@@ -32,11 +36,15 @@ pub async fn drive_model_cache_reflector(
     .reflect(writer)
     .for_each(move |event| {
         match event {
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
-                changed.notify_one();
-                wake.notify_one();
+            Ok(event) => {
+                if matches!(event, watcher::Event::InitDone) {
+                    listed.mark(Listing::ModelCaches);
+                }
+                if matters(&event) {
+                    changed.notify_one();
+                    wake.notify_one();
+                }
             }
-            Ok(_) => {}
             Err(error) => warn!(%error, "ModelCache watch failed; retrying"),
         }
         futures::future::ready(())

@@ -19,6 +19,7 @@ use vramfit_api::pod_keys::{JOB_LABEL, NODE_CLASS_LABEL, fnv1a64};
 
 use super::StoreWriters;
 use super::gpu_resources::{GpuResources, is_schedulable, pod_gpu_request};
+use super::listed::Listing;
 use super::namespaces::{WatchNamespaces, watch_namespaces};
 use super::relist::ChangedPodOwners;
 use super::relist::PodChange;
@@ -50,10 +51,12 @@ pub async fn drive_reflectors(
         inventory_version,
         jobs: _,
         model_caches: _,
+        listed,
     } = writers;
 
     let node_wake = wake.clone();
     let node_version = inventory_version.clone();
+    let nodes_listed = listed.clone();
     let mut fingerprints: HashMap<String, u64> = HashMap::new();
     let nodes = with_backoff(
         "nodes",
@@ -78,6 +81,7 @@ pub async fn drive_reflectors(
                 node_version.fetch_add(1, Ordering::AcqRel);
             }
             Ok(watcher::Event::InitDone) => {
+                nodes_listed.mark(Listing::Nodes);
                 node_version.fetch_add(1, Ordering::AcqRel);
                 node_wake.notify_one();
             }
@@ -89,6 +93,7 @@ pub async fn drive_reflectors(
 
     let class_wake = wake.clone();
     let class_version = inventory_version;
+    let classes_listed = listed.clone();
     let classes = with_backoff(
         "gpunodeclasses",
         watcher(
@@ -107,7 +112,10 @@ pub async fn drive_reflectors(
                 class_version.fetch_add(1, Ordering::AcqRel);
                 class_wake.notify_one();
             }
-            Ok(_) => {
+            Ok(event) => {
+                if matches!(event, watcher::Event::InitDone) {
+                    classes_listed.mark(Listing::NodeClasses);
+                }
                 class_version.fetch_add(1, Ordering::AcqRel);
                 class_wake.notify_one();
             }
@@ -167,6 +175,9 @@ pub async fn drive_reflectors(
     let job_pods = job_pod_events.reflect(job_pods).for_each(move |event| {
         match event {
             Ok(event) => {
+                if matches!(event, watcher::Event::InitDone) {
+                    listed.mark(Listing::JobPods);
+                }
                 for change in changed_owners.observe(&event, &job_pod_store) {
                     // Fails only once the controller has stopped: nothing left to trigger.
                     let _ = pod_changes.unbounded_send(change);

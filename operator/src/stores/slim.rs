@@ -16,7 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use k8s_openapi::{ListableResource, Metadata, NamespaceResourceScope, Resource};
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// A Pod with only what vramfit reads (see the module documentation).
+/// A Pod with only what vramfit reads (see the module documentation). Its labels and
+/// annotations are kept apart from `metadata`: read them with [`SlimPod::label`],
+/// [`SlimPod::annotation`] or [`SlimPod::to_pod`] (`ResourceExt::annotations` and `labels` of
+/// a slim pod are always empty).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(from = "WirePod", into = "Pod")]
 pub struct SlimPod {
@@ -94,6 +97,17 @@ impl Pairs<CompactText> {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_text()))
             .collect()
+    }
+}
+
+impl<V> Pairs<V> {
+    /// The value of `key` (the pairs are sorted by key).
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .and_then(|index| self.0.get(index))
+            .map(|(_, value)| value)
     }
 }
 
@@ -279,6 +293,19 @@ impl SlimPod {
         }
     }
 
+    /// Label `key`'s value, if set.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// Annotation `key`'s value, if set (inflated when it was deflated).
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        self.annotations
+            .as_ref()?
+            .get(key)
+            .map(CompactText::to_text)
+    }
+
     /// A `Pod` with what this one holds (what the pure functions of the operator read).
     pub fn to_pod(&self) -> Pod {
         let full = |c: &SlimContainer| Container {
@@ -334,6 +361,15 @@ mod tests {
         });
         let slim: SlimPod = serde_json::from_value(text.clone()).unwrap();
         assert_eq!(slim.metadata.managed_fields, None);
+        // Labels and annotations are kept apart from the metadata: read through the slim
+        // pod's own accessors (or `to_pod`), never `ResourceExt`.
+        assert_eq!(
+            slim.annotation("vramfit.io/spec-hash").as_deref(),
+            Some("abc")
+        );
+        assert_eq!(slim.annotation("vramfit.io/cached-model"), None);
+        assert_eq!(slim.label("vramfit.io/job"), Some("chat"));
+        assert!(kube::ResourceExt::annotations(&slim).is_empty());
         assert_eq!(slim.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(slim.metadata.owner_references.as_ref().unwrap()[0].uid, "j");
         let pod = slim.to_pod();

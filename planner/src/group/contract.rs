@@ -23,8 +23,32 @@ pub struct WorkerFlag {
     pub evidence: &'static str,
 }
 
-/// Every flag of the workers' commands.
+/// Every flag of the workers' commands, and of a vLLM leader's where the job sets none.
 pub const WORKER_FLAGS: &[WorkerFlag] = &[
+    WorkerFlag {
+        engine: GroupEngine::VllmRay,
+        program: "multi-node-serving.sh leader",
+        flag: "--ray_port",
+        values: Some(Values::Count(1)),
+        passes: "`group.port` (6379): the Ray head's port, the one the workers join",
+        evidence: "vLLM `examples/online_serving/multi-node-serving.sh` `leader`: `--ray_port=*` (default 6379), then `ray start --head --port=$ray_port`; the same in vLLM's copies of 0.9.0 and later",
+    },
+    WorkerFlag {
+        engine: GroupEngine::VllmRay,
+        program: "multi-node-serving.sh leader",
+        flag: "--ray_cluster_size",
+        values: Some(Values::Count(2)),
+        passes: "the group's pods: the script returns once that many Ray nodes are alive",
+        evidence: "the same script: `--ray_cluster_size=*` (required), polled with `ray.init()` and `ray.nodes()` every 5 s",
+    },
+    WorkerFlag {
+        engine: GroupEngine::VllmRay,
+        program: "multi-node-serving.sh leader",
+        flag: "--ray_init_timeout",
+        values: Some(Values::Count(1)),
+        passes: "1800: seconds to wait for every worker, then exit 1 (vLLM's own wait for the workers' GPUs)",
+        evidence: "the same script: `--ray_init_timeout=*` (default 300)",
+    },
     WorkerFlag {
         engine: GroupEngine::VllmRay,
         program: "ray start",

@@ -79,11 +79,59 @@ impl RankAddress {
 pub struct RankLaunch {
     /// Replaces the job's command and args (a worker that runs another program), if set.
     pub command: Option<Vec<String>>,
+    /// The command where the job sets none (a vLLM leader: start the Ray head, wait for the
+    /// workers, then serve); a job's own command wins.
+    pub default_command: Option<Vec<String>>,
     /// Flags appended after the job's args and the plan's runtime flags (leader only).
     pub args: Vec<String>,
     /// Env set on this rank's container, beside the plan's env (a name here wins over the
     /// plan's and the job's).
     pub env: Vec<(String, String)>,
+}
+
+/// A container's command line: its `command` (`None`: the image's entrypoint) and `args`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandLine {
+    /// The container's `command`.
+    pub command: Option<Vec<String>>,
+    /// The container's `args`.
+    pub args: Vec<String>,
+}
+
+impl RankLaunch {
+    /// What this rank's container runs, from `one_pod`: the command line of the plan's one
+    /// pod (the job's command; the job's args, then the plan's flags). The operator builds
+    /// every rank's pod with it and `vramfit plan` shows it, so both say the same.
+    pub fn command_line(&self, one_pod: CommandLine) -> CommandLine {
+        if let Some(command) = &self.command {
+            // A worker that runs another program: its command line is the launch's alone.
+            return CommandLine {
+                command: Some(command.clone()),
+                args: Vec::new(),
+            };
+        }
+        let mut args = one_pod.args;
+        args.extend(self.args.iter().cloned());
+        CommandLine {
+            command: one_pod.command.or_else(|| self.default_command.clone()),
+            args,
+        }
+    }
+
+    /// `env` with this rank's variables: each replaces any of the same name (the job's, the
+    /// plan's) and comes after the others. `name` reads a variable's name, `var` makes one.
+    pub fn with_env<T>(
+        &self,
+        mut env: Vec<T>,
+        name: impl Fn(&T) -> &str,
+        var: impl Fn(String, String) -> T,
+    ) -> Vec<T> {
+        for (key, value) in &self.env {
+            env.retain(|v| name(v) != key.as_str());
+            env.push(var(key.clone(), value.clone()));
+        }
+        env
+    }
 }
 
 /// The env names a group sets on every rank: LeaderWorkerSet's, so images written for LWS
@@ -122,9 +170,8 @@ pub fn for_rank(job: &JobInput, plan: &Plan, address: &RankAddress) -> RankLaunc
         .collect();
     if group.nodes <= 1 {
         return RankLaunch {
-            command: None,
-            args: Vec::new(),
             env,
+            ..RankLaunch::default()
         };
     }
     let engine = match group.engine {
@@ -145,6 +192,7 @@ pub fn for_rank(job: &JobInput, plan: &Plan, address: &RankAddress) -> RankLaunc
     }
     RankLaunch {
         command: engine.command,
+        default_command: engine.default_command,
         args: engine.args,
         env,
     }

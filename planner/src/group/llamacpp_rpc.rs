@@ -79,12 +79,14 @@ pub(super) fn launch(plan: &Plan, group: &GroupPlan, address: &RankAddress) -> E
     if address.rank == 0 {
         EngineLaunch {
             command: None,
+            default_command: None,
             args: leader_args(plan, group, address),
             env: Vec::new(),
         }
     } else {
         EngineLaunch {
             command: Some(worker_command(group.port, plan.gpu_count)),
+            default_command: None,
             args: Vec::new(),
             env: Vec::new(),
         }

@@ -18,6 +18,7 @@ pub mod vllm_stages;
 /// What one engine adds for one rank.
 struct EngineLaunch {
     command: Option<Vec<String>>,
+    default_command: Option<Vec<String>>,
     args: Vec<String>,
     env: Vec<(String, String)>,
 }

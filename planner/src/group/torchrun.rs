@@ -38,6 +38,7 @@ pub(super) fn launch(plan: &Plan, group: &GroupPlan, address: &RankAddress) -> E
     ];
     EngineLaunch {
         command: None,
+        default_command: None,
         args: Vec::new(),
         env: env.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
     }

@@ -114,10 +114,10 @@ pub fn largest_stage(nodes: &Nodes, n: u32, plan: &mut vramfit_api::Plan) -> Res
         *reason = reason.replace(&format!("{even}{on_group}"), &format!("{needed}{on_group}"));
         if reason.starts_with("memory: ") {
             *reason = format!(
-                "memory: {needed} per GPU needed by the largest pipeline stage (weights {w}, KV cache {kv}, overhead {overhead}), {} usable of {} (buffer {} kept free)",
+                "memory: {needed} per GPU needed by the largest pipeline stage (weights {w}, KV cache {kv}, overhead {overhead}), {} usable of {} ({})",
                 gib(m.usable_per_gpu_mib),
                 gib(m.vram_per_gpu_mib),
-                gib(nodes.class.memory_buffer_mib)
+                crate::plan_common::kept_free(nodes.class, m.usable_per_gpu_mib)
             );
         }
     }

@@ -574,7 +574,7 @@ fn memory_reason(method: TuningMethod, m: &TrainingMemory, class: &NodeClass) ->
         _ => "adapters",
     };
     format!(
-        "memory: {} per GPU needed (weights {}, {trainable} {}, optimizer {}, activations {}, logits {}, runtime {}), {} usable of {} (buffer {} kept free)",
+        "memory: {} per GPU needed (weights {}, {trainable} {}, optimizer {}, activations {}, logits {}, runtime {}), {} usable of {} ({})",
         gib(m.needed_mib),
         gib(m.weights_mib),
         gib(m.trainable_mib),
@@ -584,7 +584,7 @@ fn memory_reason(method: TuningMethod, m: &TrainingMemory, class: &NodeClass) ->
         gib(m.runtime_mib),
         gib(m.usable_mib),
         gib(class.memory_mib),
-        gib(class.memory_buffer_mib)
+        crate::plan_common::kept_free(class, m.usable_mib)
     )
 }
 
