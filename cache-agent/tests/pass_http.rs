@@ -59,6 +59,17 @@ async fn expect_status_apply(handle: &mut Handle) -> Value {
     body
 }
 
+/// Answers the next `count` status applies; the last one's body.
+fn answer_applies(mut handle: Handle, count: usize) -> tokio::task::JoinHandle<Value> {
+    tokio::spawn(async move {
+        let mut last = Value::Null;
+        for _ in 0..count {
+            last = expect_status_apply(&mut handle).await;
+        }
+        last
+    })
+}
+
 fn git_blob_hex(bytes: &[u8]) -> String {
     let mut blob = format!("blob {}\0", bytes.len()).into_bytes();
     blob.extend_from_slice(bytes);
@@ -140,16 +151,49 @@ fn agent_with_resync(
     client: Client,
     resync: Duration,
 ) -> (CacheAgent, Arc<Metrics>, Arc<Readiness>) {
-    let mut cache = CacheConfig::new(root, 1 << 20);
+    agent_with_settings(plain_settings(root, endpoint, 1 << 20, resync), client)
+}
+
+/// A first agent's pass fetches `org/tiny` into the cache at `root`; the spec that wants it.
+async fn tiny_fetched(root: &std::path::Path, endpoint: &str) -> ModelCache {
+    let cache = model_cache(vec![wanted("org/tiny", false)]);
+    let (client, handle) = mock_api();
+    let (mut agent, _, _) = agent(root, endpoint, client);
+    let api = answer_applies(handle, 2);
+    assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
+    api.await.unwrap();
+    cache
+}
+
+/// An agent whose cache has room for one model (of `CONFIG`).
+fn agent_with_room_for_one(root: &std::path::Path, endpoint: &str, client: Client) -> CacheAgent {
+    let budget = CONFIG.len() as u64;
+    let settings = plain_settings(root, endpoint, budget, Duration::from_secs(60));
+    agent_with_settings(settings, client).0
+}
+
+/// Whether the cache at `root` holds `org/<name>`'s config file.
+fn holds(root: &std::path::Path, name: &str) -> bool {
+    root.join(format!("models/org--{name}/main/config.json"))
+        .exists()
+}
+
+/// A cache of `budget` bytes at `root` reading `endpoint` without a token.
+fn plain_settings(
+    root: &std::path::Path,
+    endpoint: &str,
+    budget: u64,
+    resync: Duration,
+) -> Settings {
+    let mut cache = CacheConfig::new(root, budget);
     cache.endpoint = endpoint.to_string();
-    let settings = Settings {
+    Settings {
         cache,
         token_file: None,
         token_scope: TokenScope::default(),
         resync,
         reverify_every: None,
-    };
-    agent_with_settings(settings, client)
+    }
 }
 
 fn agent_with_settings(
@@ -180,7 +224,7 @@ fn status_of(body: &Value) -> ModelCacheStatus {
 
 #[tokio::test]
 async fn the_status_is_a_forced_apply_of_the_status_subresource_and_nothing_else() {
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let status = ModelCacheStatus {
         budget_bytes: 100,
         used_bytes: 7,
@@ -188,7 +232,7 @@ async fn the_status_is_a_forced_apply_of_the_status_subresource_and_nothing_else
     };
     let writer = StatusWriter::new(client, NODE);
     let expected = apply_body(NODE, &status);
-    let api = tokio::spawn(async move { expect_status_apply(&mut handle).await });
+    let api = answer_applies(handle, 1);
     writer.write(&status).await.unwrap();
     let body = api.await.unwrap();
     assert_eq!(body, expected);
@@ -282,20 +326,10 @@ async fn passes_fetch_each_wanted_model_and_report_ready_and_failed() {
 async fn after_a_restart_a_complete_model_is_a_hit_and_is_not_downloaded_again() {
     let hub = start_hub().await;
     let root = tempfile::tempdir().unwrap();
-    let cache = model_cache(vec![wanted("org/tiny", false)]);
-    {
-        let (client, mut handle) = mock_api();
-        let (mut agent, _, _) = agent(root.path(), &hub, client);
-        let api = tokio::spawn(async move {
-            expect_status_apply(&mut handle).await;
-            expect_status_apply(&mut handle).await;
-        });
-        assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
-        api.await.unwrap();
-    }
-    let (client, mut handle) = mock_api();
+    let cache = tiny_fetched(root.path(), &hub).await;
+    let (client, handle) = mock_api();
     let (mut agent, metrics, _) = agent(root.path(), &hub, client);
-    let api = tokio::spawn(async move { expect_status_apply(&mut handle).await });
+    let api = answer_applies(handle, 1);
     assert_eq!(agent.pass(&cache).await, PassOutcome::Idle);
     let status = status_of(&api.await.unwrap());
     assert_eq!(status.fetching, None);
@@ -396,12 +430,9 @@ async fn the_token_reads_a_private_model_only_for_the_namespaces_it_serves() {
     let cache = model_cache(vec![wanted("private/tiny", false)]);
 
     // The token serves team-b, not team-a (the namespace that wants it): anonymous, refused.
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let (mut agent, _, _) = agent_with_settings(settings("team-b"), client);
-    let api = tokio::spawn(async move {
-        expect_status_apply(&mut handle).await;
-        expect_status_apply(&mut handle).await
-    });
+    let api = answer_applies(handle, 2);
     assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
     let refused = status_of(&api.await.unwrap());
     assert_eq!(refused.models[0].phase, CachedModelPhase::Failed);
@@ -413,12 +444,9 @@ async fn the_token_reads_a_private_model_only_for_the_namespaces_it_serves() {
     );
 
     // The token serves team-a: read with it, mountable by team-a only.
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let (mut agent, _, _) = agent_with_settings(settings("team-a"), client);
-    let api = tokio::spawn(async move {
-        expect_status_apply(&mut handle).await;
-        expect_status_apply(&mut handle).await
-    });
+    let api = answer_applies(handle, 2);
     assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
     let ready = status_of(&api.await.unwrap());
     let model = &ready.models[0];
@@ -432,26 +460,11 @@ async fn the_token_reads_a_private_model_only_for_the_namespaces_it_serves() {
 async fn a_less_needed_model_never_evicts_a_more_needed_one() {
     let hub = start_hub().await;
     let root = tempfile::tempdir().unwrap();
-    let (client, mut handle) = mock_api();
-    let mut cache = CacheConfig::new(root.path(), CONFIG.len() as u64);
-    cache.endpoint = hub.clone();
-    let settings = Settings {
-        cache,
-        token_file: None,
-        token_scope: TokenScope::default(),
-        resync: Duration::from_secs(60),
-        reverify_every: None,
-    };
-    let (mut agent, _, _) = agent_with_settings(settings, client);
+    let (client, handle) = mock_api();
+    let mut agent = agent_with_room_for_one(root.path(), &hub, client);
     // Room for one of them: the first listed is the more needed.
     let spec = model_cache(vec![wanted("org/tiny", false), wanted("org/twin", false)]);
-    let api = tokio::spawn(async move {
-        let mut last = None;
-        for _ in 0..4 {
-            last = Some(expect_status_apply(&mut handle).await);
-        }
-        last.unwrap()
-    });
+    let api = answer_applies(handle, 4);
     assert_eq!(agent.pass(&spec).await, PassOutcome::Fetched);
     assert_eq!(agent.pass(&spec).await, PassOutcome::Fetched);
     let status = status_of(&api.await.unwrap());
@@ -466,17 +479,8 @@ async fn a_less_needed_model_never_evicts_a_more_needed_one() {
         "{:?}",
         status.models[1]
     );
-    assert!(
-        root.path()
-            .join("models/org--tiny/main/config.json")
-            .exists()
-    );
-    assert!(
-        !root
-            .path()
-            .join("models/org--twin/main/config.json")
-            .exists()
-    );
+    assert!(holds(root.path(), "tiny"));
+    assert!(!holds(root.path(), "twin"));
 }
 
 #[tokio::test]
@@ -527,17 +531,7 @@ async fn the_loop_waits_for_its_model_cache_then_reports_and_stops_on_shutdown()
 async fn a_served_file_changed_or_a_link_planted_is_caught_and_fetched_again() {
     let hub = start_hub().await;
     let root = tempfile::tempdir().unwrap();
-    let cache = model_cache(vec![wanted("org/tiny", false)]);
-    {
-        let (client, mut handle) = mock_api();
-        let (mut agent, _, _) = agent(root.path(), &hub, client);
-        let api = tokio::spawn(async move {
-            expect_status_apply(&mut handle).await;
-            expect_status_apply(&mut handle).await;
-        });
-        assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
-        api.await.unwrap();
-    }
+    let cache = tiny_fetched(root.path(), &hub).await;
     // A pod that could write the folder: the same size, other bytes; and a link to a file
     // outside the folder.
     let folder = root.path().join("models/org--tiny/main");
@@ -596,21 +590,18 @@ async fn a_narrowed_token_scope_takes_readers_away_at_once() {
         }
     };
     let cache = model_cache(vec![wanted("private/tiny", false)]);
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let (mut agent, _, _) = agent_with_settings(settings(&["team-a", "team-b"]), client);
-    let api = tokio::spawn(async move {
-        expect_status_apply(&mut handle).await;
-        expect_status_apply(&mut handle).await
-    });
+    let api = answer_applies(handle, 2);
     assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
     let ready = status_of(&api.await.unwrap());
     assert_eq!(ready.models[0].namespaces, ["team-a", "team-b"]);
 
     // The scope no longer names team-a: its pods may no longer mount the model, and the
     // status says so on the first pass, with no fetch.
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let (mut agent, _, _) = agent_with_settings(settings(&["team-b"]), client);
-    let api = tokio::spawn(async move { expect_status_apply(&mut handle).await });
+    let api = answer_applies(handle, 1);
     assert_eq!(agent.pass(&cache).await, PassOutcome::Idle);
     let narrowed = status_of(&api.await.unwrap());
     let model = &narrowed.models[0];
@@ -621,9 +612,9 @@ async fn a_narrowed_token_scope_takes_readers_away_at_once() {
     // No token any more: nobody.
     let mut without = settings(&["team-b"]);
     without.token_file = None;
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let (mut agent, _, _) = agent_with_settings(without, client);
-    let api = tokio::spawn(async move { expect_status_apply(&mut handle).await });
+    let api = answer_applies(handle, 1);
     agent.pass(&cache).await;
     let none = status_of(&api.await.unwrap());
     let model = none
@@ -645,13 +636,10 @@ async fn one_unreadable_record_never_stops_the_cache() {
     std::fs::create_dir_all(&bad_folder).unwrap();
     std::fs::write(bad_folder.join("config.json"), b"?").unwrap();
 
-    let (client, mut handle) = mock_api();
+    let (client, handle) = mock_api();
     let (mut agent, _, readiness) = agent(root.path(), &hub, client);
     let cache = model_cache(vec![wanted("org/tiny", false), wanted("org/twin", false)]);
-    let api = tokio::spawn(async move {
-        expect_status_apply(&mut handle).await;
-        expect_status_apply(&mut handle).await
-    });
+    let api = answer_applies(handle, 2);
     assert_eq!(agent.pass(&cache).await, PassOutcome::Fetched);
     let status = status_of(&api.await.unwrap());
     assert!(readiness.is_ready());
@@ -665,24 +653,9 @@ async fn one_unreadable_record_never_stops_the_cache() {
 async fn eviction_reads_what_is_in_use_from_the_spec_as_it_is_when_the_fetch_evicts() {
     let hub = start_hub().await;
     let root = tempfile::tempdir().unwrap();
-    let (client, mut handle) = mock_api();
-    let mut cache = CacheConfig::new(root.path(), CONFIG.len() as u64);
-    cache.endpoint = hub.clone();
-    let settings = Settings {
-        cache,
-        token_file: None,
-        token_scope: TokenScope::default(),
-        resync: Duration::from_secs(60),
-        reverify_every: None,
-    };
-    let (mut agent, _, _) = agent_with_settings(settings, client);
-    let api = tokio::spawn(async move {
-        let mut last = None;
-        for _ in 0..4 {
-            last = Some(expect_status_apply(&mut handle).await);
-        }
-        last.unwrap()
-    });
+    let (client, handle) = mock_api();
+    let mut agent = agent_with_room_for_one(root.path(), &hub, client);
+    let api = answer_applies(handle, 4);
     // Room for one model: tiny is cached first.
     let first = model_cache(vec![wanted("org/tiny", false)]);
     assert_eq!(agent.pass(&first).await, PassOutcome::Fetched);
@@ -697,16 +670,6 @@ async fn eviction_reads_what_is_in_use_from_the_spec_as_it_is_when_the_fetch_evi
     assert_eq!(agent.pass(&started_from).await, PassOutcome::Fetched);
     let status = status_of(&api.await.unwrap());
     assert_eq!(status.models[0].phase, CachedModelPhase::Failed);
-    assert!(
-        root.path()
-            .join("models/org--tiny/main/config.json")
-            .exists(),
-        "a model in use now was evicted"
-    );
-    assert!(
-        !root
-            .path()
-            .join("models/org--twin/main/config.json")
-            .exists()
-    );
+    assert!(holds(root.path(), "tiny"), "a model in use now was evicted");
+    assert!(!holds(root.path(), "twin"));
 }

@@ -140,16 +140,25 @@ pub async fn real_dirs(base: &Path, parts: &[&str]) -> std::io::Result<PathBuf> 
 /// sockets), without following any; never descends into a link. The `/`-separated paths
 /// removed, sorted. A `dir` that is itself not a real folder is removed whole.
 pub async fn remove_foreign(dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut removed = Vec::new();
     match entry_kind(dir).await? {
-        EntryKind::Absent => return Ok(removed),
+        EntryKind::Absent => return Ok(Vec::new()),
         EntryKind::Dir => {}
         EntryKind::File(_) | EntryKind::Foreign(_) => {
             remove_entry(dir).await?;
-            removed.push(".".to_string());
-            return Ok(removed);
+            return Ok(vec![".".to_string()]);
         }
     }
+    remove_below(dir, |_, kind| matches!(kind, EntryKind::Foreign(_))).await
+}
+
+/// Walks the real folder `dir` without following any link, descending only into real
+/// folders, and removes every other entry for which `doomed(relative path, kind)` holds;
+/// the `/`-separated paths removed, sorted.
+pub async fn remove_below(
+    dir: &Path,
+    doomed: impl Fn(&str, &EntryKind) -> bool,
+) -> std::io::Result<Vec<String>> {
+    let mut removed = Vec::new();
     let mut folders = vec![(dir.to_path_buf(), String::new())];
     while let Some((folder, prefix)) = folders.pop() {
         let mut entries = tokio::fs::read_dir(&folder).await?;
@@ -157,11 +166,12 @@ pub async fn remove_foreign(dir: &Path) -> std::io::Result<Vec<String>> {
             let relative = join(&prefix, &entry.file_name().to_string_lossy());
             match entry_kind(&entry.path()).await? {
                 EntryKind::Dir => folders.push((entry.path(), relative)),
-                EntryKind::Foreign(_) => {
+                EntryKind::Absent => {}
+                kind if doomed(&relative, &kind) => {
                     remove_entry(&entry.path()).await?;
                     removed.push(relative);
                 }
-                EntryKind::File(_) | EntryKind::Absent => {}
+                EntryKind::File(_) | EntryKind::Foreign(_) => {}
             }
         }
     }

@@ -17,7 +17,7 @@ use std::ops::Bound;
 use std::time::Instant;
 
 use crate::layout::Layout;
-use crate::no_follow::{EntryKind, entry_kind, join, remove_entry};
+use crate::no_follow::{EntryKind, entry_kind, remove_below, remove_entry};
 use crate::store::{ModelRecord, Store, StoreError};
 use crate::verify::{Expected, Hasher, check, hash_file};
 
@@ -185,28 +185,13 @@ async fn remove_unknown(
     dir: &std::path::Path,
     known: &BTreeSet<&str>,
 ) -> std::io::Result<Vec<String>> {
-    let mut removed = Vec::new();
     if entry_kind(dir).await? != EntryKind::Dir {
-        return Ok(removed);
+        return Ok(Vec::new());
     }
-    let mut folders = vec![(dir.to_path_buf(), String::new())];
-    while let Some((folder, prefix)) = folders.pop() {
-        let mut entries = tokio::fs::read_dir(&folder).await?;
-        while let Some(entry) = entries.next_entry().await? {
-            let relative = join(&prefix, &entry.file_name().to_string_lossy());
-            match entry_kind(&entry.path()).await? {
-                EntryKind::Dir => folders.push((entry.path(), relative)),
-                EntryKind::File(_) if known.contains(relative.as_str()) => {}
-                EntryKind::Absent => {}
-                EntryKind::File(_) | EntryKind::Foreign(_) => {
-                    remove_entry(&entry.path()).await?;
-                    removed.push(relative);
-                }
-            }
-        }
-    }
-    removed.sort();
-    Ok(removed)
+    remove_below(dir, |relative, kind| {
+        !matches!(kind, EntryKind::File(_)) || !known.contains(relative)
+    })
+    .await
 }
 
 /// Writes what `report` found into the model's record: a damaged model is no longer complete

@@ -19,7 +19,7 @@ use vramfit_cache::layout::{Layout, partial_path};
 use vramfit_cache::manifest::{ManifestError, ManifestLimits, list_manifest, resolve_url};
 use vramfit_cache::store::{Access, Store};
 use vramfit_cache::verify::Mismatch;
-use vramfit_cache::{CacheConfig, Credential, FetchError, fetch_model};
+use vramfit_cache::{CacheConfig, Credential, FetchError, Fetched, fetch_model};
 use vramfit_hub::{HubClient, HubConfig, RepoRef};
 
 /// What the server saw of one request.
@@ -382,6 +382,42 @@ fn repo(text: &str) -> RepoRef {
     RepoRef::parse(text).unwrap()
 }
 
+/// A Hub serving `org/<name>` for each of `names`, models of 10,000 bytes of weights seeded
+/// `first_seed` on.
+async fn start_models(first_seed: u8, names: &[&str]) -> Shared {
+    start(|hub| {
+        for (i, name) in names.iter().enumerate() {
+            hub.add(&format!("org/{name}"), model(first_seed + i as u8, 10_000));
+        }
+    })
+    .await
+}
+
+/// Fetches `name` without a token, no model in use.
+async fn fetch(cfg: &CacheConfig, name: &str) -> Result<Fetched, FetchError> {
+    fetch_model(cfg, &repo(name), None, &BTreeSet::new()).await
+}
+
+/// Fetches `name` into the cache at `root` without a budget; its size in bytes.
+async fn model_bytes(hub: &Hub, root: &std::path::Path, name: &str) -> u64 {
+    fetch(&config(hub, root, 1 << 30), name)
+        .await
+        .unwrap()
+        .record
+        .total_bytes
+}
+
+/// With `org/a` cached, fetches `org/b` under a budget of two models and a half (models of
+/// `one` byte each), and makes `org/b` the more recently used; that config and the store.
+async fn b_cached_after_a(hub: &Hub, root: &std::path::Path, one: u64) -> (CacheConfig, Store) {
+    let cfg = config(hub, root, one * 5 / 2);
+    fetch(&cfg, "org/b").await.unwrap();
+    let store = Store::new(Layout::new(root));
+    store.touch(&repo("org/a"), 100).await.unwrap();
+    store.touch(&repo("org/b"), 200).await.unwrap();
+    (cfg, store)
+}
+
 /// The cached file's bytes.
 fn cached(root: &std::path::Path, model: &str, path: &str) -> Vec<u8> {
     std::fs::read(Layout::new(root).file_path(&repo(model), path)).unwrap()
@@ -432,14 +468,9 @@ async fn the_listing_follows_its_pages_and_refuses_a_path_out_of_the_folder() {
     );
 
     let root = tempfile::tempdir().unwrap();
-    let error = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/hostile"),
-        None,
-        &BTreeSet::new(),
-    )
-    .await
-    .unwrap_err();
+    let error = fetch(&config(&hub, root.path(), 1 << 30), "org/hostile")
+        .await
+        .unwrap_err();
     match &error {
         FetchError::Manifest(ManifestError::Invalid { message, .. }) => {
             assert!(message.contains("\"../../escape\" is refused"), "{message}")
@@ -473,14 +504,9 @@ async fn an_interrupted_download_resumes_with_a_range_request_and_ends_verified(
     })
     .await;
     let root = tempfile::tempdir().unwrap();
-    let fetched = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/big"),
-        None,
-        &BTreeSet::new(),
-    )
-    .await
-    .unwrap();
+    let fetched = fetch(&config(&hub, root.path(), 1 << 30), "org/big")
+        .await
+        .unwrap();
     let weights: Vec<Seen> = hub
         .seen
         .lock()
@@ -547,14 +573,9 @@ async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served()
 
     // The same file corrupted once more: `fetch_model` fetches it again from 0.
     hub.corrupt_once.lock().unwrap().insert(key.into());
-    let fetched = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/noisy"),
-        None,
-        &BTreeSet::new(),
-    )
-    .await
-    .unwrap();
+    let fetched = fetch(&config(&hub, root.path(), 1 << 30), "org/noisy")
+        .await
+        .unwrap();
     assert!(fetched.record.complete);
     assert_eq!(
         cached(root.path(), "org/noisy", "tokenizer/tokenizer.json"),
@@ -571,14 +592,9 @@ async fn bytes_corrupted_in_transit_are_deleted_and_fetched_again_never_served()
     assert_eq!(asked, [None, None, None], "the first try, then two from 0");
 
     // Corrupt on every try: the fetch fails and the model is never mountable.
-    let error = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/broken"),
-        None,
-        &BTreeSet::new(),
-    )
-    .await
-    .unwrap_err();
+    let error = fetch(&config(&hub, root.path(), 1 << 30), "org/broken")
+        .await
+        .unwrap_err();
     assert!(
         error
             .to_string()
@@ -602,24 +618,17 @@ async fn a_truncated_or_unverified_corrupt_file_in_place_is_fetched_again() {
     .await;
     let root = tempfile::tempdir().unwrap();
     let cfg = config(&hub, root.path(), 1 << 30);
-    let none = BTreeSet::new();
-    fetch_model(&cfg, &repo("org/m"), None, &none)
-        .await
-        .unwrap();
+    fetch(&cfg, "org/m").await.unwrap();
     let weights = Layout::new(root.path()).file_path(&repo("org/m"), "model.safetensors");
 
     // Nothing to do when every file is in place.
-    let again = fetch_model(&cfg, &repo("org/m"), None, &none)
-        .await
-        .unwrap();
+    let again = fetch(&cfg, "org/m").await.unwrap();
     assert!(again.downloaded.is_empty());
 
     // Truncated on disk: the size check catches it.
     let full = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &full[..1000]).unwrap();
-    let again = fetch_model(&cfg, &repo("org/m"), None, &none)
-        .await
-        .unwrap();
+    let again = fetch(&cfg, "org/m").await.unwrap();
     assert_eq!(again.downloaded, ["model.safetensors"]);
     assert_eq!(std::fs::read(&weights).unwrap(), full);
 
@@ -632,9 +641,7 @@ async fn a_truncated_or_unverified_corrupt_file_in_place_is_fetched_again() {
     let mut corrupt = full.clone();
     corrupt[10] ^= 0xff;
     std::fs::write(&weights, &corrupt).unwrap();
-    let again = fetch_model(&cfg, &repo("org/m"), None, &none)
-        .await
-        .unwrap();
+    let again = fetch(&cfg, "org/m").await.unwrap();
     assert_eq!(again.downloaded, ["model.safetensors"]);
     assert_eq!(std::fs::read(&weights).unwrap(), full);
     assert!(again.record.verified.contains_key("model.safetensors"));
@@ -763,32 +770,11 @@ async fn a_cached_gated_model_is_granted_only_to_tokens_that_read_it() {
 
 #[tokio::test]
 async fn the_budget_evicts_the_least_recently_used_model_not_in_use() {
-    let hub = start(|hub| {
-        for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
-            hub.add(&format!("org/{name}"), model(20 + i as u8, 10_000));
-        }
-    })
-    .await;
+    let hub = start_models(20, &["a", "b", "c", "d"]).await;
     let root = tempfile::tempdir().unwrap();
-    let none = BTreeSet::new();
-    let one = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/a"),
-        None,
-        &none,
-    )
-    .await
-    .unwrap()
-    .record
-    .total_bytes;
+    let one = model_bytes(&hub, root.path(), "org/a").await;
     // Room for two models and a half.
-    let cfg = config(&hub, root.path(), one * 5 / 2);
-    fetch_model(&cfg, &repo("org/b"), None, &none)
-        .await
-        .unwrap();
-    let store = Store::new(Layout::new(root.path()));
-    store.touch(&repo("org/a"), 100).await.unwrap();
-    store.touch(&repo("org/b"), 200).await.unwrap();
+    let (cfg, store) = b_cached_after_a(&hub, root.path(), one).await;
 
     // "a" is the least recently used, but a pod runs it: "b" goes.
     let in_use = BTreeSet::from(["org/a@main".to_string()]);
@@ -829,10 +815,7 @@ async fn a_branch_that_moved_is_brought_to_its_new_files() {
     .await;
     let root = tempfile::tempdir().unwrap();
     let cfg = config(&hub, root.path(), 1 << 30);
-    let none = BTreeSet::new();
-    fetch_model(&cfg, &repo("org/moving"), None, &none)
-        .await
-        .unwrap();
+    fetch(&cfg, "org/moving").await.unwrap();
 
     // `main` moves: the weights change (same size, other bytes), the tokenizer goes, a
     // generation config comes.
@@ -845,9 +828,7 @@ async fn a_branch_that_moved_is_brought_to_its_new_files() {
         lfs: false,
     });
     hub.repos.lock().unwrap().insert("org/moving".into(), moved);
-    let fetched = fetch_model(&cfg, &repo("org/moving"), None, &none)
-        .await
-        .unwrap();
+    let fetched = fetch(&cfg, "org/moving").await.unwrap();
     assert_eq!(
         fetched.downloaded,
         ["model.safetensors", "generation_config.json"]
@@ -930,13 +911,8 @@ async fn links_planted_in_a_model_folder_are_removed_never_followed_and_the_othe
     .await;
     let root = tempfile::tempdir().unwrap();
     let cfg = config(&hub, root.path(), 1 << 30);
-    let none = BTreeSet::new();
-    fetch_model(&cfg, &repo("org/a"), None, &none)
-        .await
-        .unwrap();
-    fetch_model(&cfg, &repo("org/b"), None, &none)
-        .await
-        .unwrap();
+    fetch(&cfg, "org/a").await.unwrap();
+    fetch(&cfg, "org/b").await.unwrap();
     let layout = Layout::new(root.path());
     let a = layout.model_dir(&repo("org/a"));
     let b = layout.model_dir(&repo("org/b"));
@@ -959,9 +935,7 @@ async fn links_planted_in_a_model_folder_are_removed_never_followed_and_the_othe
     std::fs::remove_dir_all(a.join("tokenizer")).unwrap();
     std::os::unix::fs::symlink(b.join("tokenizer"), a.join("tokenizer")).unwrap();
 
-    let fetched = fetch_model(&cfg, &repo("org/a"), None, &none)
-        .await
-        .unwrap();
+    let fetched = fetch(&cfg, "org/a").await.unwrap();
     let mut downloaded = fetched.downloaded.clone();
     downloaded.sort();
     assert_eq!(
@@ -986,31 +960,10 @@ async fn links_planted_in_a_model_folder_are_removed_never_followed_and_the_othe
 
 #[tokio::test]
 async fn eviction_protects_what_is_in_use_when_it_evicts_not_when_the_fetch_started() {
-    let hub = start(|hub| {
-        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-            hub.add(&format!("org/{name}"), model(60 + i as u8, 10_000));
-        }
-    })
-    .await;
+    let hub = start_models(60, &["a", "b", "c"]).await;
     let root = tempfile::tempdir().unwrap();
-    let none = BTreeSet::new();
-    let one = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/a"),
-        None,
-        &none,
-    )
-    .await
-    .unwrap()
-    .record
-    .total_bytes;
-    let cfg = config(&hub, root.path(), one * 5 / 2);
-    fetch_model(&cfg, &repo("org/b"), None, &none)
-        .await
-        .unwrap();
-    let store = Store::new(Layout::new(root.path()));
-    store.touch(&repo("org/a"), 100).await.unwrap();
-    store.touch(&repo("org/b"), 200).await.unwrap();
+    let one = model_bytes(&hub, root.path(), "org/a").await;
+    let (cfg, store) = b_cached_after_a(&hub, root.path(), one).await;
 
     // Nothing is in use when the fetch of c starts; a pod starts mounting a while c is being
     // listed. Asked at eviction time, the set protects a: b goes instead.
@@ -1037,24 +990,9 @@ async fn eviction_protects_what_is_in_use_when_it_evicts_not_when_the_fetch_star
 
 #[tokio::test]
 async fn partial_downloads_count_against_the_budget() {
-    let hub = start(|hub| {
-        for (i, name) in ["a", "b"].into_iter().enumerate() {
-            hub.add(&format!("org/{name}"), model(70 + i as u8, 10_000));
-        }
-    })
-    .await;
+    let hub = start_models(70, &["a", "b"]).await;
     let root = tempfile::tempdir().unwrap();
-    let none = BTreeSet::new();
-    let one = fetch_model(
-        &config(&hub, root.path(), 1 << 30),
-        &repo("org/a"),
-        None,
-        &none,
-    )
-    .await
-    .unwrap()
-    .record
-    .total_bytes;
+    let one = model_bytes(&hub, root.path(), "org/a").await;
     // An interrupted download of another model: its record holds no file in place, its
     // partial file a whole model's bytes.
     let store = Store::new(Layout::new(root.path()));
@@ -1072,37 +1010,24 @@ async fn partial_downloads_count_against_the_budget() {
 
     // Room for two models and a half: a and the partial hold two, b needs one more.
     let cfg = config(&hub, root.path(), one * 5 / 2);
-    let fetched = fetch_model(&cfg, &repo("org/b"), None, &none)
-        .await
-        .unwrap();
+    let fetched = fetch(&cfg, "org/b").await.unwrap();
     assert_eq!(fetched.evicted, ["org/interrupted@main"]);
     assert!(!dir.exists());
 }
 
 #[tokio::test]
 async fn an_unreadable_record_is_a_model_not_cached_and_is_fetched_again() {
-    let hub = start(|hub| {
-        hub.add("org/a", model(80, 10_000));
-        hub.add("org/b", model(81, 10_000));
-    })
-    .await;
+    let hub = start_models(80, &["a", "b"]).await;
     let root = tempfile::tempdir().unwrap();
     let cfg = config(&hub, root.path(), 1 << 30);
-    let none = BTreeSet::new();
-    fetch_model(&cfg, &repo("org/a"), None, &none)
-        .await
-        .unwrap();
+    fetch(&cfg, "org/a").await.unwrap();
     let layout = Layout::new(root.path());
     std::fs::write(layout.record_path(&repo("org/a")), b"{ not json").unwrap();
 
     // Another model's fetch goes on (and forgets the unreadable one's folder).
-    fetch_model(&cfg, &repo("org/b"), None, &none)
-        .await
-        .unwrap();
+    fetch(&cfg, "org/b").await.unwrap();
     // Its own fetch starts a new record: every file is checked again, and it is complete.
-    let fetched = fetch_model(&cfg, &repo("org/a"), None, &none)
-        .await
-        .unwrap();
+    let fetched = fetch(&cfg, "org/a").await.unwrap();
     assert!(fetched.record.complete);
     for file in model(80, 10_000) {
         assert_eq!(cached(root.path(), "org/a", &file.path), file.bytes);
@@ -1116,15 +1041,12 @@ async fn a_fetch_past_its_deadline_fails_and_the_next_one_resumes() {
     })
     .await;
     let root = tempfile::tempdir().unwrap();
-    let none = BTreeSet::new();
     let cfg = CacheConfig {
         deadline: Duration::from_millis(500),
         ..config(&hub, root.path(), 1 << 30)
     };
     let started = std::time::Instant::now();
-    let error = fetch_model(&cfg, &repo("org/slow"), None, &none)
-        .await
-        .unwrap_err();
+    let error = fetch(&cfg, "org/slow").await.unwrap_err();
     assert!(matches!(error, FetchError::Deadline { .. }), "{error}");
     assert!(started.elapsed() < Duration::from_secs(2));
     let store = Store::new(Layout::new(root.path()));
@@ -1138,9 +1060,7 @@ async fn a_fetch_past_its_deadline_fails_and_the_next_one_resumes() {
     );
     // The lock was released with the fetch.
     let cfg = config(&hub, root.path(), 1 << 30);
-    let fetched = fetch_model(&cfg, &repo("org/slow"), None, &none)
-        .await
-        .unwrap();
+    let fetched = fetch(&cfg, "org/slow").await.unwrap();
     assert!(fetched.record.complete);
 }
 

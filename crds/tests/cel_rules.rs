@@ -1,22 +1,15 @@
 //! The CRDs' CEL rules, evaluated client-side with kube's CEL engine against the generated
 //! schema: every rule compiles, every example passes, and each kind of bad manifest is
 //! rejected with the message a person will see from the API server.
+mod support;
+
 use std::path::Path;
 
-use kube::CustomResourceExt;
 use kube::core::cel::{ValidationErrors, Validator, compile_schema};
 use serde_json::{Value, json};
 use vramfit_api::{GpuNodeClass, InferenceJob};
 
-fn schema<T: CustomResourceExt>() -> Value {
-    let crd = T::crd();
-    let schema = crd.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .expect("generated CRD has a schema");
-    serde_json::to_value(schema).expect("schema serializes")
-}
+use support::crd_schema as schema;
 
 fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Result<(), ValidationErrors> {
     Validator::new().validate(schema, object, old)

@@ -2,22 +2,15 @@
 //! (`WantedModel::problem`) accepts exactly what the CRD accepts (its bounds and its CEL rules,
 //! evaluated client-side), so that the operator leaves a bad entry out instead of writing a
 //! spec the API server refuses whole.
-use kube::CustomResourceExt;
+mod support;
+
 use kube::core::cel::Validator;
-use serde_json::{Value, json};
+use serde_json::json;
 use vramfit_api::ModelCache;
 use vramfit_api::model_cache::WantedModel;
 use vramfit_api::schema_check::{check, openapi_schema};
 
-fn cel_schema() -> Value {
-    let crd = ModelCache::crd();
-    let schema = crd.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .expect("generated CRD has a schema");
-    serde_json::to_value(schema).expect("schema serializes")
-}
+use support::crd_schema;
 
 /// Whether the API server would store a ModelCache whose spec holds `model` alone.
 fn crd_accepts(model: &WantedModel) -> bool {
@@ -28,7 +21,7 @@ fn crd_accepts(model: &WantedModel) -> bool {
     });
     let bounds = check(&openapi_schema::<ModelCache>(), &mut object).is_empty();
     let rules = Validator::new()
-        .validate(&cel_schema(), &object, None)
+        .validate(&crd_schema::<ModelCache>(), &object, None)
         .is_ok();
     bounds && rules
 }

@@ -253,6 +253,7 @@ mod tests {
     use crate::fixtures;
     use crate::group::testing::{group_job, two_node_plan};
     use crate::reconcile::build::{desired_pod, recorded_spec_hash};
+    use vramfit_api::InferenceJob;
     use vramfit_planner::resolve_job;
 
     #[test]
@@ -309,6 +310,17 @@ mod tests {
         }
     }
 
+    /// `job`'s one-pod build on an `a10g` class of 4 GPUs and its two ranks, generation 3,
+    /// one a node.
+    fn two_node_group(job: &InferenceJob) -> (Pod, Vec<Pod>) {
+        let input = resolve_job(&job.spec).unwrap();
+        let class = fixtures::class("a10g", 4);
+        let plan = two_node_plan(&input, &class);
+        let base = desired_pod(job, &input, &plan, &class, 3).unwrap();
+        let pods = group_pods(&base, &input, &plan, "big", 3, GroupSpread::Node).unwrap();
+        (base, pods)
+    }
+
     fn command_line(pod: &Pod) -> (Option<Vec<String>>, Option<Vec<String>>) {
         let container = &pod.spec.as_ref().unwrap().containers[0];
         (container.command.clone(), container.args.clone())
@@ -318,11 +330,7 @@ mod tests {
     fn a_vllm_leader_without_a_command_starts_the_ray_head_then_serves_with_every_flag() {
         let job = group_job("big", 2);
         assert!(job.spec.command.is_empty());
-        let input = resolve_job(&job.spec).unwrap();
-        let class = fixtures::class("a10g", 4);
-        let plan = two_node_plan(&input, &class);
-        let base = desired_pod(&job, &input, &plan, &class, 3).unwrap();
-        let pods = group_pods(&base, &input, &plan, "big", 3, GroupSpread::Node).unwrap();
+        let (base, pods) = two_node_group(&job);
 
         let (command, args) = command_line(&pods[0]);
         assert_eq!(
@@ -371,11 +379,7 @@ mod tests {
             "-c".into(),
             "ray start --head --port=$VRAMFIT_GROUP_PORT && exec vllm serve \"$VRAMFIT_MODEL\" $VRAMFIT_RUNTIME_ARGS".into(),
         ];
-        let input = resolve_job(&job.spec).unwrap();
-        let class = fixtures::class("a10g", 4);
-        let plan = two_node_plan(&input, &class);
-        let base = desired_pod(&job, &input, &plan, &class, 3).unwrap();
-        let pods = group_pods(&base, &input, &plan, "big", 3, GroupSpread::Node).unwrap();
+        let (base, pods) = two_node_group(&job);
         let (command, args) = command_line(&pods[0]);
         assert_eq!(command.unwrap(), job.spec.command);
         let (_, base_args) = command_line(&base);

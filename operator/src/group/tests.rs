@@ -597,6 +597,31 @@ async fn running_llama_cpp_group(
     (with_status(&job, &running), pods)
 }
 
+/// A pass that replaces [`running_llama_cpp_group`]'s group: it deletes the pods `deleted`
+/// of group big-1, places group big-2 and removes big-1's objects; the status it applies.
+async fn llama_cpp_group_replaced(
+    ctx: &Arc<crate::Context>,
+    job: &InferenceJob,
+    api: &mut ApiServerVerifier,
+    deleted: &[&str],
+) -> Value {
+    let mut replaced = Value::Null;
+    run(ctx, job, api, async |api| {
+        for pod in deleted {
+            api.pod_delete(pod).await;
+        }
+        group_objects_created(api, "big-2").await;
+        // The next group is planned anew: the job's model fits one A10G (the two nodes over
+        // RPC were this test's plan), so its one pod is a leader that waits for nobody.
+        api.pod_create("big-2-0").await;
+        replaced = api.status_apply(job).await;
+        api.events("big", &["Disrupted", "PodCreated"]).await;
+        group_objects_deleted(api, "big-1").await;
+    })
+    .await;
+    replaced
+}
+
 /// A llama.cpp group's leader lost after it was created (listed, so not awaited again) ends
 /// the group: a new group is placed.
 #[tokio::test]
@@ -604,18 +629,7 @@ async fn a_llama_cpp_leader_comes_once_its_worker_is_ready_and_its_loss_replaces
     let (ctx, mut api, mut writers, mut serving) = test_context_with_serving();
     let (job, pods) = running_llama_cpp_group(&ctx, &mut api, &mut writers, &mut serving).await;
     writers.delete_pod(pods[0].clone());
-    let mut replaced = Value::Null;
-    run(&ctx, &job, &mut api, async |api| {
-        api.pod_delete("big-1-1").await;
-        group_objects_created(api, "big-2").await;
-        // The next group is planned anew: the job's model fits one A10G (the two nodes over
-        // RPC were this test's plan), so its one pod is a leader that waits for nobody.
-        api.pod_create("big-2-0").await;
-        replaced = api.status_apply(&job).await;
-        api.events("big", &["Disrupted", "PodCreated"]).await;
-        group_objects_deleted(api, "big-1").await;
-    })
-    .await;
+    let replaced = llama_cpp_group_replaced(&ctx, &job, &mut api, &["big-1-1"]).await;
     let s = &replaced["status"];
     assert_eq!(s["attemptCount"], 2, "{s}");
     assert!(
@@ -636,17 +650,7 @@ async fn a_worker_at_a_new_address_replaces_the_llama_cpp_group() {
     let mut again = pods[1].clone();
     again.metadata.uid = Some("a-new-pod".to_string());
     writers.apply_pod(ready_at(again, "a-2", "10.244.0.8"));
-    let mut replaced = Value::Null;
-    run(&ctx, &job, &mut api, async |api| {
-        api.pod_delete("big-1-0").await;
-        api.pod_delete("big-1-1").await;
-        group_objects_created(api, "big-2").await;
-        api.pod_create("big-2-0").await;
-        replaced = api.status_apply(&job).await;
-        api.events("big", &["Disrupted", "PodCreated"]).await;
-        group_objects_deleted(api, "big-1").await;
-    })
-    .await;
+    let replaced = llama_cpp_group_replaced(&ctx, &job, &mut api, &["big-1-0", "big-1-1"]).await;
     let s = &replaced["status"];
     assert_eq!(s["attempts"][0]["outcome"], "Disrupted", "{s}");
     assert!(

@@ -7,9 +7,9 @@ use crate::group::build::HOSTNAME_TOPOLOGY;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, HostPathVolumeSource, NodeSelectorRequirement, ObjectReference,
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, PersistentVolumeSpec, Pod, Volume, VolumeMount,
+    Container, EnvVar, HostPathVolumeSource, NodeSelector, NodeSelectorRequirement,
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, PersistentVolumeSpec, Pod, PodSpec, Volume, VolumeMount,
     VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -411,14 +411,7 @@ pub fn unmount(pod: &mut Pod, undo: &MountUndo, why: &str) {
             spec.volumes = None;
         }
     }
-    let terms = spec
-        .affinity
-        .as_mut()
-        .and_then(|a| a.node_affinity.as_mut())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_mut()
-        });
+    let terms = required_node_selector(spec);
     for term in terms.into_iter().flat_map(|t| &mut t.node_selector_terms) {
         // The hostname requirement was ANDed last into every term.
         if let Some(exprs) = term.match_expressions.as_mut()
@@ -477,6 +470,17 @@ fn unpoint(container: &mut Container, undo: &MountUndo) {
     }
 }
 
+/// The pod's required node affinity, where it has one.
+fn required_node_selector(spec: &mut PodSpec) -> Option<&mut NodeSelector> {
+    spec.affinity
+        .as_mut()
+        .and_then(|a| a.node_affinity.as_mut())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_mut()
+        })
+}
+
 /// Makes `pod` mount `model` through `claim` from one of `nodes`: its volume, the read-only
 /// mount, the required affinity (ANDed into every term of the class's own), the annotations,
 /// the env and, for vLLM, `--served-model-name <repo>`.
@@ -508,15 +512,7 @@ pub fn mount_pod(
         operator: "In".to_string(),
         values: Some(nodes.to_vec()),
     };
-    if let Some(terms) = spec
-        .affinity
-        .as_mut()
-        .and_then(|a| a.node_affinity.as_mut())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_mut()
-        })
-    {
+    if let Some(terms) = required_node_selector(spec) {
         for term in &mut terms.node_selector_terms {
             term.match_expressions
                 .get_or_insert_default()

@@ -83,15 +83,22 @@ fn listed_context() -> (Arc<Context>, ApiServerVerifier, StoreWriters) {
     (ctx, api, writers)
 }
 
+/// Watches chat's pod `chat-r0-1` (controlled by the job, mounting [`KEY`]) on `node`.
+fn watch_chat_pod(writers: &mut StoreWriters, node: &str) {
+    let owners = json!([job_owner("chat", &fixtures::uid("chat"))]);
+    watch_pod(writers, pod_json("chat-r0-1", node, KEY, owners));
+}
+
+/// The specs [`listed_context`] wants with chat's pod on l-1.
+async fn specs_with_chat_pod_on_l1() -> BTreeMap<String, (String, Vec<WantedModel>)> {
+    let (ctx, _api, mut writers) = listed_context();
+    watch_chat_pod(&mut writers, "l-1");
+    desired_specs(&ctx).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_pod_that_mounts_a_model_marks_it_in_use_on_its_node_through_the_real_pod_store() {
-    let (ctx, _api, mut writers) = listed_context();
-    let uid = fixtures::uid("chat");
-    watch_pod(
-        &mut writers,
-        pod_json("chat-r0-1", "l-1", KEY, json!([job_owner("chat", &uid)])),
-    );
-    let specs = desired_specs(&ctx).await.unwrap();
+    let specs = specs_with_chat_pod_on_l1().await;
     assert_eq!(models_of(&specs, "l-1"), [(KEY.to_string(), true)]);
     assert!(specs["l-2"].1.is_empty() && specs["l-3"].1.is_empty());
 }
@@ -127,10 +134,7 @@ async fn only_pods_a_job_of_the_store_controls_pin_fetch_or_place_models() {
         "no forged pod pins its model, nor brings its job's model to its node: {specs:?}"
     );
     // The job's own pod does.
-    watch_pod(
-        &mut writers,
-        pod_json("chat-r0-1", "l-3", KEY, json!([job_owner("chat", &uid)])),
-    );
+    watch_chat_pod(&mut writers, "l-3");
     let specs = desired_specs(&ctx).await.unwrap();
     assert_eq!(models_of(&specs, "l-3"), [(KEY.to_string(), true)]);
     assert!(specs["l-2"].1.is_empty());
@@ -214,15 +218,7 @@ fn restarted(
     for (node, (_, models)) in caches {
         writers.apply_model_cache(stored(node, models.clone()));
     }
-    watch_pod(
-        &mut writers,
-        pod_json(
-            "chat-r0-1",
-            "l-1",
-            KEY,
-            json!([job_owner("chat", &fixtures::uid("chat"))]),
-        ),
-    );
+    watch_chat_pod(&mut writers, "l-1");
     if unlisted != Some(Listing::Jobs) {
         writers.apply_job(&cached_job());
     }
@@ -250,17 +246,7 @@ async fn sends_nothing(ctx: &Arc<Context>, api: &mut ApiServerVerifier) {
 
 #[tokio::test]
 async fn before_every_store_it_reads_is_listed_the_sync_computes_and_writes_nothing() {
-    let (ctx, _api, mut writers) = listed_context();
-    watch_pod(
-        &mut writers,
-        pod_json(
-            "chat-r0-1",
-            "l-1",
-            KEY,
-            json!([job_owner("chat", &fixtures::uid("chat"))]),
-        ),
-    );
-    let wanted = desired_specs(&ctx).await.unwrap();
+    let wanted = specs_with_chat_pod_on_l1().await;
     for unlisted in Listing::ALL {
         let (ctx, mut api) = restarted(&wanted, Some(unlisted));
         assert!(!stores_listed(&ctx.stores), "{unlisted:?}");
@@ -280,17 +266,7 @@ async fn before_every_store_it_reads_is_listed_the_sync_computes_and_writes_noth
 
 #[tokio::test]
 async fn a_restart_with_unchanged_specs_writes_no_model_cache() {
-    let (ctx, _api, mut writers) = listed_context();
-    watch_pod(
-        &mut writers,
-        pod_json(
-            "chat-r0-1",
-            "l-1",
-            KEY,
-            json!([job_owner("chat", &fixtures::uid("chat"))]),
-        ),
-    );
-    let wanted = desired_specs(&ctx).await.unwrap();
+    let wanted = specs_with_chat_pod_on_l1().await;
     assert_eq!(models_of(&wanted, "l-1"), [(KEY.to_string(), true)]);
 
     // The restarted leader's first pass, the jobs not listed yet: nothing (it used to apply

@@ -257,9 +257,9 @@ mod tests {
         assert!(LazyView::none().get().is_none());
     }
 
-    #[test]
-    fn a_stale_agent_status_is_not_trusted() {
-        let now = Time(Timestamp::from_second(10_000).unwrap());
+    /// Node `gpu-1`'s cache holding the public `o/m@main`, its agent's last heartbeat at
+    /// `second`.
+    fn holding_public_model_beating_at(second: i64) -> ModelCache {
         let mut cache = ModelCache::new("gpu-1", ModelCacheSpec::default());
         cache.status = Some(ModelCacheStatus {
             models: vec![CachedModel {
@@ -269,9 +269,16 @@ mod tests {
                 public: true,
                 ..Default::default()
             }],
-            heartbeat_time: Some(Time(Timestamp::from_second(9_900).unwrap())),
+            heartbeat_time: Some(Time(Timestamp::from_second(second).unwrap())),
             ..Default::default()
         });
+        cache
+    }
+
+    #[test]
+    fn a_stale_agent_status_is_not_trusted() {
+        let now = Time(Timestamp::from_second(10_000).unwrap());
+        let cache = holding_public_model_beating_at(9_900);
         let trust = Duration::from_secs(600);
         assert!(
             NodeCache::of(&cache, &now, trust)
@@ -298,21 +305,7 @@ mod tests {
     fn a_heartbeat_dated_in_the_future_is_trusted_only_within_the_clock_skew() {
         let now = Time(Timestamp::from_second(10_000).unwrap());
         let trust = Duration::from_secs(600);
-        let beating_at = |second: i64| {
-            let mut cache = ModelCache::new("gpu-1", ModelCacheSpec::default());
-            cache.status = Some(ModelCacheStatus {
-                models: vec![CachedModel {
-                    repo: "o/m".into(),
-                    revision: "main".into(),
-                    phase: CachedModelPhase::Ready,
-                    public: true,
-                    ..Default::default()
-                }],
-                heartbeat_time: Some(Time(Timestamp::from_second(second).unwrap())),
-                ..Default::default()
-            });
-            cache
-        };
+        let beating_at = holding_public_model_beating_at;
         let slightly_ahead = NodeCache::of(&beating_at(10_030), &now, trust);
         assert!(slightly_ahead.live && slightly_ahead.model("o/m@main").is_some());
         // A year ahead: without the bound it would be trusted for a year.
