@@ -1,14 +1,17 @@
-//! Measurements, not tests (ignored by default): what a fetch of many small files writes, and
-//! what re-verifying a complete model costs. Run in release, one at a time, so that the
-//! process's own I/O counters are the bench's:
+//! What the cache costs in time, bytes written and memory, printed as figures
+//! (docs/model-cache.md): a fetch of many small files (time, and the bytes its records
+//! write), a re-verification of a complete model (full and cheap), and the peak memory of the
+//! largest listing allowed. Each runs in its own runtime, in one process; the listing goes
+//! first because its figure is the process's peak resident memory, which the 512 MiB of
+//! weights the re-verification writes would otherwise set. Name some of `listing`, `fetch`,
+//! `reverify` to run only those.
 //!
-//! ```sh
-//! cargo test --release -p vramfit-cache --test bench -- --ignored --nocapture --test-threads=1
-//! ```
-// Test code: a panic is the failure report (the workspace denies unwrap elsewhere).
+//! `cargo bench -p vramfit-cache --bench fetch_and_verify`
+// A bench: a panic is the failure report (the workspace denies unwrap elsewhere).
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,10 +19,40 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use ring::digest::{SHA1_FOR_LEGACY_USE_ONLY, SHA256, digest};
 use vramfit_cache::layout::Layout;
+use vramfit_cache::manifest::{ManifestLimits, list_manifest};
 use vramfit_cache::reverify::{Depth, reverify};
 use vramfit_cache::store::{Access, ModelRecord, Store};
 use vramfit_cache::{CacheConfig, fetch_model};
-use vramfit_hub::RepoRef;
+use vramfit_hub::{HubClient, HubConfig, RepoRef};
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument names a measurement to run.
+    let names: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| names.is_empty() || names.iter().any(|n| n == name);
+    println!("vramfit-cache fetch and verify (release build, one process)");
+    if wanted("listing") {
+        run(the_largest_listing_allowed());
+    }
+    if wanted("fetch") {
+        run(a_fetch_of_4000_small_files());
+    }
+    if wanted("reverify") {
+        run(reverify_a_complete_model());
+    }
+}
+
+/// Runs one measurement on a runtime of its own (one thread, as the tests it replaces had), so
+/// that the Hub it starts ends with it.
+fn run(measurement: impl Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(measurement);
+}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -40,6 +73,21 @@ fn written_bytes() -> u64 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// Peak resident memory of this process (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kib * 1024
 }
 
 struct Files {
@@ -76,9 +124,9 @@ async fn start_hub(count: usize, size: usize) -> String {
     base
 }
 
-#[tokio::test]
-#[ignore = "a measurement: run in release with --ignored --nocapture --test-threads=1"]
-async fn bench_a_fetch_of_4000_small_files() {
+/// A fetch of 4,000 files of 1 KiB from a local Hub: its time, and what it writes beyond the
+/// files (records and listing).
+async fn a_fetch_of_4000_small_files() {
     let (count, size) = (4000, 1024);
     let endpoint = start_hub(count, size).await;
     let root = tempfile::tempdir().unwrap();
@@ -96,7 +144,12 @@ async fn bench_a_fetch_of_4000_small_files() {
     let record = std::fs::metadata(Layout::new(root.path()).record_path(&repo))
         .unwrap()
         .len();
-    assert_eq!(fetched.downloaded.len(), count);
+    assert_eq!(
+        fetched.downloaded.len(),
+        count,
+        "the fetch downloaded {} files of {count}",
+        fetched.downloaded.len()
+    );
     println!(
         "4000 files of 1 KiB: {seconds:.2} s; {written} bytes written ({files} of files, {} of records and listing); final record {record} bytes",
         written.saturating_sub(files)
@@ -139,9 +192,8 @@ async fn complete_model(
     record
 }
 
-#[tokio::test]
-#[ignore = "a measurement: run in release with --ignored --nocapture --test-threads=1"]
-async fn bench_reverify_a_complete_model() {
+/// A full and a cheap re-verification of a complete model, from a warm page cache.
+async fn reverify_a_complete_model() {
     let root = tempfile::tempdir().unwrap();
     let store = Store::new(Layout::new(root.path()));
     // 2 GiB of weights in 4 files, and 1,000 small files of 4 KiB.
@@ -156,13 +208,13 @@ async fn bench_reverify_a_complete_model() {
         .await
         .unwrap();
     let full_s = started.elapsed().as_secs_f64();
-    assert!(full.intact());
+    assert!(full.intact(), "the full re-verification found damage");
     let started = Instant::now();
     let cheap = reverify(store.layout(), &record, Depth::Cheap, None, None)
         .await
         .unwrap();
     let cheap_s = started.elapsed().as_secs_f64();
-    assert!(cheap.intact());
+    assert!(cheap.intact(), "the cheap re-verification found damage");
     println!(
         "full: {gib:.2} GiB, {} files in {full_s:.2} s ({:.2} s per GiB); cheap: {} files hashed of {} in {:.0} ms",
         full.hashed_files,
@@ -181,31 +233,16 @@ async fn bench_reverify_a_complete_model() {
     )
     .await
     .unwrap();
-    assert!(cut.resume_at.is_some());
+    assert!(
+        cut.resume_at.is_some(),
+        "a full re-verification cut at a 1 ms deadline did not stop between files"
+    );
 }
 
-/// Peak resident memory of this process (`VmHWM`), in bytes.
-fn peak_rss() -> u64 {
-    let text = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kib: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .unwrap()
-        .trim()
-        .trim_end_matches(" kB")
-        .trim()
-        .parse()
-        .unwrap();
-    kib * 1024
-}
-
-#[tokio::test]
-#[ignore = "a measurement: run in release with --ignored --nocapture --test-threads=1"]
-async fn bench_the_largest_listing_allowed() {
-    use vramfit_cache::manifest::{ManifestLimits, list_manifest};
-    use vramfit_hub::{HubClient, HubConfig};
-    // 100,000 files (the limit) whose paths add up to just under 16 MiB (the limit): served
-    // in pages of 10,000 entries.
+/// The peak memory of the largest listing the limits allow, its record and the record's JSON.
+async fn the_largest_listing_allowed() {
+    // As many files as the limit allows, whose paths add up to just under the limit on their
+    // bytes: served in pages of 10,000 entries.
     let limits = ManifestLimits::default();
     let count = limits.max_files;
     let path_len = (limits.max_path_bytes as usize / count) - 1;
