@@ -66,15 +66,18 @@ pub async fn served_llama_group(s: &mut Suite) -> Result<()> {
     outcome.and(deleted).and(restored)
 }
 
-/// The tiny model declared as a 60 GB GGUF file: more than one L40S's share of VRAM holds
-/// (36 GiB usable) and less than two do, so with one GPU per node (`gpus.max` 1) the plan on
-/// the real node's class is a group of 2 nodes × 1 GPU, engine `llamaCppRpc`. Log verbosity 4
-/// makes llama.cpp log where it put each buffer.
+/// The tiny model declared as a 56 GB GGUF file of 8 blocks: more than one L40S's share of
+/// VRAM holds (36 GiB usable), and the fullest of two devices (5 of the 9 layers, the output
+/// layer included, each an eighth of the file) does fit, so with one GPU per node (`gpus.max`
+/// 1) the plan on the real node's class is a group of 2 nodes × 1 GPU, engine `llamaCppRpc`.
+/// (llama.cpp clamps `--n-gpu-layers 9` to the file's 3.) Log verbosity 4 makes llama.cpp log
+/// where it put each buffer.
 fn group_manifest(s: &Suite, node: &RealNode, image: &str) -> Value {
     let mut manifest = served_llama(s, NAME, node, image, 1, 4096);
     manifest["spec"]["args"] = json!(["--model", LLAMA_SERVER_MODEL, "--log-verbosity", "4"]);
-    manifest["spec"]["model"]["parameters"] = json!(60_000_000_000_u64);
-    manifest["spec"]["model"]["ggufFileBytes"] = json!(60_000_000_000_u64);
+    manifest["spec"]["model"]["parameters"] = json!(56_000_000_000_u64);
+    manifest["spec"]["model"]["layers"] = json!(8);
+    manifest["spec"]["model"]["ggufFileBytes"] = json!(56_000_000_000_u64);
     manifest["spec"]["gpus"] = json!({"min": 1, "max": 1, "maxNodes": 2});
     manifest
 }
