@@ -68,8 +68,9 @@ pub async fn served_llama_group(s: &mut Suite) -> Result<()> {
 
 /// The tiny model declared as a 56 GB GGUF file of 8 blocks: more than one L40S's share of
 /// VRAM holds (36 GiB usable), and the fullest of two devices (5 of the 9 layers, the output
-/// layer included, each an eighth of the file) does fit, so with one GPU per node (`gpus.max`
-/// 1) the plan on the real node's class is a group of 2 nodes × 1 GPU, engine `llamaCppRpc`.
+/// layer included, each an eighth of the file) does fit, so with one GPU per node
+/// (`gpus.max` 1) the plan on the real node's class is a group of 2 nodes × 1 GPU, engine
+/// `llamaCppRpc`.
 /// (llama.cpp clamps `--n-gpu-layers 9` to the file's 3.) Log verbosity 4 makes llama.cpp log
 /// where it put each buffer.
 fn group_manifest(s: &Suite, node: &RealNode, image: &str) -> Value {
