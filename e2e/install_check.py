@@ -92,7 +92,7 @@ DEPLOY = ROOT / "deploy"
 CRDS = ROOT / "crds"
 KUBECTL = os.environ.get("KUBECTL", "kubectl")
 RELEASE = "vramfit"
-CRD_NAMES = ["gpunodeclasses.vramfit.io", "inferencejobs.vramfit.io"]
+CRD_NAMES = ["gpunodeclasses.vramfit.io", "inferencejobs.vramfit.io", "modelcaches.vramfit.io"]
 HELM_TIMEOUT_S = 90  # per Helm action
 WAIT_S = 90  # a deletion
 # Helm v4's `helm install` applies server-side by default; do what the README's command does.
