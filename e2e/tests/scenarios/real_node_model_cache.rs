@@ -277,13 +277,10 @@ fn load_text(seconds: Option<u32>) -> String {
     seconds.map_or("load time not recorded".into(), |s| format!("{s} s"))
 }
 
-/// The pod (in the suite's namespace) mounts the model `key` (`owner/name@revision`)
-/// read-only through its PersistentVolumeClaim, whose volume is the model's folder in the
-/// cache, and llama.cpp is pointed at the GGUF in it. Returns the volume's name.
-pub(crate) async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<String> {
-    let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns);
-    let pod = pods.get(pod).await?;
-    let spec = pod.spec.clone().context("pod without spec")?;
+/// The PersistentVolumeClaim volume of a pod's `spec`, checked to be mounted read-only.
+pub(crate) fn read_only_model_claim(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+) -> Result<k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource> {
     let claim = spec
         .volumes
         .iter()
@@ -294,6 +291,17 @@ pub(crate) async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<
         claim.read_only == Some(true),
         "the claim is not mounted read-only: {claim:?}"
     );
+    Ok(claim)
+}
+
+/// The pod (in the suite's namespace) mounts the model `key` (`owner/name@revision`)
+/// read-only through its PersistentVolumeClaim, whose volume is the model's folder in the
+/// cache, and llama.cpp is pointed at the GGUF in it. Returns the volume's name.
+pub(crate) async fn check_pod_mounts(s: &Suite, pod: &str, key: &str) -> Result<String> {
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns);
+    let pod = pods.get(pod).await?;
+    let spec = pod.spec.clone().context("pod without spec")?;
+    let claim = read_only_model_claim(&spec)?;
     let container = spec.containers.first().context("pod without container")?;
     let mount = container
         .volume_mounts

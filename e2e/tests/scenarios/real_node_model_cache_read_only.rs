@@ -241,16 +241,7 @@ async fn tenant_tries(s: &Suite, run: &CacheRun, claim: &str) -> Result<Vec<Stri
 async fn mounted_volume(s: &Suite, namespace: &str, name: &str) -> Result<String> {
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
     let spec = pods.get(name).await?.spec.context("pod without spec")?;
-    let claim = spec
-        .volumes
-        .iter()
-        .flatten()
-        .find_map(|v| v.persistent_volume_claim.clone())
-        .context("the pod mounts no PersistentVolumeClaim")?;
-    ensure!(
-        claim.read_only == Some(true),
-        "the claim is not mounted read-only: {claim:?}"
-    );
+    let claim = super::real_node_model_cache::read_only_model_claim(&spec)?;
     let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
         Api::namespaced(s.client.clone(), namespace);
     claims
