@@ -19,11 +19,11 @@ use vramfit_runtime::shutdown;
 
 use crate::cli::Args;
 use crate::controller::{self, ControllerConfig};
+use crate::dispatch::panic_message;
 use crate::error::StartupError;
 use crate::health::Health;
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
-use crate::reconcile::panic_message;
 
 /// Runs the operator until SIGTERM/SIGINT (`Ok`) or a fatal error (a lost lease included).
 pub async fn run(args: Args) -> Result<(), StartupError> {

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use clap::Parser;
 pub use vramfit_runtime::logging::LogFormat;
 
-use crate::group::spread::GroupSpread;
+use crate::settings::GroupSpread;
 use crate::stores::namespaces::WatchNamespaces;
 
 /// vramfit operator: plans InferenceJobs for the GPU class they land on and runs their pods.
@@ -97,7 +97,7 @@ pub struct Args {
     #[arg(long)]
     pub model_cache: bool,
     /// The cache's root folder on every GPU node (the cache agent's).
-    #[arg(long, default_value = crate::model_cache::DEFAULT_ROOT)]
+    #[arg(long, default_value = crate::settings::DEFAULT_CACHE_ROOT)]
     pub model_cache_root: String,
     /// Seconds a replica or an attempt waits for a node to download its model before its pods
     /// fetch it themselves.
@@ -111,8 +111,8 @@ pub struct Args {
 
 impl Args {
     /// The `--model-cache*` settings.
-    pub fn model_cache_settings(&self) -> crate::model_cache::ModelCacheSettings {
-        crate::model_cache::ModelCacheSettings {
+    pub fn model_cache_settings(&self) -> crate::settings::ModelCacheSettings {
+        crate::settings::ModelCacheSettings {
             enabled: self.model_cache,
             root: self.model_cache_root.trim_end_matches('/').to_string(),
             wait: std::time::Duration::from_secs(self.model_cache_wait_seconds.into()),

@@ -1,5 +1,5 @@
 //! One job's bug stays that job's problem, and a controller that ends takes the process down:
-//! the reconcile boundary ([`crate::reconcile::contain_panics`]) against a mock API server, the
+//! the reconcile boundary ([`crate::dispatch::contain_panics`]) against a mock API server, the
 //! whole controller ([`crate::controller::run`]) with a job whose reconcile panics, and the
 //! process's [`crate::app::lead`] when the controller task ends on its own.
 use std::collections::BTreeMap;
@@ -16,16 +16,16 @@ use tokio::sync::watch;
 use vramfit_runtime::admin_server::ReadinessSource;
 
 use crate::app::lead;
+use crate::batch::tests::{a10g_cluster, with_status};
 use crate::cli::Args;
-use crate::context::Requeues;
 use crate::controller::{self, ControllerConfig};
+use crate::dispatch::{contain_panics, error_policy, reconcile};
 use crate::error::{Error, StartupError};
 use crate::fault_injection::panic_in_reconcile_of;
 use crate::fixtures::{self, NAMESPACE};
 use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::reconcile::tests::{a10g_cluster, with_status};
-use crate::reconcile::{contain_panics, error_policy, reconcile};
+use crate::settings::Requeues;
 use crate::stores::cached_job::CachedJob;
 use crate::verifier::test_context;
 

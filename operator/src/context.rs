@@ -1,6 +1,7 @@
 //! What every reconcile shares: the client, the event recorder, the metrics, the stores, the
 //! reservation ledger and the settings.
-use crate::hub_models::resolver::{HubResolver, HubSettings};
+use crate::hub_models::resolver::HubResolver;
+use crate::settings::Settings;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,61 +11,8 @@ use kube::Client;
 
 use crate::capacity::{Inventory, Reservations, build_inventory};
 use crate::events::EventRecorder;
-use crate::group::spread::GroupSpread;
 use crate::metrics::Metrics;
 use crate::stores::Stores;
-
-/// Timings of the decisions.
-#[derive(Clone, Debug)]
-pub struct Requeues {
-    /// How soon an Unschedulable job is looked at again without any change.
-    pub unschedulable: Duration,
-    /// How soon a live job is looked at again without any change (a safety net for missed
-    /// watch events).
-    pub resync: Duration,
-}
-
-impl Default for Requeues {
-    fn default() -> Self {
-        Self {
-            unschedulable: Duration::from_secs(300),
-            resync: Duration::from_secs(3600),
-        }
-    }
-}
-
-/// Tunables (defaults suit production; tests and benchmarks shorten or lengthen them).
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// Requeue intervals of the decisions.
-    pub requeues: Requeues,
-    /// How long an applied pod counts against its class before a store shows it.
-    pub reservation_ttl: Duration,
-    /// First retry delay after a failed reconcile; doubles per consecutive failure.
-    pub error_backoff_base: Duration,
-    /// Longest retry delay after failed reconciles.
-    pub error_backoff_max: Duration,
-    /// Where `model.huggingFace` repositories are read.
-    pub hub: HubSettings,
-    /// Whether a group's pods each need a node of their own.
-    pub group_spread: GroupSpread,
-    /// The node model cache (`--model-cache*`; off by default).
-    pub model_cache: crate::model_cache::ModelCacheSettings,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            requeues: Requeues::default(),
-            reservation_ttl: Duration::from_secs(120),
-            error_backoff_base: Duration::from_secs(1),
-            error_backoff_max: Duration::from_secs(300),
-            hub: HubSettings::new(vramfit_hub::DEFAULT_ENDPOINT.to_string()),
-            group_spread: GroupSpread::Node,
-            model_cache: crate::model_cache::ModelCacheSettings::default(),
-        }
-    }
-}
 
 /// Shared by every reconcile.
 pub struct Context {
@@ -83,7 +31,7 @@ pub struct Context {
     /// `model.huggingFace` repositories read from the Hub, cached per repo@revision.
     pub hub: Arc<HubResolver>,
     /// Served jobs: their Services' and PDBs' caches, who waits for room, the backoff.
-    pub serving: crate::serving::ServingState,
+    pub serving: crate::serving_state::ServingState,
     failures: Mutex<HashMap<String, u32>>,
     reported_malformed: Mutex<HashSet<(String, Option<i64>)>>,
     inventory: Mutex<Option<(u64, Arc<Inventory>)>>,
@@ -118,7 +66,7 @@ impl Context {
             stores,
             reservations: Reservations::new(settings.reservation_ttl),
             settings,
-            serving: crate::serving::ServingState::writable().0,
+            serving: crate::serving_state::ServingState::writable().0,
             failures: Mutex::new(HashMap::new()),
             reported_malformed: Mutex::new(HashSet::new()),
             inventory: Mutex::new(None),
@@ -127,7 +75,7 @@ impl Context {
     }
 
     /// The same context with `serving`'s caches (the controller's, filled by its watches).
-    pub fn with_serving(mut self, serving: crate::serving::ServingState) -> Self {
+    pub fn with_serving(mut self, serving: crate::serving_state::ServingState) -> Self {
         self.serving = serving;
         self
     }

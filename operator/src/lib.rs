@@ -19,10 +19,15 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod attempts;
+pub mod backoff;
+pub mod batch;
+pub mod cache_sync;
 pub mod capacity;
 pub mod cli;
 pub mod context;
 pub mod controller;
+pub mod dispatch;
 pub mod error;
 pub mod events;
 // Faults for tests (a panicking reconcile, a panicking controller): unit tests and the
@@ -41,11 +46,18 @@ pub mod leader;
 pub mod lease_fence;
 pub mod metrics;
 pub mod model_cache;
+pub mod observe;
+pub mod ownership;
 pub mod permissions;
-pub mod reconcile;
-pub mod serving;
+pub mod placement;
+pub mod pod;
+pub mod replicas;
+pub mod served;
+pub mod serving_state;
+pub mod settings;
 pub mod stores;
 pub mod tolerations;
+pub mod writes;
 
 #[cfg(test)]
 mod containment_tests;
@@ -54,9 +66,10 @@ mod relist_tests;
 #[cfg(test)]
 mod verifier;
 
-pub use context::{Context, Settings};
+pub use context::Context;
+pub use dispatch::{error_policy, reconcile};
 pub use error::Error;
-pub use reconcile::{error_policy, reconcile};
+pub use settings::Settings;
 pub use stores::Stores;
 
 /// The field manager of every write (server-side apply of pods and job status).

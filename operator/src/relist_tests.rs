@@ -13,13 +13,13 @@ use tokio::sync::{mpsc, watch};
 use tower_test::mock::{self, SendResponse};
 use vramfit_api::InferenceJob;
 
+use crate::batch::tests::{
+    a10g_cluster, created_pod, first_reconcile, run as reconcile_once, with_status,
+};
 use crate::controller::{ControllerConfig, run};
 use crate::fixtures;
 use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::reconcile::tests::{
-    a10g_cluster, created_pod, first_reconcile, run as reconcile_once, with_status,
-};
 use crate::stores::namespaces::WatchNamespaces;
 use crate::verifier::{respond, test_context};
 

@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
 use vramfit_api::InferenceJob;
 
-use crate::context::{Context, Settings};
+use crate::context::Context;
 use crate::fixtures::NAMESPACE;
 use crate::metrics::Metrics;
+use crate::settings::Settings;
 use crate::stores::{StoreWriters, Stores};
 
 /// Query string of every server-side apply.
@@ -45,7 +46,7 @@ pub fn test_context_with_serving() -> (
     Arc<Context>,
     ApiServerVerifier,
     StoreWriters,
-    crate::serving::state::ServingWriters,
+    crate::serving_state::ServingWriters,
 ) {
     test_context_with_settings(Settings::default())
 }
@@ -57,12 +58,12 @@ pub fn test_context_with_settings(
     Arc<Context>,
     ApiServerVerifier,
     StoreWriters,
-    crate::serving::state::ServingWriters,
+    crate::serving_state::ServingWriters,
 ) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (stores, writers) = Stores::writable();
-    let (serving, serving_writers) = crate::serving::ServingState::writable();
+    let (serving, serving_writers) = crate::serving_state::ServingState::writable();
     let ctx = Context::new(client, Arc::new(Metrics::new()), stores, settings, None)
         .with_serving(serving);
     (

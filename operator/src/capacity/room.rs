@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use vramfit_api::pod_keys::label_value;
 
 use super::inventory::Inventory;
-use crate::group::spread::GroupSpread;
+use crate::settings::GroupSpread;
 use crate::stores::PodOwner;
 use crate::stores::gpu_usage::GpuUsage;
 

@@ -9,7 +9,7 @@ use vramfit_api::pod_keys::NODE_CLASS_LABEL;
 use super::*;
 use crate::capacity::inventory::admin_exclusions;
 use crate::fixtures;
-use crate::group::spread::GroupSpread;
+use crate::settings::GroupSpread;
 use crate::stores::gpu_usage::{GpuUsage, gpu_usage, pod_key};
 use crate::stores::{JobRef, PodOwner};
 use vramfit_api::labels::GPU_RESOURCE;

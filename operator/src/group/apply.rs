@@ -7,72 +7,15 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
 use kube::api::Api;
-use thiserror::Error;
 use tracing::{info, warn};
 use vramfit_api::InferenceJob;
 
 use super::decide::GroupDecision;
 use crate::context::Context;
-use crate::reconcile::apply::{ApplyError, apply_pods, create_pods, delete_pod};
-use crate::serving::ownership::{ObjectWrite, Written, create_fixed, write_object};
-
-/// Why a group's Service or NetworkPolicy write failed.
-#[derive(Debug, Error)]
-pub enum GroupApplyError {
-    /// The API server refused a write of the object, or could not be reached.
-    #[error("writing {kind} {name}: {source}")]
-    Object {
-        /// `Service` or `NetworkPolicy`.
-        kind: &'static str,
-        /// Its name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// An object of the group's name exists and is not the job's: left untouched, and the
-    /// group's pods are not created.
-    #[error("{kind} {name} exists but this job does not own it")]
-    NameTaken {
-        /// `Service` or `NetworkPolicy`.
-        kind: &'static str,
-        /// Its name.
-        name: String,
-    },
-    /// A pod write failed.
-    #[error(transparent)]
-    Pod(#[from] ApplyError),
-}
-
-impl GroupApplyError {
-    /// A stable label for `vramfit_reconcile_errors_total{kind}`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            GroupApplyError::Object {
-                kind: "Service", ..
-            } => "service_apply",
-            GroupApplyError::Object { .. } => "network_policy_apply",
-            GroupApplyError::NameTaken {
-                kind: "Service", ..
-            } => "service_name_taken",
-            GroupApplyError::NameTaken { .. } => "network_policy_name_taken",
-            GroupApplyError::Pod(ApplyError::PodApply { .. }) => "pod_apply",
-            GroupApplyError::Pod(ApplyError::PodNameTaken { .. }) => "pod_name_taken",
-            GroupApplyError::Pod(ApplyError::PodDelete { .. }) => "pod_delete",
-            GroupApplyError::Pod(ApplyError::ModelVolume { .. }) => "model_volume_create",
-            GroupApplyError::Pod(ApplyError::ModelClaimTaken { .. }) => "model_claim_taken",
-        }
-    }
-
-    /// Whether a retry soon is expected to succeed.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            GroupApplyError::Object { source, .. } => crate::error::is_transient(source),
-            GroupApplyError::NameTaken { .. } => false,
-            GroupApplyError::Pod(error) => error.is_transient(),
-        }
-    }
-}
+use crate::error::GroupApplyError;
+use crate::ownership::ObjectWrite;
+use crate::writes::ownership::{Written, create_fixed, write_object};
+use crate::writes::pods::{ApplyError, apply_pods, create_pods, delete_pod};
 
 /// Records the pods a decision creates, before the writes, so they count against their class
 /// (one node's GPUs each) and are found by name until a store shows them.
@@ -129,10 +72,10 @@ pub async fn write_group(
     }
     // The model volume the group's pods mount comes before them (`--model-cache`).
     let volumes = &decision.decision.volumes;
-    let mut created = crate::model_cache::volumes::Created::All;
+    let mut created = crate::writes::volumes::Created::All;
     if !decision.create_pods.is_empty() {
         let uid = job.metadata.uid.as_deref().unwrap_or_default();
-        match crate::model_cache::volumes::create(&ctx.client, &namespace, uid, volumes).await {
+        match crate::writes::volumes::create(&ctx.client, &namespace, uid, volumes).await {
             Ok(outcome) => created = outcome,
             Err(error) => {
                 forget_created();
@@ -143,7 +86,7 @@ pub async fn write_group(
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     // A refused claim: every pod of the group fetches the model itself (`model_cache::volumes`).
     let new: Vec<Pod> = (decision.create_pods.iter())
-        .map(|pod| crate::model_cache::volumes::fall_back(pod, volumes, &created))
+        .map(|pod| crate::writes::volumes::fall_back(pod, volumes, &created))
         .collect();
     let new: Vec<&Pod> = new.iter().collect();
     create_pods(&pods, &new, job, ctx, "a pod of a group").await?;

@@ -18,12 +18,12 @@ use vramfit_planner::JobInput;
 use vramfit_planner::group::launch::{CommandLine, RankAddress, for_rank};
 
 use super::names::GroupOf;
-use super::spread::GroupSpread;
+use crate::settings::GroupSpread;
 
-use crate::reconcile::build::BuildError;
+use crate::pod::build::BuildError;
 
 /// The node label that makes "one pod per node".
-pub const HOSTNAME_TOPOLOGY: &str = "kubernetes.io/hostname";
+pub use crate::capacity::HOSTNAME_TOPOLOGY;
 
 /// The group's pods, rank 0 (the leader) first, built from `base`: the attempt's one pod as
 /// `reconcile::build::desired_pod` makes it for `plan`. Each keeps `base`'s annotations, so
@@ -252,7 +252,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::group::testing::{group_job, two_node_plan};
-    use crate::reconcile::build::{desired_pod, recorded_spec_hash};
+    use crate::pod::build::{desired_pod, recorded_spec_hash};
     use vramfit_api::InferenceJob;
     use vramfit_planner::resolve_job;
 

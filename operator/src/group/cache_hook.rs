@@ -12,7 +12,7 @@ use vramfit_api::pod_keys::group_pod_name;
 use super::decide::{GroupObserved, running_group};
 use crate::model_cache::group_placement::mount_like;
 use crate::model_cache::weights;
-use crate::reconcile::decide::PodSeen;
+use crate::pod::PodSeen;
 
 /// The leader of `attempt`'s group, built after its workers, takes their mount (or their
 /// fetch and its note).

@@ -28,14 +28,15 @@ use vramfit_planner::{JobInput, SpecError};
 use super::build::{group_pods, without_awaited_leader};
 use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
-use super::spread::GroupSpread;
 use super::state::{Cause, LeaderRecord, group_seen};
 use super::{network_policy, service};
+use crate::attempts::{Decision, Observed, next_status};
 use crate::capacity::{Capacity, Inventory};
-use crate::context::Requeues;
-use crate::reconcile::build::BuildError;
-use crate::reconcile::decide::{Decision, Observed, PodSeen, next_status};
-use crate::serving::ownership::ObjectWrite;
+use crate::ownership::ObjectWrite;
+use crate::pod::PodSeen;
+use crate::pod::build::BuildError;
+use crate::settings::GroupSpread;
+use crate::settings::Requeues;
 
 /// One of the job's pods, as the store shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -266,8 +267,7 @@ fn awaited_leader(
         spread: obs.spread,
     };
     leader_from_workers(&ranks, |plan, class| {
-        let mut leader =
-            crate::reconcile::build::desired_pod(obs.job, input, plan, class, attempt)?;
+        let mut leader = crate::pod::build::desired_pod(obs.job, input, plan, class, attempt)?;
         super::cache_hook::mount_like_workers(obs, &mut leader, attempt);
         Ok(leader)
     })
@@ -322,7 +322,7 @@ fn service_write(obs: &GroupObserved<'_>, group: &str) -> Result<ObjectWrite<Ser
     Ok(match (obs.service)(group) {
         Some(observed) if service::as_desired(&observed, &desired, obs.job) => ObjectWrite::Keep,
         Some(observed)
-            if crate::serving::service::controlled_by(observed.owner_references(), obs.job) =>
+            if crate::replicas::service::controlled_by(observed.owner_references(), obs.job) =>
         {
             ObjectWrite::Apply {
                 uid: observed.uid().unwrap_or_default(),
@@ -344,7 +344,7 @@ fn network_policy_write(
             ObjectWrite::Keep
         }
         Some(observed)
-            if crate::serving::service::controlled_by(observed.owner_references(), obs.job) =>
+            if crate::replicas::service::controlled_by(observed.owner_references(), obs.job) =>
         {
             ObjectWrite::Apply {
                 uid: observed.uid().unwrap_or_default(),

@@ -12,10 +12,10 @@ use vramfit_planner::{JobInput, NodeClass};
 
 use super::build::{group_pods_of, leader_with_worker_addresses};
 use super::names::GroupOf;
-use super::spread::GroupSpread;
 use crate::capacity::Inventory;
-use crate::reconcile::build::{BuildError, recorded_plan};
-use crate::reconcile::decide::PodSeen;
+use crate::pod::PodSeen;
+use crate::pod::build::{BuildError, recorded_plan};
+use crate::settings::GroupSpread;
 
 /// What building a group's leader reads.
 pub struct Ranks<'a> {
@@ -112,7 +112,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::group::testing::{group_job, ready_at, rpc_plan};
-    use crate::reconcile::build::desired_pod;
+    use crate::pod::build::desired_pod;
     use vramfit_planner::resolve_job;
 
     /// A llama.cpp group of two built, its worker Ready at `ip`, its leader pointed at it.

@@ -1,6 +1,6 @@
 //! Groups: a batch or fine-tuning job with `spec.gpus.maxNodes` above 1 runs each attempt as a
 //! group of pods, one per node of the planned class, rank 0 the leader, joined by the
-//! runtime's distributed engine (docs/planning.md). [`crate::reconcile::reconcile_job`] hands
+//! runtime's distributed engine (docs/planning.md). [`crate::dispatch::reconcile_job`] hands
 //! such a job to [`reconcile_group`]; a plan of one node is a group of one.
 //!
 //! | step | module | touches the API |
@@ -30,7 +30,7 @@ use vramfit_api::event_reasons::EventReason;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::JobEvent;
-use crate::reconcile::{apply as batch_apply, update_status};
+use crate::writes::{pods as batch_apply, status as update_status};
 
 pub mod apply;
 pub mod build;
@@ -43,7 +43,6 @@ pub mod observe;
 pub mod served;
 pub mod served_reconcile;
 pub mod service;
-pub mod spread;
 pub mod state;
 
 #[cfg(test)]
@@ -79,13 +78,13 @@ pub async fn reconcile_group(
     apply::delete_pods(job, &decision, ctx).await?;
     if let Err(error) = apply::write_group(job, &decision, ctx).await {
         match &error {
-            apply::GroupApplyError::Pod(pod_error) => {
+            crate::error::GroupApplyError::Pod(pod_error) => {
                 update_status::report_pod_not_written(job, ctx, pod_error).await;
             }
-            apply::GroupApplyError::NameTaken { kind, name } => {
+            crate::error::GroupApplyError::NameTaken { kind, name } => {
                 report_name_taken(job, ctx, kind, name).await;
             }
-            apply::GroupApplyError::Object { .. } => {}
+            crate::error::GroupApplyError::Object { .. } => {}
         }
         warn!(job = %format!("{namespace}/{}", job.name_any()), %error, "the group was not written");
         // Retried with backoff by `error_policy`; no attempt is recorded for a group that
@@ -164,28 +163,12 @@ fn clear_name_taken(job: &InferenceJob, status: &mut vramfit_api::InferenceJobSt
     }
 }
 
-/// Whether `job` runs its pods as groups: `gpus.maxNodes` above 1, or a status that lists
-/// group members still (an attempt's or a replica's), after `maxNodes` went back to 1 while
-/// groups ran. Such a job stays on the group pipeline, whose groups roll onto groups of one
-/// (the one-pod pipeline would delete them all at once and leave their Services and
-/// NetworkPolicies), and a served job's Service keeps selecting leaders only. Read from the
-/// job alone: no store is scanned on the reconcile of every job.
-pub fn runs_groups(job: &vramfit_api::InferenceJob) -> bool {
-    job.spec.gpus.max_nodes > 1
-        || job.status.as_ref().is_some_and(|s| {
-            s.attempts.iter().any(|a| !a.members.is_empty())
-                || s.replica_statuses
-                    .iter()
-                    .any(|line| !line.members.is_empty())
-        })
-}
-
 /// Deletes, each on its uid, of the job's group objects (name, uid) that `keep` does not
 /// name, sorted by name: the same decision makes the same requests.
 pub(crate) fn stale_deletes<K>(
     objects: Vec<(String, String)>,
     keep: impl Fn(&str) -> bool,
-) -> Vec<crate::serving::ownership::ObjectWrite<K>> {
+) -> Vec<crate::ownership::ObjectWrite<K>> {
     let mut stale: Vec<(String, String)> = objects
         .into_iter()
         .filter(|(name, _)| !keep(name))
@@ -193,6 +176,6 @@ pub(crate) fn stale_deletes<K>(
     stale.sort();
     stale
         .into_iter()
-        .map(|(name, uid)| crate::serving::ownership::ObjectWrite::Delete { name, uid })
+        .map(|(name, uid)| crate::ownership::ObjectWrite::Delete { name, uid })
         .collect()
 }

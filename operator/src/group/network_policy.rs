@@ -16,8 +16,8 @@ use vramfit_api::InferenceJob;
 use vramfit_api::pod_keys::GROUP_RANK_LABEL;
 
 use super::service::{group_object_labels, group_selector};
-use crate::reconcile::build::BuildError;
-use crate::serving::service::{controlled_by, labels_hold, owner};
+use crate::pod::build::BuildError;
+use crate::replicas::service::{controlled_by, labels_hold, owner};
 
 /// The NetworkPolicy of `group`, a group of `job`'s: it selects the group's pods, and lets in
 /// only the group's pods (a served group's too: its leader's port is opened by

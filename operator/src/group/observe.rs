@@ -8,9 +8,9 @@ use vramfit_api::pod_keys::{GROUP_LABEL, group_pod_name};
 
 use super::decide::{GroupDecision, GroupObserved, OwnedObject, OwnedPod, next_group};
 use crate::context::Context;
-use crate::reconcile::build::BuildError;
-use crate::reconcile::observe::{ObserveError, Snapshot, snapshot};
-use crate::serving::service::controlled_by;
+use crate::observe::{ObserveError, Snapshot, snapshot};
+use crate::pod::build::BuildError;
+use crate::replicas::service::controlled_by;
 use crate::stores::is_finished;
 
 /// What the caches show of a group job, at one moment.

@@ -28,15 +28,15 @@ use vramfit_planner::JobInput;
 use super::build::{group_pods_of, without_awaited_leader};
 use super::leader::{Ranks, leader_from_workers};
 use super::names::GroupOf;
-use super::spread::GroupSpread;
 use super::state::{Ends, LeaderRecord, group_seen_of};
 use super::{network_policy, service};
 use crate::capacity::Inventory;
-use crate::reconcile::build::BuildError;
-use crate::reconcile::decide::PodSeen;
-use crate::serving::decide::ServedDecision;
-use crate::serving::ownership::ObjectWrite;
-use crate::serving::service::controlled_by;
+use crate::ownership::ObjectWrite;
+use crate::pod::PodSeen;
+use crate::pod::build::BuildError;
+use crate::replicas::decide::ServedDecision;
+use crate::replicas::service::controlled_by;
+use crate::settings::GroupSpread;
 
 /// The replica (slot, incarnation) whose group is named `name`, for `job_name`'s groups.
 pub fn replica_of(job_name: &str, name: &str) -> Option<(u32, u32)> {
@@ -249,7 +249,7 @@ pub fn into_groups(
             let group_name = base.name_any();
             let (Some((slot, incarnation)), Some(plan)) = (
                 replica_of(&job_name, &group_name),
-                crate::reconcile::build::recorded_plan(base),
+                crate::pod::build::recorded_plan(base),
             ) else {
                 continue;
             };
@@ -362,7 +362,7 @@ fn awaited_replica_leader(
         spread: obs.spread,
     };
     leader_from_workers(&ranks, |plan, class| {
-        crate::serving::pod::replica_pod(
+        crate::replicas::pod::replica_pod(
             obs.job,
             input,
             obs.serve,
@@ -540,7 +540,7 @@ mod tests {
         let plan = crate::group::testing::two_node_plan(&input, &class);
         let serve = job.spec.serve.clone().unwrap();
         let base =
-            crate::serving::pod::replica_pod(&job, &input, &serve, &plan, &class, (0, 1)).unwrap();
+            crate::replicas::pod::replica_pod(&job, &input, &serve, &plan, &class, (0, 1)).unwrap();
         let group = GroupOf::Replica {
             job: "chat",
             slot: 0,
@@ -579,11 +579,11 @@ mod tests {
         pod
     }
 
-    fn replica(seen: &PodSeen) -> crate::serving::pod_state::ReplicaPod {
+    fn replica(seen: &PodSeen) -> crate::replicas::pod_state::ReplicaPod {
         match seen {
             PodSeen::Observed(pod) => {
                 assert_eq!(pod.name_any(), "chat-r0-1", "the group's name");
-                crate::serving::pod_state::replica_pod(pod)
+                crate::replicas::pod_state::replica_pod(pod)
             }
             other => panic!("{other:?}"),
         }
@@ -601,8 +601,8 @@ mod tests {
         assert!(probes(&pods[0]).is_some(), "the leader serves");
         assert!(probes(&pods[1]).is_none(), "a worker has no health route");
         assert_eq!(
-            crate::reconcile::build::recorded_spec_hash(&pods[1]),
-            crate::reconcile::build::recorded_spec_hash(&base),
+            crate::pod::build::recorded_spec_hash(&pods[1]),
+            crate::pod::build::recorded_spec_hash(&base),
             "the one pod's hash: a spec change rolls the group as it would the pod"
         );
         let leader = ready(pods[0].clone(), "a-1");
@@ -619,7 +619,7 @@ mod tests {
         assert!(
             matches!(
                 replica(&seen(&[leader, exited])),
-                crate::serving::pod_state::ReplicaPod::Ended(_)
+                crate::replicas::pod_state::ReplicaPod::Ended(_)
             ),
             "a server's worker that exits ends the replica"
         );

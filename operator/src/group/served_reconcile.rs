@@ -1,5 +1,5 @@
 //! The reconcile of a served job whose replicas are groups (`spec.serve` with
-//! `gpus.maxNodes` above 1): the serving pipeline's steps ([`crate::serving::reconcile_served`])
+//! `gpus.maxNodes` above 1): the serving pipeline's steps ([`crate::served::reconcile_served`])
 //! on the groups seen as one pod each ([`super::served`]), with the groups' headless Services
 //! and NetworkPolicies (the members', and the leader's that opens the serving port) written
 //! before their pods and deleted after the status once their pods
@@ -17,18 +17,21 @@ use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::pod_keys::GROUP_LABEL;
 use vramfit_api::{InferenceJob, ServeSpec};
 
-use super::apply::{GroupApplyError, write_checked};
+use super::apply::write_checked;
 use super::served::{
     ServedGroupDecision, ServedGroupObserved, into_groups, leader_record, owned_as_groups,
     running_members_of_ended_groups, seen_as_one_pod,
 };
+use crate::attempts::Decision;
 use crate::context::Context;
 use crate::error::Error;
-use crate::reconcile::decide::Decision;
-use crate::reconcile::update_status;
-use crate::serving::decide::ServedDecision;
-use crate::serving::service::controlled_by;
-use crate::serving::{apply, observe, summary};
+use crate::error::GroupApplyError;
+use crate::observe::served as observe;
+use crate::replicas::decide::ServedDecision;
+use crate::replicas::service::controlled_by;
+use crate::replicas::summary;
+use crate::writes::served as apply;
+use crate::writes::status as update_status;
 
 /// The reconcile of a served job whose replicas are groups: the steps in order.
 pub async fn reconcile_served_group(
@@ -95,7 +98,7 @@ pub async fn reconcile_served_group(
         let old = job.status.clone().unwrap_or_default();
         let generation = job.metadata.generation;
         match error {
-            apply::ServingApplyError::NameTaken { object, name } => {
+            crate::error::ServingApplyError::NameTaken { object, name } => {
                 summary::name_taken(&mut served, &old, generation, &now, (*object, name));
             }
             _ => summary::objects_refused(&mut served, &old, generation, &now, &error.to_string()),

@@ -17,9 +17,9 @@ use super::testing::{
     nodes_one_step_down, out_of_memory, policies, served_group_objects_created,
     served_group_objects_deleted, services,
 };
+use crate::batch::tests::{created_pod, run, with_status};
 use crate::fixtures::{self, NAMESPACE};
-use crate::reconcile::tests::{created_pod, run, with_status};
-use crate::serving::state::ServingWriters;
+use crate::serving_state::ServingWriters;
 use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context_with_serving};
 
@@ -80,7 +80,7 @@ fn objects_in_store(serving: &mut ServingWriters, job: &InferenceJob, group: &st
 /// The job's Service in the stores, as created.
 fn job_service_in_store(serving: &mut ServingWriters, job: &InferenceJob) {
     let mut service =
-        crate::serving::service::desired_service(job, job.spec.serve.as_ref().unwrap()).unwrap();
+        crate::replicas::service::desired_service(job, job.spec.serve.as_ref().unwrap()).unwrap();
     service.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
     serving
         .services
@@ -282,7 +282,7 @@ async fn serving_groups_of(
         objects_in_store(serving, &job, group);
     }
     job_service_in_store(serving, &job);
-    let live = crate::serving::pdb::desired_pdb(&job, 2).unwrap().unwrap();
+    let live = crate::replicas::pdb::desired_pdb(&job, 2).unwrap().unwrap();
     let mut pdb = live;
     pdb.metadata.uid = Some(ApiServerVerifier::object_uid("chat"));
     serving
@@ -525,7 +525,7 @@ async fn a_worker_out_of_memory_steps_only_its_replica_down() {
     // The planner's step down from the failed plan says how many nodes the next group has.
     let input = resolve_job(&job.spec).unwrap();
     let class = fixtures::class("a10g", 2);
-    let failed = crate::reconcile::build::recorded_plan(&pods[2]).unwrap();
+    let failed = crate::pod::build::recorded_plan(&pods[2]).unwrap();
     let nodes = nodes_one_step_down(&input, &class, &failed);
     let mut status = Value::Null;
     let mut created = Vec::new();

@@ -10,8 +10,8 @@ use kube::ResourceExt;
 use vramfit_api::InferenceJob;
 use vramfit_api::pod_keys::GROUP_LABEL;
 
-use crate::reconcile::build::BuildError;
-use crate::serving::service::{controlled_by, labels_hold, object_labels, owner};
+use crate::pod::build::BuildError;
+use crate::replicas::service::{controlled_by, labels_hold, object_labels, owner};
 
 /// The labels of a group's Service and NetworkPolicy: the job's objects' labels and the
 /// group's.

@@ -24,9 +24,9 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use vramfit_api::group::MAX_GROUP_NODES;
 
 use super::names::GroupOf;
-use crate::reconcile::build::recorded_plan;
-use crate::reconcile::decide::PodSeen;
-use crate::reconcile::pod_outcome::{PodState, classify};
+use crate::pod::PodSeen;
+use crate::pod::build::recorded_plan;
+use crate::pod::outcome::{PodState, classify};
 
 /// The pod of a group that decided how the group stands, when one did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -352,9 +352,9 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::group::build::group_pods;
-    use crate::group::spread::GroupSpread;
     use crate::group::testing::{group_job, two_node_plan};
-    use crate::reconcile::build::desired_pod;
+    use crate::pod::build::desired_pod;
+    use crate::settings::GroupSpread;
     use vramfit_planner::resolve_job;
 
     /// The two pods of `big`'s group for attempt 1, created.

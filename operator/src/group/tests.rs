@@ -14,15 +14,15 @@ use vramfit_planner::{plan_for_class, resolve_job};
 use super::build::group_pods;
 use super::network_policy::desired_network_policy;
 use super::service::desired_service;
-use super::spread::GroupSpread;
 use super::testing::{
     group_job, group_objects_created, group_objects_deleted, nodes_one_step_down, out_of_memory,
     policies, ready_at, rpc_plan, services, two_node_plan,
 };
+use crate::batch::tests::{condition, run, with_status};
 use crate::fixtures::{self, NAMESPACE};
-use crate::reconcile::build::desired_pod;
-use crate::reconcile::tests::{condition, run, with_status};
-use crate::serving::state::ServingWriters;
+use crate::pod::build::desired_pod;
+use crate::serving_state::ServingWriters;
+use crate::settings::GroupSpread;
 use crate::stores::StoreWriters;
 use crate::verifier::{ApiServerVerifier, test_context_with_serving};
 
@@ -407,7 +407,7 @@ async fn a_foreign_service_of_the_group_name_is_left_alone_and_no_pod_is_created
     let foreign = json!({ "apiVersion": "v1", "kind": "Service",
                           "metadata": { "name": "big-1", "namespace": NAMESPACE, "uid": "someone-else" } });
     let mut status = Value::Null;
-    let ended = crate::reconcile::tests::run_to_end(&ctx, &job, &mut api, async |api| {
+    let ended = crate::batch::tests::run_to_end(&ctx, &job, &mut api, async |api| {
         api.object_create_exists(&services(), "big-1").await;
         api.object_get(&services(), "big-1", &foreign).await;
         status = api.status_apply(&job).await;
@@ -669,18 +669,18 @@ async fn a_worker_at_a_new_address_replaces_the_llama_cpp_group() {
 #[test]
 fn a_job_runs_groups_while_its_status_lists_members() {
     let mut job = fixtures::job("big", fixtures::vllm_mistral_spec());
-    assert!(!super::runs_groups(&job), "one node, no status");
+    assert!(!crate::pod::runs_groups(&job), "one node, no status");
     let attempt = |members: Value| {
         json!({ "attempts": [{ "number": 1, "podName": "big-1", "nodeClass": "a10g-x4",
                                "planSummary": "", "members": members }] })
     };
     job.status = Some(serde_json::from_value(attempt(json!([]))).unwrap());
-    assert!(!super::runs_groups(&job), "an attempt of one pod");
+    assert!(!crate::pod::runs_groups(&job), "an attempt of one pod");
     job.status = Some(
         serde_json::from_value(attempt(json!([{ "rank": 0, "podName": "big-1-0" }]))).unwrap(),
     );
-    assert!(super::runs_groups(&job), "a group still listed");
+    assert!(crate::pod::runs_groups(&job), "a group still listed");
     job.status = None;
     job.spec.gpus.max_nodes = 2;
-    assert!(super::runs_groups(&job));
+    assert!(crate::pod::runs_groups(&job));
 }

@@ -11,8 +11,8 @@ use super::mount::{claim_name, volume_name};
 use super::tests::{
     KEY, cache, cached_job, claims, cluster, env, hostnames, settings, volumes, waits,
 };
+use crate::batch::tests::{condition, run, with_status};
 use crate::fixtures::{self, NAMESPACE};
-use crate::reconcile::tests::{condition, run, with_status};
 use crate::verifier::test_context_with_settings;
 
 /// [`cached_job`] as a batch job (no `serve`).
@@ -65,7 +65,7 @@ async fn a_batch_attempt_gets_the_volume_the_claim_then_its_pod_on_the_node_hold
     assert_eq!(s["weights"]["source"], "CacheHit");
     assert_eq!(s["weights"]["model"], KEY);
     assert_eq!(s.get("replicasWaitingForModel"), None);
-    crate::reconcile::tests::assert_metrics(
+    crate::batch::tests::assert_metrics(
         &ctx,
         &["vramfit_replica_weights_total{source=\"CacheHit\"} 1"],
     );
@@ -187,7 +187,7 @@ async fn an_attempt_after_out_of_memory_mounts_the_model_again_as_a_cache_hit() 
     })
     .await;
     writers.apply_pod(fixtures::as_failed(
-        crate::reconcile::tests::created_pod(&pod),
+        crate::batch::tests::created_pod(&pod),
         "a-2",
         "Error",
         1,
@@ -242,7 +242,7 @@ async fn a_metadata_only_apply_of_a_mounting_pod_leaves_its_spec_alone() {
     })
     .await;
     writers.apply_pod(fixtures::as_running(
-        crate::reconcile::tests::created_pod(&pod),
+        crate::batch::tests::created_pod(&pod),
         "l-2",
     ));
     let mut job = with_status(&job, &status);
@@ -285,7 +285,7 @@ async fn an_attempt_after_out_of_memory_may_wait_for_its_model() {
         "FetchedByPod"
     );
     writers.apply_pod(fixtures::as_failed(
-        crate::reconcile::tests::created_pod(&pod),
+        crate::batch::tests::created_pod(&pod),
         "a-1",
         "Error",
         1,

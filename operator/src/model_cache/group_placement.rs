@@ -21,7 +21,7 @@ use super::mount::{VOLUME_NAME, mark_note, mark_source, mount_pod};
 use super::placement::{CacheAsk, CachePlacement, Decide, decide};
 use super::weights::parse_source;
 use super::{WEIGHTS_NOTE_ANNOTATION, WEIGHTS_SOURCE_ANNOTATION};
-use crate::group::build::HOSTNAME_TOPOLOGY;
+use crate::capacity::HOSTNAME_TOPOLOGY;
 
 /// What one group's cache decision reads.
 #[derive(Clone, Debug)]

@@ -16,9 +16,9 @@ use vramfit_api::model_cache::{
 use super::WEIGHTS_SOURCE_ANNOTATION;
 use super::mount::{claim_name, volume_name};
 use super::tests::{claims, hostnames, settings, volumes};
+use crate::batch::tests::run;
 use crate::fixtures::{self, NAMESPACE};
 use crate::group::testing::{policies, services};
-use crate::reconcile::tests::run;
 use crate::verifier::test_context_with_settings;
 
 const REPO: &str = "meta-llama/Llama-3.1-70B-Instruct";
@@ -204,7 +204,7 @@ async fn a_label_change_of_a_mounting_group_applies_its_members_metadata_alone()
     .await;
     for (pod, node) in pods.iter().zip(NODES) {
         writers.apply_pod(fixtures::as_running(
-            crate::reconcile::tests::created_pod(pod),
+            crate::batch::tests::created_pod(pod),
             node,
         ));
     }
@@ -218,7 +218,7 @@ async fn a_label_change_of_a_mounting_group_applies_its_members_metadata_alone()
     serving
         .network_policies
         .apply_watcher_event(&watcher::Event::Apply(policy));
-    let mut job = crate::reconcile::tests::with_status(&job, &status);
+    let mut job = crate::batch::tests::with_status(&job, &status);
     job.metadata.generation = Some(2);
     job.spec.pod = Some(vramfit_api::PodTemplate {
         labels: [("team".to_string(), "vision".to_string())].into(),

@@ -35,13 +35,11 @@ mod group_tests;
 pub mod job_model;
 pub mod mount;
 pub mod placement;
-pub mod sync;
 #[cfg(test)]
 mod sync_input_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod view;
-pub mod volumes;
 pub mod wanted;
 pub mod weights;
 
@@ -65,35 +63,6 @@ pub const HEARTBEAT_TRUST: Duration = Duration::from_secs(600);
 
 /// The replica line's `reason` while it waits for a node to download its model.
 pub const WAITING_REASON: &str = "WaitingForModel";
-
-/// `--model-cache*` flags.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelCacheSettings {
-    /// `--model-cache`: the cache is used at all.
-    pub enabled: bool,
-    /// `--model-cache-root`: the cache's root folder on every node (the agent's).
-    pub root: String,
-    /// `--model-cache-wait-seconds`: how long a replica waits for a node to download its model
-    /// before its pod fetches the model itself.
-    pub wait: Duration,
-    /// `--model-cache-prefetch-nodes`: the most nodes per class asked to hold a job's model
-    /// ahead of its pods (the nodes its pods run on always are).
-    pub prefetch_nodes: usize,
-}
-
-/// The default cache root on the nodes.
-pub const DEFAULT_ROOT: &str = "/var/lib/vramfit/cache";
-
-impl Default for ModelCacheSettings {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            root: DEFAULT_ROOT.to_string(),
-            wait: Duration::from_secs(900),
-            prefetch_nodes: 4,
-        }
-    }
-}
 
 /// Marks a batch job (or group) whose next attempt waits for its model as woken when a node's
 /// cache changes (with the served jobs that wait: within a second of the model's `Ready`,

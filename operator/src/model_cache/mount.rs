@@ -3,7 +3,7 @@
 //! path), the job's claim bound to it, and the pod's volume, mount, required affinity to the
 //! nodes holding the model, annotations and the env that points the runtime at the mount,
 //! offline ([`CACHE_ENV`]).
-use crate::group::build::HOSTNAME_TOPOLOGY;
+use crate::capacity::HOSTNAME_TOPOLOGY;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -566,7 +566,7 @@ mod tests {
     use super::*;
     use crate::fixtures;
     use crate::model_cache::job_model::job_model;
-    use crate::serving::pod::replica_pod;
+    use crate::replicas::pod::replica_pod;
     use vramfit_api::Fallback;
     use vramfit_api::checkpoint::HuggingFaceModel;
     use vramfit_planner::{plan_for_class, resolve_job};

@@ -10,8 +10,8 @@ use vramfit_api::InferenceJob;
 use vramfit_api::checkpoint::HuggingFaceModel;
 use vramfit_api::model_cache::{ModelCache, ModelCacheSpec, POD_MODEL_ANNOTATION, WantedModel};
 
-use super::sync::{desired_specs, pods_seen, stores_listed, sync_once};
 use super::tests::{KEY, cached_job, cluster, settings};
+use crate::cache_sync::{desired_specs, pods_seen, stores_listed, sync_once};
 use crate::context::Context;
 use crate::fixtures::{self, NAMESPACE};
 use crate::stores::slim::SlimPod;

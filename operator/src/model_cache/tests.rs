@@ -12,28 +12,29 @@ use vramfit_api::model_cache::{
     POD_MODEL_ANNOTATION,
 };
 
+use super::WEIGHTS_SOURCE_ANNOTATION;
 use super::mount::{claim_name, volume_name};
-use super::{ModelCacheSettings, WEIGHTS_SOURCE_ANNOTATION};
-use crate::context::Settings;
+use crate::batch::tests::{run, with_status};
 use crate::fixtures::{self, NAMESPACE};
-use crate::reconcile::tests::{run, with_status};
-use crate::serving::tests::api::{served_job, services};
+use crate::served::tests::api::{served_job, services};
+use crate::settings::ModelCacheSettings;
+use crate::settings::Settings;
 use crate::stores::StoreWriters;
 use crate::verifier::test_context_with_settings;
 
-pub(super) const KEY: &str = "mistralai/Mistral-7B-Instruct-v0.3@main";
+pub(crate) const KEY: &str = "mistralai/Mistral-7B-Instruct-v0.3@main";
 
-pub(super) fn volumes() -> String {
+pub(crate) fn volumes() -> String {
     "/api/v1/persistentvolumes".to_string()
 }
 
-pub(super) fn claims() -> String {
+pub(crate) fn claims() -> String {
     format!("/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")
 }
 
 /// A served job of one replica whose model is `model.huggingFace`, with what the Hub said
 /// already in status (no Hub read in the test).
-pub(super) fn cached_job() -> InferenceJob {
+pub(crate) fn cached_job() -> InferenceJob {
     let mut job = served_job(1);
     job.spec.model.hugging_face = Some(HuggingFaceModel {
         repo: "mistralai/Mistral-7B-Instruct-v0.3".into(),
@@ -55,7 +56,7 @@ pub(super) fn cached_job() -> InferenceJob {
     job
 }
 
-pub(super) fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings {
         model_cache: ModelCacheSettings {
             enabled: true,
@@ -66,7 +67,7 @@ pub(super) fn settings() -> Settings {
 }
 
 /// Node `node`'s cache, holding the model in `phase`, its agent alive.
-pub(super) fn cache(node: &str, phase: CachedModelPhase) -> ModelCache {
+pub(crate) fn cache(node: &str, phase: CachedModelPhase) -> ModelCache {
     let mut cache = ModelCache::new(node, ModelCacheSpec::default());
     cache.status = Some(ModelCacheStatus {
         models: vec![CachedModel {
@@ -85,9 +86,9 @@ pub(super) fn cache(node: &str, phase: CachedModelPhase) -> ModelCache {
 }
 
 /// Three L40S×1 nodes.
-pub(super) fn cluster(
+pub(crate) fn cluster(
     writers: &mut StoreWriters,
-    serving: &mut crate::serving::state::ServingWriters,
+    serving: &mut crate::serving_state::ServingWriters,
 ) {
     for node in ["l-1", "l-2", "l-3"] {
         writers.apply_node(fixtures::gpu_node(node, "l40s", 1, 1));
@@ -96,7 +97,7 @@ pub(super) fn cluster(
     serving.mark_ready();
 }
 
-pub(super) fn hostnames(pod: &Value) -> Vec<Value> {
+pub(crate) fn hostnames(pod: &Value) -> Vec<Value> {
     pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         ["nodeSelectorTerms"]
         .as_array()
@@ -110,7 +111,7 @@ pub(super) fn hostnames(pod: &Value) -> Vec<Value> {
         .collect()
 }
 
-pub(super) fn env(pod: &Value, name: &str) -> Value {
+pub(crate) fn env(pod: &Value, name: &str) -> Value {
     pod["spec"]["containers"][0]["env"]
         .as_array()
         .unwrap()
@@ -226,7 +227,7 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
     serving
         .services
         .apply_watcher_event(&kube::runtime::watcher::Event::Apply(
-            crate::serving::service::desired_service(&job, job.spec.serve.as_ref().unwrap())
+            crate::replicas::service::desired_service(&job, job.spec.serve.as_ref().unwrap())
                 .unwrap(),
         ));
     run(&ctx, &job, &mut api, async |_| {}).await;
@@ -261,7 +262,7 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
 }
 
 /// Whether job `chat` is in the set of served jobs woken by node and cache changes.
-pub(super) fn waits(ctx: &crate::context::Context) -> bool {
+pub(crate) fn waits(ctx: &crate::context::Context) -> bool {
     ctx.serving
         .waiting()
         .jobs()
@@ -301,7 +302,7 @@ async fn the_sync_applies_only_the_specs_that_differ_and_sweeps_released_volumes
     writers.mark_ready();
     let task = tokio::spawn({
         let ctx = ctx.clone();
-        async move { super::sync::sync_once(&ctx).await }
+        async move { crate::cache_sync::sync_once(&ctx).await }
     });
     let (request, send) = api.next().await;
     assert_eq!(request.method(), http::Method::PATCH);
@@ -400,7 +401,7 @@ async fn a_foreign_claim_of_the_name_is_reported_and_no_pod_is_created() {
     let job = cached_job();
     let pv = volume_name(NAMESPACE, &fixtures::uid("chat"), KEY);
     let pvc = claim_name("chat", KEY);
-    let task = tokio::spawn(crate::reconcile::reconcile(
+    let task = tokio::spawn(crate::dispatch::reconcile(
         std::sync::Arc::new(crate::stores::cached_job::CachedJob::of(&job)),
         ctx.clone(),
     ));

@@ -7,12 +7,13 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use vramfit_api::model_cache::{CachedModel, ModelCache};
 
+use super::HEARTBEAT_TRUST;
 use super::job_model::{JobModel, job_model};
 use super::placement::CacheAsk;
-use super::{HEARTBEAT_TRUST, ModelCacheSettings};
 use crate::capacity::room::free_per_node;
 use crate::capacity::{Inventory, PodConstraints};
 use crate::context::Context;
+use crate::settings::ModelCacheSettings;
 use vramfit_api::InferenceJob;
 
 /// The caches and the free GPUs of every node, as one decision sees them.

@@ -23,6 +23,7 @@ use vramfit_api::{GpuNodeClass, InferenceJob, ModelCache};
 
 pub mod cached_job;
 pub mod deflate;
+pub mod extended_resources;
 pub mod gpu_resources;
 pub mod gpu_usage;
 pub mod listed;

@@ -1,6 +1,6 @@
 //! The ModelCache reflector (`--model-cache` only): every node's cache object, cluster-scoped,
 //! managed fields dropped. Placement reads which node holds which model; the sync task
-//! compares the wanted specs with the stored ones ([`crate::model_cache::sync`]).
+//! compares the wanted specs with the stored ones ([`crate::cache_sync`]).
 use std::sync::Arc;
 
 use futures::StreamExt;

@@ -25,7 +25,7 @@ use super::relist::ChangedPodOwners;
 use super::relist::PodChange;
 use super::slim::SlimPod;
 use super::watch_retry::with_backoff;
-use crate::capacity::extended_resources::{self, is_extended_resource};
+use crate::stores::extended_resources::{self, is_extended_resource};
 
 /// Field selector of the GPU accounting pod store.
 pub const NON_TERMINAL_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";

@@ -399,22 +399,22 @@ mod tests {
         let class = fixtures::class("a10g", 4);
         let input = vramfit_planner::resolve_job(&job.spec).unwrap();
         let plan = vramfit_planner::plan_for_class(&input, &class, &Default::default()).unwrap();
-        let pod = crate::reconcile::build::desired_pod(&job, &input, &plan, &class, 1).unwrap();
+        let pod = crate::pod::build::desired_pod(&job, &input, &plan, &class, 1).unwrap();
         let failed =
             fixtures::as_failed(fixtures::created(pod.clone()), "a-1", "OOMKilled", 137, "");
         // Through JSON, as the watch delivers it.
         let slim: SlimPod = serde_json::from_value(serde_json::to_value(&failed).unwrap()).unwrap();
         let seen = slim.to_pod();
         assert_eq!(
-            crate::reconcile::pod_outcome::classify(&seen),
-            crate::reconcile::pod_outcome::classify(&failed)
+            crate::pod::outcome::classify(&seen),
+            crate::pod::outcome::classify(&failed)
         );
-        assert_eq!(crate::reconcile::build::recorded_plan(&seen), Some(plan));
+        assert_eq!(crate::pod::build::recorded_plan(&seen), Some(plan));
         assert_eq!(
-            crate::reconcile::build::recorded_spec_hash(&seen),
-            crate::reconcile::build::recorded_spec_hash(&pod)
+            crate::pod::build::recorded_spec_hash(&seen),
+            crate::pod::build::recorded_spec_hash(&pod)
         );
-        assert!(crate::reconcile::build::metadata_matches(&seen, &pod));
+        assert!(crate::pod::build::metadata_matches(&seen, &pod));
         assert_eq!(
             crate::stores::gpu_resources::pod_gpu_request(&seen),
             crate::stores::gpu_resources::pod_gpu_request(&pod)
