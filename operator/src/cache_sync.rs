@@ -1,10 +1,10 @@
-//! The leader's model cache task (API): every [`super::SYNC_PERIOD`], and when a ModelCache
-//! changes, it computes the models each GPU node should hold ([`super::wanted`]) and
-//! server-side applies each node's `ModelCache` spec whose stored spec differs (field manager
-//! `vramfit-operator`; a new object is owned by its Node, so it goes with the node). A node
-//! that wants nothing any more gets an empty spec, never a deletion: its agent's status still
-//! lists what is on disk. The same pass deletes the model PersistentVolumes whose claim went
-//! (`Released`).
+//! The leader's model cache task (API): every [`crate::model_cache::SYNC_PERIOD`], and when a
+//! ModelCache changes, it computes the models each GPU node should hold
+//! ([`crate::model_cache::wanted`]) and server-side applies each node's `ModelCache` spec whose
+//! stored spec differs (field manager `vramfit-operator`; a new object is owned by its Node, so
+//! it goes with the node). A node that wants nothing any more gets an empty spec, never a
+//! deletion: its agent's status still lists what is on disk. The same pass deletes the model
+//! PersistentVolumes whose claim went (`Released`).
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -307,11 +307,15 @@ fn job_want(
 
 /// The pods of a batch group's attempt: its plan's nodes; `maxNodes` while the next attempt
 /// waits for its model or none is planned yet (the next plan's size is not known here, and
-/// fewer nodes asked than the group needs would keep it waiting); 0 for other jobs.
+/// fewer nodes asked than the group needs would keep it waiting); `maxNodes` for a served
+/// job whose replicas are groups (each replica has its own plan); 0 for other jobs.
 fn group_pods(job: &InferenceJob) -> usize {
     let spec = &job.spec;
-    if spec.serve.is_some() || spec.gpus.max_nodes <= 1 {
+    if spec.gpus.max_nodes <= 1 {
         return 0;
+    }
+    if spec.serve.is_some() {
+        return spec.gpus.max_nodes as usize;
     }
     let status = job.status.as_ref();
     let waiting = status.is_some_and(|s| s.replicas_waiting_for_model.is_some());

@@ -68,6 +68,27 @@ impl JobEvent {
         (!already).then(|| Self::warning(EventReason::InvalidSpec, message))
     }
 
+    /// The `InvalidSpec` condition (`value`, reason, message) of a spec that failed its check
+    /// with `refusal`, or passed it, and the warning of [`Self::invalid_spec`] for a refusal.
+    pub fn spec_check(
+        refusal: Option<String>,
+        old: &[vramfit_api::Condition],
+    ) -> (bool, vramfit_api::conditions::Reason, String, Option<Self>) {
+        use vramfit_api::conditions::Reason;
+        match refusal {
+            None => (
+                false,
+                Reason::SpecValid,
+                "the spec can be planned".to_string(),
+                None,
+            ),
+            Some(message) => {
+                let event = Self::invalid_spec(old, &message);
+                (true, Reason::InvalidSpec, message, event)
+            }
+        }
+    }
+
     /// The same event, about `pod`.
     pub fn about(mut self, pod: impl Into<String>) -> Self {
         self.pod = Some(pod.into());
@@ -78,7 +99,7 @@ impl JobEvent {
 /// events.k8s.io/v1 accepts at most 1024 bytes of note; keep a margin.
 const MAX_NOTE_BYTES: usize = 1000;
 
-/// `note` cut to at most [`MAX_NOTE_BYTES`] bytes, on a character boundary (progress bars and
+/// `note` cut to at most `MAX_NOTE_BYTES` (1000) bytes, on a character boundary (progress bars and
 /// `…` are several bytes each: a cut by characters could still be rejected).
 pub fn fit_note(note: &str) -> &str {
     if note.len() <= MAX_NOTE_BYTES {

@@ -2,20 +2,35 @@
 //! land on, follows each pod to its end, and retries an out-of-memory failure one step down.
 //!
 //! The crate is a library with a thin binary (`vramfit-operator`). Decisions are pure
-//! functions, IO sits at the edges:
+//! functions, IO sits at the edges. The modules stand in layers, top first; a module imports
+//! only modules on lower rows, never a peer (operator/README.md, "Layers", checked by
+//! `operator/tests/layers.rs`):
 //!
-//! * [`node_classes`]: node classes and free GPUs from Nodes, Pods and GpuNodeClasses.
-//! * [`placement`]: plan every class, keep those with room, choose one (pure).
-//! * [`desired_pod`]: the pod of an attempt (pure); [`pod_security`]: its security context.
-//! * [`oom`]: how a pod ended: success, out of memory, other failure (pure).
-//! * [`next_status`]: the job's next status, pod and events from what was observed (pure).
-//! * [`conditions`]: status conditions with stable transition times (pure).
-//! * [`reconcile`]: the pipeline: read → validate → decide → apply pod → patch status.
-//! * [`serving`]: the pipeline of served jobs (`spec.serve`): replicas behind one Service.
-//! * [`controller`]: the kube-runtime `Controller` wiring, watches and stores.
-//! * [`slim`]: the pods and jobs the watches parse: only what vramfit reads.
-//! * [`events`], [`metrics`], [`health`], [`leader`], [`reservations`]: the edges
-//!   (the process runtime, `/healthz`, `/readyz` and `/metrics` included, is `vramfit-runtime`).
+//! * process and wiring: [`app`] (flags, CRDs awaited, leader election, shutdown),
+//!   [`controller`] (the kube-runtime `Controller`, its watches and wake streams), [`cli`],
+//!   [`leader`].
+//! * dispatch: [`dispatch`] hands a job to its pipeline, contains a panic to its job and
+//!   retries with backoff ([`reconcile`], [`error_policy`]).
+//! * pipelines: [`batch`] (one-pod batch and fine-tuning attempts), [`served`] (`spec.serve`:
+//!   replicas behind one Service), [`group`] (attempts and replicas that span nodes),
+//!   [`cache_sync`] (the leader's node model cache sync).
+//! * writes: [`writes`]: pods, a job's own Services, budgets and policies, model volumes,
+//!   status and events, with field ownership.
+//! * decisions (pure): [`attempts`] (a batch attempt's state machine), [`replicas`] (served
+//!   replicas').
+//! * observation: [`observe`], a job's snapshot from the caches.
+//! * node model cache: [`model_cache`], which node caches hold or should hold a model, and
+//!   whether a pod mounts, waits for or fetches it (pure).
+//! * shared state: [`context`] ([`Context`]); [`serving_state`] (served jobs' caches and
+//!   waiting jobs), [`placement`] (plan every class, choose one; pure).
+//! * cluster and counters: [`capacity`] (node classes, free GPUs, reservations; pure),
+//!   [`metrics`].
+//! * building blocks: [`pod`] (a pod built and read back; pure), [`ownership`] (whose object
+//!   it is; pure), [`settings`] ([`Settings`]), [`job_gauges`].
+//! * foundations: [`stores`] (the caches and their reflectors), [`error`] (each step's
+//!   error), [`events`], [`backoff`], [`hub_models`], [`tolerations`], [`health`],
+//!   [`lease_fence`], [`permissions`]; the process runtime (`/healthz`, `/readyz`,
+//!   `/metrics`) is `vramfit-runtime`.
 #![forbid(unsafe_code)]
 
 pub mod app;

@@ -1,6 +1,7 @@
 //! What served jobs add to the shared context: the caches of their Services and
-//! PodDisruptionBudgets, and of groups' NetworkPolicies (filled by [`super::watches`]), the served jobs that wait for room
-//! (woken with the batch jobs that wait), and the replicas' backoff.
+//! PodDisruptionBudgets, and of groups' NetworkPolicies (filled by
+//! [`crate::controller::served_watches`]), the served jobs that wait for room (woken with the
+//! batch jobs that wait), and the replicas' backoff.
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -210,9 +210,50 @@ impl ApiServerVerifier {
         );
     }
 
-    /// Expects the server-side apply of object `name` at `collection` (a namespaced path such
-    /// as `/api/v1/namespaces/ml/services`); answers with the object. Returns the applied body.
+    /// Expects the uncached read of object `name` at `collection` (answered with the object of
+    /// [`Self::object_uid`], its fields already the apply's), then the server-side apply onto
+    /// it; answers with the object. Returns the applied body.
     pub async fn object_apply(&mut self, collection: &str, name: &str) -> Value {
+        let live = json!({ "metadata": { "name": name, "namespace": NAMESPACE,
+            "uid": Self::object_uid(name), "managedFields": [managed_entry("Apply")] } });
+        self.object_get(collection, name, &live).await;
+        self.object_apply_only(collection, name).await
+    }
+
+    /// [`Self::object_apply`] onto an object the job created and never applied onto: the read
+    /// shows the create's `Update` entry, which a merge patch (guarded by the uid) turns into
+    /// the apply's before the apply. Returns the applied body.
+    pub async fn object_apply_after_create(&mut self, collection: &str, name: &str) -> Value {
+        let uid = Self::object_uid(name);
+        let mut created = managed_entry("Update");
+        created["fieldsV1"] = json!({ "f:spec": { "f:ports": {} } });
+        let foreign = json!({ "manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "fieldsV1": { "f:metadata": {} } });
+        let live = json!({ "metadata": { "name": name, "namespace": NAMESPACE, "uid": uid,
+            "managedFields": [created, foreign] } });
+        self.object_get(collection, name, &live).await;
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
+        assert_eq!(
+            request.headers()["content-type"],
+            "application/merge-patch+json"
+        );
+        assert_eq!(request.uri().path(), format!("{collection}/{name}"));
+        let patch = Self::body(request).await;
+        let mut applied = managed_entry("Apply");
+        applied["fieldsV1"] = json!({ "f:spec": { "f:ports": {} } });
+        assert_eq!(
+            patch,
+            json!({ "metadata": { "uid": uid, "managedFields": [foreign, applied] } }),
+            "the create's entry becomes the apply's; the others stay"
+        );
+        respond(send, 200, &live);
+        self.object_apply_only(collection, name).await
+    }
+
+    /// Expects the server-side apply of object `name` at `collection` alone; answers with the
+    /// object. Returns the applied body.
+    pub async fn object_apply_only(&mut self, collection: &str, name: &str) -> Value {
         let (request, send) = self.next().await;
         assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
         assert_eq!(
@@ -246,60 +287,13 @@ impl ApiServerVerifier {
         (body, send)
     }
 
-    /// Expects the creation of object `name` at `collection` alone (an object whose fields
-    /// never change, such as a group's Service), answered with it, created with
-    /// [`Self::object_uid`]. Returns the posted body.
-    pub async fn object_create_only(&mut self, collection: &str, name: &str) -> Value {
+    /// Expects the creation (a plain create, never an apply) of object `name` at `collection`,
+    /// answered with it, created with [`Self::object_uid`]: one write. Returns the posted body.
+    pub async fn object_create(&mut self, collection: &str, name: &str) -> Value {
         let (body, send) = self.object_create_request(collection, name).await;
         let mut created = body.clone();
         created["metadata"]["uid"] = json!(Self::object_uid(name));
         respond(send, 201, &created);
-        body
-    }
-
-    /// Expects the creation (a plain create, never an apply) of object `name` at `collection`,
-    /// answered with it, created with [`Self::object_uid`]; then the apply onto that uid, and
-    /// the patch that leaves the apply's entry as the only owner of the object's fields (the
-    /// create's `Update` entry dropped). Returns the posted body.
-    pub async fn object_create(&mut self, collection: &str, name: &str) -> Value {
-        let (body, send) = self.object_create_request(collection, name).await;
-        let uid = Self::object_uid(name);
-        let mut created = body.clone();
-        created["metadata"]["uid"] = json!(uid);
-        respond(send, 201, &created);
-
-        let entry = |operation: &str| {
-            json!({ "manager": "vramfit-operator", "operation": operation,
-                    "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {} })
-        };
-        let (request, send) = self.next().await;
-        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
-        assert_eq!(
-            request.uri().to_string(),
-            format!("{collection}/{name}{APPLY_QUERY}")
-        );
-        let mut applied = Self::body(request).await;
-        assert_eq!(
-            applied["metadata"]["uid"],
-            json!(uid),
-            "the apply is onto the created uid"
-        );
-        applied["metadata"]["managedFields"] = json!([entry("Update"), entry("Apply")]);
-        respond(send, 200, &applied);
-
-        let (request, send) = self.next().await;
-        assert_eq!(request.method(), Method::PATCH, "{}", request.uri());
-        assert_eq!(
-            request.headers()["content-type"],
-            "application/merge-patch+json"
-        );
-        assert_eq!(request.uri().path(), format!("{collection}/{name}"));
-        let patch = Self::body(request).await;
-        assert_eq!(
-            patch,
-            json!({ "metadata": { "uid": uid, "managedFields": [entry("Apply")] } })
-        );
-        respond(send, 200, &applied);
         body
     }
 
@@ -446,4 +440,10 @@ impl ApiServerVerifier {
             panic!("unexpected request: {} {}", request.method(), request.uri());
         }
     }
+}
+
+/// A managed-fields entry of the operator's field manager.
+fn managed_entry(operation: &str) -> Value {
+    json!({ "manager": "vramfit-operator", "operation": operation,
+            "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {} })
 }

@@ -18,6 +18,11 @@
 //! - A batch group: two nodes of a class of their own (`a10-x4`) both hold Mixtral-8x7B; the
 //!   job's plan is a group of two nodes × 4 GPUs, and both of its pods mount the model
 //!   through the job's one claim, each kept to the holding nodes and on a node of its own.
+//! - A served group (`cache-served-group`, `serve` with `maxNodes` 4), once the batch group is
+//!   gone, on the same two nodes: its one replica is a group of two pods, both mounting the
+//!   model read-only through the job's one claim (bound to the model's read-only folder),
+//!   each kept to the holding nodes and on a node of its own; the replica's line lists both
+//!   members and says `CacheHit` with the model's key.
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -84,6 +89,7 @@ pub async fn cached_node_preferred(s: &mut Suite) -> Result<()> {
         "cache-private",
         "cache-batch",
         "cache-group",
+        "cache-served-group",
     ]
     .map(String::from)
     .to_vec();
@@ -309,25 +315,30 @@ async fn placements(s: &Suite) -> Result<()> {
     Ok(())
 }
 
-/// A batch group whose two nodes both hold its model: both pods mount it. The group's nodes
-/// are added for the scenario and removed after it, pass or fail.
+/// A batch group whose two nodes both hold its model: both pods mount it; then, the batch
+/// group gone, a served job whose one replica is a group of two on the same nodes: both of
+/// its pods mount it too. The groups' nodes are added for the scenario and removed after it,
+/// pass or fail.
 async fn batch_group(s: &Suite) -> Result<()> {
     let nodes = s.group_nodes("cache").await?;
     let outcome = match nodes.add(s, 4, 2).await {
-        Ok(names) => group_mounts(s, &names).await,
+        Ok(names) => match group_mounts(s, &names).await {
+            Ok(()) => served_group_mounts(s, &names).await,
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
-    let deleted = s.delete_jobs(&["cache-group".to_string()]).await;
+    let deleted = s
+        .delete_jobs(&["cache-group".to_string(), "cache-served-group".to_string()])
+        .await;
     let removed = nodes.remove_all(s).await;
     outcome.and(deleted).and(removed)
 }
 
-async fn group_mounts(s: &Suite, names: &[String]) -> Result<()> {
-    for node in names {
-        play_agent(s, node, json!([held(GROUP_MODEL, true, &[])])).await?;
-    }
-    let class = group_class(4);
-    let spec = json!({
+/// The Mixtral-8x7B job of the group steps (16 bits: two nodes × 4 GPUs), on the groups'
+/// class alone.
+fn group_spec(class: &str) -> Value {
+    json!({
         "model": {"huggingFace": {"repo": GROUP_MODEL}},
         "runtime": "vllm",
         "image": "vllm/vllm-openai:v0.10.2",
@@ -337,8 +348,149 @@ async fn group_mounts(s: &Suite, names: &[String]) -> Result<()> {
         "gpus": {"min": 1, "max": 8, "maxNodes": 4},
         "nodeClasses": {"allowed": [class]},
         "maxAttempts": 3,
-    });
-    s.apply_job(job_manifest(s, "cache-group", spec)).await?;
+    })
+}
+
+/// The served group: once `cache-group` is gone (its nodes free), `cache-served-group`'s one
+/// replica lands on the two nodes holding the model, each of its two pods mounting it
+/// read-only through the job's one claim.
+async fn served_group_mounts(s: &Suite, names: &[String]) -> Result<()> {
+    s.delete_jobs(&["cache-group".to_string()]).await?;
+    // The agents' heartbeats stay fresh: the placement trusts a status under 10 minutes old.
+    for node in names {
+        play_agent(s, node, json!([held(GROUP_MODEL, true, &[])])).await?;
+    }
+    let class = group_class(4);
+    let mut spec = group_spec(&class);
+    spec["serve"] = json!({"port": 8000, "replicas": 1});
+    if let Some(spec) = spec.as_object_mut() {
+        spec.remove("maxAttempts");
+    }
+    s.apply_job(job_manifest(s, "cache-served-group", spec))
+        .await?;
+    let (line, pods) = wait_served_group(s, "cache-served-group", 2).await?;
+    expect_eq(
+        "cache-served-group's weights",
+        source(&line),
+        Some(WeightsSource::CacheHit),
+    )?;
+    expect_eq(
+        "cache-served-group's weights model",
+        line.weights.as_ref().and_then(|w| w.model.clone()),
+        Some(format!("{GROUP_MODEL}@main")),
+    )?;
+    expect_eq(
+        "cache-served-group's class",
+        line.node_class.as_str(),
+        &class,
+    )?;
+    let mut holders = names.to_vec();
+    holders.sort();
+    let mut claims = Vec::new();
+    let mut on = Vec::new();
+    for pod in &pods {
+        let name = pod.name_any();
+        let mut kept = affinity_names(pod);
+        kept.sort();
+        kept.dedup();
+        expect_eq(&format!("{name}'s affinity"), kept, holders.clone())?;
+        expect_eq(
+            &format!("{name}'s weights source"),
+            pod.annotations().get("vramfit.io/weights-source").cloned(),
+            Some("CacheHit".to_string()),
+        )?;
+        // Read-only: the pod's claim (checked by `mounted_path`) and each container's mount.
+        let path = mounted_path(s, pod).await?;
+        ensure!(
+            path.starts_with(&format!("{ROOT}/served/e2e-cache--mixtral-8x7b/")),
+            "{name}'s volume path {path} is not the model's folder"
+        );
+        let mounts: Vec<Option<bool>> = pod
+            .spec
+            .iter()
+            .flat_map(|sp| &sp.containers)
+            .flat_map(|c| c.volume_mounts.iter().flatten())
+            .filter(|m| m.mount_path == "/var/lib/vramfit/model")
+            .map(|m| m.read_only)
+            .collect();
+        ensure!(
+            !mounts.is_empty() && mounts.iter().all(|r| *r == Some(true)),
+            "{name}'s model mounts are not all read-only: {mounts:?}"
+        );
+        claims.push(claim_of(pod)?);
+        on.push(
+            pod.spec
+                .as_ref()
+                .and_then(|sp| sp.node_name.clone())
+                .context("an unbound member")?,
+        );
+    }
+    claims.dedup();
+    expect_eq("cache-served-group's claims", claims.len(), 1)?;
+    on.sort();
+    on.dedup();
+    expect_eq("cache-served-group's distinct nodes", on.clone(), holders)?;
+    println!(
+        "     cache-served-group: replica {} of 2 pods of {class} on {on:?}, each CacheHit through one read-only claim",
+        line.pod_name
+    );
+    Ok(())
+}
+
+/// Waits until served job `name` has one replica whose group lists `size` members, each a
+/// pod of the job bound to a node; returns the replica's line and its members' pods, rank 0
+/// first.
+async fn wait_served_group(
+    s: &Suite,
+    name: &str,
+    size: usize,
+) -> Result<(vramfit_api::ReplicaStatus, Vec<Pod>)> {
+    eventually(
+        &format!("job {name}'s replica to be a group of {size} bound pods"),
+        SETTLE,
+        || async {
+            let job = s.job(name).await?;
+            let line = job_line(&job)?;
+            ensure!(
+                line.members.len() == size,
+                "replica {} lists {} members: {:?} ({:?})",
+                line.pod_name,
+                line.members.len(),
+                line.members,
+                line.message
+            );
+            let pods = s.pods_of(&job).await?;
+            let mut members = Vec::new();
+            for member in &line.members {
+                let pod = pods
+                    .iter()
+                    .find(|p| p.name_any() == member.pod_name)
+                    .with_context(|| format!("no pod {}", member.pod_name))?;
+                ensure!(
+                    pod.metadata.deletion_timestamp.is_none()
+                        && pod
+                            .spec
+                            .as_ref()
+                            .and_then(|sp| sp.node_name.as_ref())
+                            .is_some(),
+                    "pod {} is not bound",
+                    member.pod_name
+                );
+                members.push(pod.clone());
+            }
+            Ok((line, members))
+        },
+    )
+    .await
+}
+
+async fn group_mounts(s: &Suite, names: &[String]) -> Result<()> {
+    for node in names {
+        play_agent(s, node, json!([held(GROUP_MODEL, true, &[])])).await?;
+    }
+    let class = group_class(4);
+    s.apply_job(job_manifest(s, "cache-group", group_spec(&class)))
+        .await?;
     let (job, pods) = s.wait_group("cache-group", 1).await?;
     let status = job.status.clone().unwrap_or_default();
     expect_eq(

@@ -1,6 +1,6 @@
 //! The job's next status (pure): from the job, the pods the stores show and the room in the
 //! cluster, decide the status to write, the pod to apply or delete, the events and the
-//! requeue. The reconcile pipeline only carries the decision out.
+//! requeue. The batch pipeline ([`crate::batch`]) only carries the decision out.
 //!
 //! An attempt's life, as recorded in `status.attempts[attemptCount-1]`:
 //!
@@ -14,7 +14,7 @@
 //!    `Running`); its end sets the attempt's outcome: `Succeeded`, `OutOfMemory` (→ 1 again,
 //!    one step down, while `maxAttempts` allows and a step is left; else `Failed`),
 //!    `Disrupted` (→ 1 again at once, the same plan), `AdmissionRefused` (→ 1 again after a
-//!    backoff, the same plan: `decide/admission_backoff.rs`), or `Failed`. A missing pod is
+//!    backoff, the same plan: `attempts/admission_backoff.rs`), or `Failed`. A missing pod is
 //!    applied again under the same name.
 //! 3. **Spec change** (generation > observedGeneration, pod not finished): the job is
 //!    planned again on its class; a pod whose spec would change is deleted and the next
@@ -243,25 +243,10 @@ impl Draft<'_> {
     }
 
     fn validate(&mut self, old: &InferenceJobStatus) {
-        match self.obs.input {
-            Ok(_) => self.set(
-                ConditionType::InvalidSpec,
-                false,
-                Reason::SpecValid,
-                "the spec can be planned",
-            ),
-            Err(why) => {
-                let message = why.to_string();
-                self.events
-                    .extend(JobEvent::invalid_spec(&old.conditions, &message));
-                self.set(
-                    ConditionType::InvalidSpec,
-                    true,
-                    Reason::InvalidSpec,
-                    message,
-                );
-            }
-        }
+        let refusal = self.obs.input.as_ref().err().map(ToString::to_string);
+        let (invalid, reason, message, event) = JobEvent::spec_check(refusal, &old.conditions);
+        self.events.extend(event);
+        self.set(ConditionType::InvalidSpec, invalid, reason, message);
     }
 
     /// Observes the current attempt and starts the next one when it is due.

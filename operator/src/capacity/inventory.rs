@@ -226,7 +226,7 @@ pub fn build_inventory(
         }
     }
     // And a discovered class's pods stay off those nodes: their node affinity excludes every
-    // admin class's selector (see `reconcile::build`).
+    // admin class's selector (see `pod::build`).
     classes.retain(|name, class| match admin_exclusions(class, &defined_selectors) {
         Some(excluded) => {
             class.excluded_selectors = excluded;

@@ -26,6 +26,9 @@
 //! reconciles only when the store holds the whole new list: see [`crate::stores::relist`].
 //! The per-namespace watches of `--watch-namespaces` are merged into one store each, a
 //! namespace's relist changing only that namespace's objects: see [`crate::stores::namespaces`].
+//!
+//! [`SlimPod`]: crate::stores::slim::SlimPod
+//! [`LIST_PAGE`]: crate::stores::reflectors::LIST_PAGE
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The operator's errors. A reconcile error is one step's error ([`ObserveError`],
-//! [`BuildError`], [`ApplyError`], [`StatusError`]) wrapped in [`Error`], which gives it a
-//! stable label for `vramfit_reconcile_errors_total{kind}`; every reconcile error is retried
-//! with a per-job exponential backoff (an invalid spec is not an error: it is reported in status
-//! and waits for a change). Errors that end the process are [`StartupError`]s.
+//! [`BuildError`], [`ApplyError`], [`StatusError`]) wrapped in [`Error`](enum@Error), which
+//! gives it a stable label for `vramfit_reconcile_errors_total{kind}`; every reconcile error is
+//! retried with a per-job exponential backoff (an invalid spec is not an error: it is reported
+//! in status and waits for a change). Errors that end the process are [`StartupError`]s.
 use thiserror::Error;
 
 mod steps;

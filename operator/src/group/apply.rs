@@ -14,7 +14,7 @@ use super::decide::GroupDecision;
 use crate::context::Context;
 use crate::error::GroupApplyError;
 use crate::ownership::ObjectWrite;
-use crate::writes::ownership::{Written, create_fixed, write_object};
+use crate::writes::ownership::{Written, write_object};
 use crate::writes::pods::{ApplyError, apply_pods, create_pods, delete_pod};
 
 /// Records the pods a decision creates, before the writes, so they count against their class
@@ -134,12 +134,7 @@ where
         ObjectWrite::Create(object) | ObjectWrite::Apply { object, .. } => object.name_any(),
         ObjectWrite::Delete { name, .. } => name.clone(),
     };
-    let written = match write {
-        // Named per attempt, never changed: created in one write.
-        ObjectWrite::Create(object) => create_fixed(api, object, job).await,
-        _ => write_object(api, write, job).await,
-    };
-    match written {
+    match write_object(api, write, job).await {
         Ok(Written::Done) => {
             info!(kind, %name, "written");
             Ok(())

@@ -8,7 +8,7 @@
 //! | observe: the job's pods, its groups' Services and NetworkPolicies, room | [`observe`] | no (caches) |
 //! | decide: the batch state machine on the group seen as one pod ([`state`]), turned into the group's writes | [`decide`] | no (pure) |
 //! | build: the group's pods, its headless Service, its NetworkPolicy | [`build`], [`service`], [`network_policy`] | no (pure) |
-//! | the node model cache: the awaited leader mounts as its workers, the leader's `weights` | `cache_hook` | no (pure) |
+//! | the node model cache: the awaited leader mounts as its workers, the leader's `weights` (a served replica's group: [`served`]) | `cache_hook` | no (pure) |
 //! | apply: ended groups' pods deleted, the Service and NetworkPolicy, the model volume, then the pods | [`apply`] | yes |
 //! | update status: the batch step (status patch, events, metrics) | `reconcile::update_status` | yes |
 //!

@@ -9,7 +9,8 @@
 //! | the job's pods | each group once, by its name |
 //! | create a pod with its plan | the group's headless Service and NetworkPolicies (the members', and the leader's that opens the serving port on it alone), then one pod per node ([`group_pods_of`]); the workers without the server's probes (the leader answers for the group); a leader that waits for its workers (llama.cpp) once they are Ready |
 //! | delete a pod | every pod of its group, then its Service and NetworkPolicies |
-//! | apply a pod's labels | every member's |
+//! | apply a pod's labels | every member's (a member that mounts a cached model: its metadata alone) |
+//! | a pod that mounts the cached model (`--model-cache`: decided for `plan.nodes()` pods, as a batch group) | every member mounts it (each built from that pod); a leader created after its workers takes their mount ([`crate::model_cache::group_placement::mount_like`]) |
 //!
 //! The placement (`serving::placement`) asks for `plan.nodes()` distinct nodes with room, the
 //! job's Service and PodDisruptionBudget select the leaders only (`serving::service::
@@ -242,7 +243,8 @@ pub fn into_groups(
         }
     }
 
-    // Metadata changes: every member's, built as the group's pods.
+    // Metadata changes: every member's, built as the group's pods; a member that mounts a
+    // cached model gets its metadata alone (its spec stays as created).
     let mut apply_pods = Vec::new();
     if let Some(input) = obs.input {
         for base in &served.apply_pods {
@@ -258,11 +260,20 @@ pub fn into_groups(
                 slot,
                 incarnation,
             };
+            let Some(base) = with_spec(obs, input, base, &plan, (slot, incarnation))? else {
+                continue;
+            };
             let existing = members_of(&group_name);
             apply_pods.extend(
-                group_pods_of(base, input, &plan, &group, obs.spread)?
+                group_pods_of(&base, input, &plan, &group, obs.spread)?
                     .into_iter()
-                    .filter(|pod| existing.contains(&pod.name_any())),
+                    .filter(|pod| existing.contains(&pod.name_any()))
+                    .map(|pod| match (obs.pods)(&pod.name_any()) {
+                        PodSeen::Observed(running) => {
+                            crate::model_cache::mount::metadata_apply(pod, &running)
+                        }
+                        _ => pod,
+                    }),
             );
         }
     }
@@ -333,8 +344,35 @@ pub fn into_groups(
     })
 }
 
+/// The replica's one-pod `base` of a metadata-only apply, with a spec to build the members
+/// from: the serving pipeline leaves the spec out when the group, seen as one pod, mounts a
+/// cached model (`model_cache::mount::metadata_apply`); it is built again for `plan` then
+/// (each member's own apply is trimmed against that member). `None` when `plan`'s class is
+/// gone.
+fn with_spec(
+    obs: &ServedGroupObserved<'_>,
+    input: &JobInput,
+    base: &Pod,
+    plan: &Plan,
+    replica: (u32, u32),
+) -> Result<Option<Pod>, BuildError> {
+    if base.spec.is_some() {
+        return Ok(Some(base.clone()));
+    }
+    let Some(class) = obs.inventory.class(&plan.node_class) else {
+        return Ok(None);
+    };
+    let built = crate::replicas::pod::replica_pod(obs.job, input, obs.serve, plan, class, replica)?;
+    Ok(Some(Pod {
+        spec: built.spec,
+        ..base.clone()
+    }))
+}
+
 /// The leader of the replica group `group_name`, when it waits for its workers and they are
-/// all Ready now: the replica's one-pod build ([`leader_from_workers`]).
+/// all Ready now: the replica's one-pod build ([`leader_from_workers`]), with the model
+/// mount (or the fetch and its note) its workers were created with
+/// ([`crate::model_cache::group_placement::mount_like`]).
 fn awaited_replica_leader(
     obs: &ServedGroupObserved<'_>,
     input: &JobInput,
@@ -362,14 +400,20 @@ fn awaited_replica_leader(
         spread: obs.spread,
     };
     leader_from_workers(&ranks, |plan, class| {
-        crate::replicas::pod::replica_pod(
+        let mut leader = crate::replicas::pod::replica_pod(
             obs.job,
             input,
             obs.serve,
             plan,
             class,
             (slot, incarnation),
-        )
+        )?;
+        if let Some(model) = crate::model_cache::job_model::job_model(obs.job)
+            && let PodSeen::Observed(worker) = (obs.pods)(&group.member(1))
+        {
+            crate::model_cache::group_placement::mount_like(&mut leader, &worker, &model);
+        }
+        Ok(leader)
     })
 }
 
@@ -535,7 +579,7 @@ mod tests {
         spec.gpus.max_nodes = 2;
         spec.serve = Some(ServeSpec::default());
         let job = fixtures::job("chat", spec);
-        let input = vramfit_planner::resolve_job(&job.spec).unwrap();
+        let input = input_of(&job);
         let class = fixtures::class("a10g", 4);
         let plan = crate::group::testing::two_node_plan(&input, &class);
         let serve = job.spec.serve.clone().unwrap();
@@ -624,5 +668,356 @@ mod tests {
             "a server's worker that exits ends the replica"
         );
         assert!(matches!(seen(&[]), PodSeen::Absent));
+    }
+
+    /// The cached model the tests mount.
+    fn model() -> crate::model_cache::job_model::JobModel {
+        crate::model_cache::job_model::JobModel {
+            repo: "o/m".into(),
+            revision: "main".into(),
+            key: "o/m@main".into(),
+            file: Some("m.gguf".into()),
+            runtime: vramfit_api::Runtime::Vllm,
+        }
+    }
+
+    /// A served job `chat` of `o/m` from the Hub, its replicas allowed two nodes.
+    fn cached_group_job(runtime: vramfit_api::Runtime) -> InferenceJob {
+        let mut spec = match runtime {
+            vramfit_api::Runtime::Llamacpp => fixtures::spec_from_json(
+                r#"{"model": {"preset": "llama-3.1-70b-instruct-q4_k_m"}, "runtime": "llamacpp",
+                    "image": "ghcr.io/ggml-org/llama.cpp:server-cuda", "contextLength": 4096,
+                    "gpus": {"max": 1}}"#,
+            ),
+            _ => fixtures::vllm_mistral_spec(),
+        };
+        spec.gpus.max_nodes = 2;
+        spec.serve = Some(ServeSpec::default());
+        spec.model.hugging_face = Some(vramfit_api::checkpoint::HuggingFaceModel {
+            repo: "o/m".into(),
+            file: Some("m.gguf".into()),
+            ..Default::default()
+        });
+        fixtures::job("chat", spec)
+    }
+
+    /// The job's validated spec, planned from its preset (the Hub's numbers are not read in
+    /// these tests).
+    fn input_of(job: &InferenceJob) -> JobInput {
+        let mut spec = job.spec.clone();
+        spec.model.hugging_face = None;
+        vramfit_planner::resolve_job(&spec).unwrap()
+    }
+
+    /// The stores of `pods` (by name), and nothing else.
+    struct World {
+        job: InferenceJob,
+        input: JobInput,
+        pods: Vec<Pod>,
+        owned: Vec<String>,
+        inventory: Inventory,
+    }
+
+    impl World {
+        fn new(job: InferenceJob, pods: Vec<Pod>) -> Self {
+            let input = input_of(&job);
+            let owned = pods.iter().map(|p| p.name_any()).collect();
+            let nodes: Vec<Arc<k8s_openapi::api::core::v1::Node>> = ["a-1", "a-2"]
+                .iter()
+                .map(|n| Arc::new(fixtures::gpu_node(n, "a10g", 4, 4)))
+                .collect();
+            let inventory = crate::capacity::build_inventory(&nodes, &[]);
+            Self {
+                job,
+                input,
+                pods,
+                owned,
+                inventory,
+            }
+        }
+
+        fn groups(
+            &self,
+            leader: LeaderRecord,
+            served: ServedDecision,
+        ) -> Result<ServedGroupDecision, BuildError> {
+            let pods = |name: &str| match self.pods.iter().find(|p| p.name_any() == name) {
+                Some(pod) => PodSeen::Observed(Arc::new(pod.clone())),
+                None => PodSeen::Absent,
+            };
+            let serve = self.job.spec.serve.clone().unwrap();
+            let obs = ServedGroupObserved {
+                job: &self.job,
+                serve: &serve,
+                input: Some(&self.input),
+                pods: &pods,
+                deleting: &|_| false,
+                owned: &self.owned,
+                service: &|_| None,
+                network_policy: &|_| None,
+                owned_services: &[],
+                owned_network_policies: &[],
+                inventory: &self.inventory,
+                spread: GroupSpread::Node,
+                leader: &|_| leader,
+            };
+            into_groups(&obs, served)
+        }
+    }
+
+    /// A decision that creates `create` and applies `apply`, nothing else.
+    fn decision(create: Vec<(Pod, Plan)>, apply: Vec<Pod>) -> ServedDecision {
+        ServedDecision {
+            status: InferenceJobStatus::default(),
+            delete_pods: Vec::new(),
+            create_pods: create,
+            volumes: Vec::new(),
+            apply_pods: apply,
+            service: ObjectWrite::Keep,
+            pdb: ObjectWrite::Keep,
+            events: Vec::new(),
+            steps: Vec::new(),
+            restarts: Vec::new(),
+            waits_for_room: false,
+            action: kube::runtime::controller::Action::await_change(),
+        }
+    }
+
+    /// Replica 0, number 1's one pod on A10G×4 (`plan`, two nodes), as the serving pipeline
+    /// builds it.
+    fn one_pod(job: &InferenceJob, input: &JobInput, plan: &Plan) -> Pod {
+        let class = fixtures::class("a10g", 4);
+        let serve = job.spec.serve.clone().unwrap();
+        crate::replicas::pod::replica_pod(job, input, &serve, plan, &class, (0, 1)).unwrap()
+    }
+
+    fn claim_of(
+        pod: &Pod,
+    ) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource> {
+        pod.spec
+            .as_ref()?
+            .volumes
+            .as_ref()?
+            .iter()
+            .find(|v| v.name == crate::model_cache::mount::VOLUME_NAME)?
+            .persistent_volume_claim
+            .clone()
+    }
+
+    fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
+        pod.metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn every_member_of_a_replica_group_mounts_the_model_its_one_pod_mounts() {
+        let job = cached_group_job(vramfit_api::Runtime::Vllm);
+        let world = World::new(job.clone(), Vec::new());
+        let class = fixtures::class("a10g", 4);
+        let plan = crate::group::testing::two_node_plan(&world.input, &class);
+        let mut base = one_pod(&job, &world.input, &plan);
+        crate::model_cache::mount::mount_pod(
+            &mut base,
+            &model(),
+            "vramfit-model-chat-1",
+            &["a-1".into(), "a-2".into()],
+            vramfit_api::model_cache::WeightsSource::CacheHit,
+        );
+        let out = world
+            .groups(
+                LeaderRecord::NotListed,
+                decision(vec![(base, plan)], Vec::new()),
+            )
+            .unwrap();
+        let names: Vec<String> = out
+            .served
+            .create_pods
+            .iter()
+            .map(|(p, _)| p.name_any())
+            .collect();
+        assert_eq!(names, ["chat-r0-1-0", "chat-r0-1-1"]);
+        for (pod, _) in &out.served.create_pods {
+            let claim = claim_of(pod).expect("every member mounts the claim");
+            assert_eq!(claim.claim_name, "vramfit-model-chat-1");
+            assert_eq!(claim.read_only, Some(true), "read-only");
+            assert_eq!(
+                annotation(pod, crate::model_cache::WEIGHTS_SOURCE_ANNOTATION),
+                Some("CacheHit")
+            );
+            let mount = &pod.spec.as_ref().unwrap().containers[0];
+            assert!(
+                mount
+                    .volume_mounts
+                    .iter()
+                    .flatten()
+                    .any(|m| m.mount_path == vramfit_api::model_cache::MOUNT_PATH
+                        && m.read_only == Some(true)),
+                "{}",
+                pod.name_any()
+            );
+            let affinity = pod.spec.as_ref().unwrap().affinity.as_ref().unwrap();
+            let terms = &affinity
+                .node_affinity
+                .as_ref()
+                .unwrap()
+                .required_during_scheduling_ignored_during_execution
+                .as_ref()
+                .unwrap()
+                .node_selector_terms;
+            assert!(terms.iter().all(|t| {
+                t.match_expressions.as_ref().unwrap().last().unwrap().values
+                    == Some(vec!["a-1".to_string(), "a-2".to_string()])
+            }));
+            assert!(
+                affinity.pod_anti_affinity.is_some(),
+                "still one pod per node"
+            );
+        }
+    }
+
+    /// A label change of a running replica group whose members mount the model: the serving
+    /// pipeline applies the group's one pod without its spec; each member gets its
+    /// metadata alone (before, building the members from a pod without a spec failed).
+    #[test]
+    fn a_label_change_of_a_mounting_replica_group_applies_each_member_s_metadata_alone() {
+        let job = cached_group_job(vramfit_api::Runtime::Vllm);
+        let input = input_of(&job);
+        let class = fixtures::class("a10g", 4);
+        let plan = crate::group::testing::two_node_plan(&input, &class);
+        let mut base = one_pod(&job, &input, &plan);
+        crate::model_cache::mount::mount_pod(
+            &mut base,
+            &model(),
+            "vramfit-model-chat-1",
+            &["a-1".into(), "a-2".into()],
+            vramfit_api::model_cache::WeightsSource::CacheHit,
+        );
+        let group = GroupOf::Replica {
+            job: "chat",
+            slot: 0,
+            incarnation: 1,
+        };
+        let members: Vec<Pod> = group_pods_of(&base, &input, &plan, &group, GroupSpread::Node)
+            .unwrap()
+            .into_iter()
+            .zip(["a-1", "a-2"])
+            .map(|(pod, node)| ready(fixtures::created(pod), node))
+            .collect();
+        let world = World::new(job.clone(), members);
+        // The spec's new label, on the one pod the serving pipeline applies (spec left out).
+        let mut desired = one_pod(&job, &input, &plan);
+        desired
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("team".into(), "vision".into());
+        desired.spec = None;
+        let out = world
+            .groups(LeaderRecord::Listed, decision(Vec::new(), vec![desired]))
+            .expect("the members' applies are built");
+        let names: Vec<String> = out.served.apply_pods.iter().map(Pod::name_any).collect();
+        assert_eq!(names, ["chat-r0-1-0", "chat-r0-1-1"]);
+        for pod in &out.served.apply_pods {
+            assert_eq!(
+                pod.spec,
+                None,
+                "{}: the spec stays as created",
+                pod.name_any()
+            );
+            let labels = pod.metadata.labels.as_ref().unwrap();
+            assert_eq!(labels["team"], "vision");
+            assert_eq!(labels[vramfit_api::pod_keys::GROUP_LABEL], "chat-r0-1");
+        }
+        // Members that fetch their model themselves get their whole apply, as before.
+        let fetching: Vec<Pod> = world
+            .pods
+            .iter()
+            .cloned()
+            .map(|mut pod| {
+                crate::model_cache::mount::mark_source(
+                    &mut pod,
+                    vramfit_api::model_cache::WeightsSource::FetchedByPod,
+                );
+                pod
+            })
+            .collect();
+        let world = World::new(job.clone(), fetching);
+        let mut desired = one_pod(&job, &input, &plan);
+        desired
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("team".into(), "vision".into());
+        let out = world
+            .groups(LeaderRecord::Listed, decision(Vec::new(), vec![desired]))
+            .unwrap();
+        assert_eq!(out.served.apply_pods.len(), 2);
+        assert!(out.served.apply_pods.iter().all(|p| p.spec.is_some()));
+    }
+
+    /// A llama.cpp replica's leader, created once its worker is Ready, mounts the model as
+    /// the worker does (before, it fetched it while its worker mounted it), or fetches it
+    /// with the worker's note.
+    #[test]
+    fn a_late_llama_cpp_leader_mounts_as_its_worker_does() {
+        let job = cached_group_job(vramfit_api::Runtime::Llamacpp);
+        let input = input_of(&job);
+        let class = fixtures::class("a10g", 4);
+        let plan = crate::group::testing::rpc_plan(&input, &class);
+        let mut base = one_pod(&job, &input, &plan);
+        crate::model_cache::mount::mount_pod(
+            &mut base,
+            &model(),
+            "vramfit-model-chat-1",
+            &["a-1".into(), "a-2".into()],
+            vramfit_api::model_cache::WeightsSource::FetchedByNode,
+        );
+        let group = GroupOf::Replica {
+            job: "chat",
+            slot: 0,
+            incarnation: 1,
+        };
+        let worker = group_pods_of(&base, &input, &plan, &group, GroupSpread::Node)
+            .unwrap()
+            .remove(1);
+        let worker = crate::group::testing::ready_at(fixtures::created(worker), "a-2", "10.0.0.2");
+        let world = World::new(job.clone(), vec![worker.clone()]);
+        let out = world
+            .groups(LeaderRecord::NotListed, decision(Vec::new(), Vec::new()))
+            .unwrap();
+        let [(leader, _)] = &out.served.create_pods[..] else {
+            panic!("the leader is due: {:?}", out.served.create_pods);
+        };
+        assert_eq!(leader.name_any(), "chat-r0-1-0");
+        assert_eq!(claim_of(leader), claim_of(&worker), "the worker's claim");
+        assert_eq!(claim_of(leader).unwrap().read_only, Some(true));
+        assert_eq!(
+            annotation(leader, crate::model_cache::WEIGHTS_SOURCE_ANNOTATION),
+            Some("FetchedByNode")
+        );
+        // A worker that fetches: the leader fetches too, with the worker's note.
+        let mut fetching = one_pod(&job, &input, &plan);
+        crate::model_cache::mount::mark_source(
+            &mut fetching,
+            vramfit_api::model_cache::WeightsSource::FetchedByPod,
+        );
+        crate::model_cache::mount::mark_note(&mut fetching, "no node holds it");
+        let worker = group_pods_of(&fetching, &input, &plan, &group, GroupSpread::Node)
+            .unwrap()
+            .remove(1);
+        let worker = crate::group::testing::ready_at(fixtures::created(worker), "a-2", "10.0.0.2");
+        let world = World::new(job, vec![worker]);
+        let out = world
+            .groups(LeaderRecord::NotListed, decision(Vec::new(), Vec::new()))
+            .unwrap();
+        let leader = &out.served.create_pods[0].0;
+        assert_eq!(claim_of(leader), None);
+        assert_eq!(
+            annotation(leader, crate::model_cache::WEIGHTS_NOTE_ANNOTATION),
+            Some("no node holds it")
+        );
     }
 }

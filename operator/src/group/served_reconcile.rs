@@ -2,8 +2,9 @@
 //! `gpus.maxNodes` above 1): the serving pipeline's steps ([`crate::served::reconcile_served`])
 //! on the groups seen as one pod each ([`super::served`]), with the groups' headless Services
 //! and NetworkPolicies (the members', and the leader's that opens the serving port) written
-//! before their pods and deleted after the status once their pods
-//! are gone.
+//! before their pods and deleted after the status once their pods are gone; with
+//! `--model-cache`, the model's volume and claim that every member mounts created just
+//! before the pods.
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -85,9 +86,12 @@ pub async fn reconcile_served_group(
         apply::reserve(job, &namespace, &decision.served, ctx);
         (decision, namespace)
     };
+    // Woken when GPUs free up, or when a node's cache changes while a replica waits for its
+    // model (within a second of the model's `Ready`, not at its next look).
+    let served = &decision.served;
     ctx.serving.waiting().set(
         ObjectRef::new(&job.name_any()).within(&namespace),
-        decision.served.waits_for_room,
+        served.waits_for_room || served.status.replicas_waiting_for_model.is_some(),
     );
     write_pods_and_groups(job, &decision, ctx).await?;
     let objects = apply::write_objects(job, &decision.served, ctx).await;
@@ -139,8 +143,9 @@ pub async fn reconcile_served_group(
 }
 
 /// API: ended groups' pods deleted first (their GPUs free), then each group's Service and
-/// NetworkPolicy, then the new pods and metadata changes: no member runs before its group's
-/// names resolve and its policy guards it.
+/// NetworkPolicy, then the model volume and claim the new members mount (`--model-cache`),
+/// then the new pods and metadata changes: no member runs before its group's names resolve
+/// and its policy guards it.
 async fn write_pods_and_groups(
     job: &InferenceJob,
     decision: &ServedGroupDecision,
@@ -161,6 +166,12 @@ async fn write_pods_and_groups(
             Vec::new()
         } else {
             decision.served.apply_pods.clone()
+        },
+        // The model volumes come with the pods that mount them, after the groups' objects.
+        volumes: if deletes {
+            Vec::new()
+        } else {
+            decision.served.volumes.clone()
         },
         ..decision.served.clone()
     };

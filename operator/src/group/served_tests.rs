@@ -137,13 +137,13 @@ async fn first(
     run(ctx, job, api, async |api| {
         for group in ["chat-r0-1", "chat-r1-2"] {
             out.services
-                .push(api.object_create_only(&services(), group).await);
+                .push(api.object_create(&services(), group).await);
             out.leader_policies.push(
-                api.object_create_only(&policies(), &format!("{group}-leader"))
+                api.object_create(&policies(), &format!("{group}-leader"))
                     .await,
             );
             out.policies
-                .push(api.object_create_only(&policies(), group).await);
+                .push(api.object_create(&policies(), group).await);
         }
         for pod in ["chat-r0-1-0", "chat-r0-1-1", "chat-r1-2-0", "chat-r1-2-1"] {
             out.pods.push(api.pod_create(pod).await);
@@ -347,7 +347,7 @@ async fn a_group_policy_that_opened_the_port_on_every_member_is_narrowed() {
     let mut narrowed = Vec::new();
     run(&ctx, &job, &mut api, async |api| {
         for group in ["chat-r0-1", "chat-r1-2"] {
-            api.object_create_only(&policies(), &format!("{group}-leader"))
+            api.object_create(&policies(), &format!("{group}-leader"))
                 .await;
             narrowed.push(api.object_apply(&policies(), group).await);
         }

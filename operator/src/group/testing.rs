@@ -48,8 +48,8 @@ pub fn policies() -> String {
 
 /// The next requests: `group`'s Service, then its NetworkPolicy, created.
 pub async fn group_objects_created(api: &mut ApiServerVerifier, group: &str) {
-    api.object_create_only(&services(), group).await;
-    api.object_create_only(&policies(), group).await;
+    api.object_create(&services(), group).await;
+    api.object_create(&policies(), group).await;
 }
 
 /// The next requests: `group`'s Service, then its NetworkPolicy, deleted.
@@ -61,10 +61,10 @@ pub async fn group_objects_deleted(api: &mut ApiServerVerifier, group: &str) {
 /// The next requests: a served `group`'s Service, then its leader's NetworkPolicy (the
 /// serving port), then its members' NetworkPolicy, created.
 pub async fn served_group_objects_created(api: &mut ApiServerVerifier, group: &str) {
-    api.object_create_only(&services(), group).await;
-    api.object_create_only(&policies(), &format!("{group}-leader"))
+    api.object_create(&services(), group).await;
+    api.object_create(&policies(), &format!("{group}-leader"))
         .await;
-    api.object_create_only(&policies(), group).await;
+    api.object_create(&policies(), group).await;
 }
 
 /// The next requests: a served `group`'s Service, then its NetworkPolicies (by name: the

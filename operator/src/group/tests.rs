@@ -150,8 +150,8 @@ async fn a_first_reconcile_creates_the_service_the_policy_then_the_pods_then_the
     let (mut service, mut policy, mut pod, mut status) =
         (Value::Null, Value::Null, Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        service = api.object_create_only(&services(), "big-1").await;
-        policy = api.object_create_only(&policies(), "big-1").await;
+        service = api.object_create(&services(), "big-1").await;
+        policy = api.object_create(&policies(), "big-1").await;
         pod = api.pod_create("big-1-0").await;
         status = api.status_apply(&job).await;
         api.events("big", &["PodCreated"]).await;

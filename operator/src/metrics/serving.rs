@@ -1,7 +1,7 @@
 //! The served jobs' metrics, registered with the operator's (`/metrics`):
 //!
 //! * `vramfit_serving_ready_replicas{node_class}` (gauge): replicas Ready, by class, from the
-//!   served jobs' status as the job watch goes ([`super::gauges`]).
+//!   served jobs' status as the job watch goes ([`super::serving_gauges`]).
 //! * `vramfit_serving_replica_restarts_total{reason}`: replica pods replaced after they
 //!   ended, by why (`OutOfMemory`, `HostOutOfMemory`, `Failed`, `StartTimeout`,
 //!   `ScheduleTimeout`, `Disrupted`, `AdmissionRefused`, `Deleted`); every reason's series

@@ -34,8 +34,8 @@ async fn a_batch_attempt_gets_the_volume_the_claim_then_its_pod_on_the_node_hold
     let (mut volume, mut claim, mut pod, mut status) =
         (Value::Null, Value::Null, Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        volume = api.object_create_only(&volumes(), &pv).await;
-        claim = api.object_create_only(&claims(), &pvc).await;
+        volume = api.object_create(&volumes(), &pv).await;
+        claim = api.object_create(&claims(), &pvc).await;
         pod = api.pod_create("chat-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;
@@ -119,8 +119,8 @@ async fn a_batch_attempt_waits_without_a_pod_while_a_node_downloads_its_model() 
     let pvc = claim_name("chat", KEY);
     let mut pod = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         pod = api.pod_create("chat-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;
@@ -179,8 +179,8 @@ async fn an_attempt_after_out_of_memory_mounts_the_model_again_as_a_cache_hit() 
     let pvc = claim_name("chat", KEY);
     let (mut pod, mut status) = (Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         pod = api.pod_create("chat-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;
@@ -197,8 +197,8 @@ async fn an_attempt_after_out_of_memory_mounts_the_model_again_as_a_cache_hit() 
     let mut next = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
         // The volume and claim are asked again (an existing one is taken as done).
-        api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         next = api.pod_create("chat-2").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["OutOfMemory", "SteppedDown", "PodCreated"])
@@ -234,8 +234,8 @@ async fn a_metadata_only_apply_of_a_mounting_pod_leaves_its_spec_alone() {
     let pvc = claim_name("chat", KEY);
     let (mut pod, mut status) = (Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         pod = api.pod_create("chat-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;

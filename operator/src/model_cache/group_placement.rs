@@ -1,5 +1,6 @@
-//! Where a group attempt's weights come from (pure): N pods of G GPUs on class C, one per
-//! node (`--group-spread node`), all mounting the model or none.
+//! Where a group's weights come from (pure): a batch group attempt's, or a served replica's
+//! whose plan spans nodes — N pods of G GPUs on class C, one per node (`--group-spread
+//! node`), all mounting the model or none.
 //!
 //! * at least N nodes of C with G GPUs free hold the model mountable for the namespace →
 //!   every pod mounts it: one volume and claim for the job (a read-only `hostPath` volume,
@@ -9,6 +10,9 @@
 //! * fewer, but enough live nodes of C with room download it or will be asked to → the
 //!   group waits (no pod), within `--model-cache-wait-seconds`;
 //! * otherwise every pod fetches the model itself, and says why.
+//!
+//! The same decision serves a served replica whose plan spans nodes ([`decide_pods`]: a
+//! replica of one pod as [`decide`], a replica of N pods as a group).
 //!
 //! A llama.cpp leader is created after its workers: [`mount_like`] gives it the workers'
 //! mount, so the group stays all or nothing.
@@ -50,6 +54,25 @@ pub fn decide_group(g: &GroupAsk<'_>) -> CachePlacement {
         gpus: g.gpus,
         pods: g.pods,
         one_pod_per_node: g.ask.view.one_pod_per_node,
+        waited_since: g.waited_since.clone(),
+        now: g.now,
+        may_wait: g.may_wait,
+    })
+}
+
+/// Where the weights of one unit of pods come from: one pod (a served replica of one node)
+/// as [`decide`] says; a group of `g.pods` (a served replica whose plan spans nodes) as
+/// [`decide_group`]: all its pods mount, or it waits, or all fetch.
+pub fn decide_pods(g: &GroupAsk<'_>) -> CachePlacement {
+    if g.pods > 1 {
+        return decide_group(g);
+    }
+    decide(&Decide {
+        ask: g.ask,
+        class: g.class,
+        gpus: g.gpus,
+        pods: 1,
+        one_pod_per_node: true,
         waited_since: g.waited_since.clone(),
         now: g.now,
         may_wait: g.may_wait,
@@ -161,6 +184,66 @@ mod tests {
             run(&full, "a", 2, None, 0),
             CachePlacement::FetchedByPod { .. }
         ));
+    }
+
+    /// A served replica whose plan spans two nodes is a group of two: one holder mounts a
+    /// replica of one pod, not a replica of two, which waits for the second node's download
+    /// or fetches in every pod.
+    #[test]
+    fn a_replica_of_two_nodes_needs_two_holders_where_a_replica_of_one_needs_one() {
+        let m = model();
+        let ask = |v: &'_ crate::model_cache::view::CacheView, pods: u32, may_wait: bool| {
+            decide_pods(&GroupAsk {
+                ask: CacheAsk {
+                    view: v,
+                    namespace: "a",
+                    model: &m,
+                },
+                class: "c",
+                gpus: 2,
+                pods,
+                waited_since: None,
+                now: &at(100),
+                may_wait,
+            })
+        };
+        let mut one = view(3, 2, &[ready()]);
+        one.one_pod_per_node = true;
+        let CachePlacement::Mount { nodes, .. } = ask(&one, 1, true) else {
+            panic!("a replica of one pod mounts from the one holder");
+        };
+        assert_eq!(nodes, vec!["n-1".to_string()]);
+        let CachePlacement::FetchedByPod { why: Some(why) } = ask(&one, 2, true) else {
+            panic!("a replica of two pods is not mounted from one holder");
+        };
+        assert!(why.contains("1 of the group's 2 pods"), "{why}");
+        // n-2 downloads it: the replica of two waits for it (a new replica may wait).
+        let mut downloading = view(
+            3,
+            2,
+            &[ready(), Some(held(CachedModelPhase::Fetching, &[]))],
+        );
+        downloading.one_pod_per_node = true;
+        let CachePlacement::Wait { message } = ask(&downloading, 2, true) else {
+            panic!("the second node downloads it: the replica waits");
+        };
+        assert!(
+            message.starts_with("waiting for node n-2 to download o/m@main"),
+            "{message}"
+        );
+        // A surge group never waits: it fetches in every pod.
+        assert!(matches!(
+            ask(&downloading, 2, false),
+            CachePlacement::FetchedByPod { .. }
+        ));
+        // Two holders: every pod of the replica mounts, kept to both.
+        let mut two = view(3, 2, &[ready(), ready()]);
+        two.one_pod_per_node = true;
+        let CachePlacement::Mount { nodes, source, .. } = ask(&two, 2, true) else {
+            panic!("two holders take a replica of two");
+        };
+        assert_eq!(nodes, vec!["n-1".to_string(), "n-2".to_string()]);
+        assert_eq!(source, WeightsSource::CacheHit);
     }
 
     #[test]

@@ -84,10 +84,10 @@ async fn a_group_of_three_whose_nodes_all_hold_the_model_mounts_it_on_every_pod(
     let pvc = claim_name("big", KEY);
     let (mut volume, mut pods, mut status) = (Value::Null, Vec::new(), Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&services(), "big-1").await;
-        api.object_create_only(&policies(), "big-1").await;
-        volume = api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&services(), "big-1").await;
+        api.object_create(&policies(), "big-1").await;
+        volume = api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         for rank in 0..3 {
             pods.push(api.pod_create(&format!("big-1-{rank}")).await);
         }
@@ -144,8 +144,8 @@ async fn a_group_with_fewer_holders_than_pods_fetches_in_every_pod_and_says_why(
     let job = group_job();
     let (mut pods, mut status) = (Vec::new(), Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&services(), "big-1").await;
-        api.object_create_only(&policies(), "big-1").await;
+        api.object_create(&services(), "big-1").await;
+        api.object_create(&policies(), "big-1").await;
         for rank in 0..3 {
             pods.push(api.pod_create(&format!("big-1-{rank}")).await);
         }
@@ -191,10 +191,10 @@ async fn a_label_change_of_a_mounting_group_applies_its_members_metadata_alone()
     let pvc = claim_name("big", KEY);
     let (mut pods, mut status) = (Vec::new(), Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&services(), "big-1").await;
-        api.object_create_only(&policies(), "big-1").await;
-        api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&services(), "big-1").await;
+        api.object_create(&policies(), "big-1").await;
+        api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         for rank in 0..3 {
             pods.push(api.pod_create(&format!("big-1-{rank}")).await);
         }

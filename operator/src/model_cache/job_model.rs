@@ -1,6 +1,6 @@
 //! The model a job would take from the node cache (pure): a batch job (one pod per attempt,
-//! or a group), or a served job whose replica is one pod, with `model.huggingFace` and
-//! without `cache: false`. Served replicas that are groups fetch their model in their pods.
+//! or a group) or a served job (a replica of one pod, or a group of pods), with
+//! `model.huggingFace` and without `cache: false`.
 //!
 //! The model is cached by commit: the one `status.resolvedModel.commit` recorded for the
 //! repo@revision the job names (a reconcile sees it as soon as the Hub was read, before the
@@ -30,9 +30,6 @@ pub struct JobModel {
 /// The model `job` would take from the cache, if it may use the cache at all.
 pub fn job_model(job: &InferenceJob) -> Option<JobModel> {
     let spec = &job.spec;
-    if spec.serve.is_some() && spec.gpus.max_nodes > 1 {
-        return None;
-    }
     let hf = spec.model.hugging_face.as_ref()?;
     if hf.cache == Some(false) {
         return None;
@@ -82,7 +79,7 @@ mod tests {
     }
 
     #[test]
-    fn batch_jobs_groups_and_one_pod_replicas_with_the_cache_left_on_take_their_model_from_it() {
+    fn batch_jobs_groups_and_replicas_with_the_cache_left_on_take_their_model_from_it() {
         let job = hf_job("chat", "Qwen/Qwen3-8B");
         let model = job_model(&job).unwrap();
         assert_eq!(model.key, "Qwen/Qwen3-8B@main");
@@ -94,7 +91,11 @@ mod tests {
         assert_eq!(job_model(&batch), Some(model.clone()), "a batch job");
         let mut batch_group = batch.clone();
         batch_group.spec.gpus.max_nodes = 2;
-        assert_eq!(job_model(&batch_group), Some(model), "a batch group");
+        assert_eq!(
+            job_model(&batch_group),
+            Some(model.clone()),
+            "a batch group"
+        );
         let mut off_batch = batch;
         off_batch.spec.model.hugging_face.as_mut().unwrap().cache = Some(false);
         assert_eq!(job_model(&off_batch), None);
@@ -102,9 +103,12 @@ mod tests {
         served_group.spec.gpus.max_nodes = 2;
         assert_eq!(
             job_model(&served_group),
-            None,
-            "served replicas that are groups fetch in their pods"
+            Some(model.clone()),
+            "served replicas that are groups, as batch groups"
         );
+        let mut off_group = served_group;
+        off_group.spec.model.hugging_face.as_mut().unwrap().cache = Some(false);
+        assert_eq!(job_model(&off_group), None);
         let mut preset = job;
         preset.spec.model.hugging_face = None;
         assert_eq!(job_model(&preset), None);

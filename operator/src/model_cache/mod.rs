@@ -1,14 +1,15 @@
 //! The node-local model cache, operator side (docs/model-cache-placement.md): which models each
-//! GPU node's cache should hold ([`wanted`], written by [`sync`] into each node's
+//! GPU node's cache should hold ([`wanted`], written by [`crate::cache_sync`] into each node's
 //! `ModelCache`), and, when a pod is placed, whether it mounts the model a node holds, waits
 //! while a node downloads it, or fetches it itself ([`placement`], [`mount`]); a pod's weights
 //! source as its job's status says ([`weights`]).
 //!
-//! Served replicas of one pod (hooked in by `serving/cache_hook.rs`), batch attempts
-//! ([`attempt_placement`], hooked in by `reconcile/decide/cache_hook.rs`) and batch groups
-//! ([`group_placement`]: all of a group's pods mount or none; `group/cache_hook.rs`) use the
-//! cache; served replicas that are groups fetch their model in their pods as before.
-//! Everything here is off unless the operator runs with `--model-cache`.
+//! Served replicas (hooked in by `replicas/cache_hook.rs`: a replica of one pod, or a group
+//! of pods decided as [`group_placement`] decides a batch group; `group/served.rs` gives a
+//! late leader its workers' mount), batch attempts ([`attempt_placement`], hooked in by
+//! `attempts/cache_hook.rs`) and batch groups ([`group_placement`]: all of a group's pods
+//! mount or none; `group/cache_hook.rs`) use the cache. Everything here is off unless the
+//! operator runs with `--model-cache`.
 //!
 //! | module | holds | API |
 //! |---|---|---|
@@ -17,12 +18,14 @@
 //! | [`wanted`] | the desired `spec.models` of every node | pure |
 //! | [`placement`] | the class a pod prefers and where the weights of one pod or N pods come from | pure |
 //! | [`attempt_placement`] | a batch attempt's decision, and the start of its wait read back from status | pure |
-//! | [`group_placement`] | a group's decision (N holders for N pods), a late leader mounting as its workers | pure |
+//! | [`group_placement`] | a group's decision (N holders for N pods: a batch group, a served replica that spans nodes), a late leader mounting as its workers | pure |
 //! | [`mount`] | the PersistentVolume, the claim, the pod's mount, affinity and env; a metadata-only apply | pure |
 //! | [`weights`] | a pod's `weights` status, read back from it | pure |
 //! | [`changes`] | which ModelCache changes start a sync and wake waiting jobs (not a bare heartbeat) | pure |
-//! | [`sync`] | the leader's task: ModelCache specs, released volumes swept | yes |
-//! | [`volumes`] | a decision's volumes and claims, created before its pods | yes |
+//!
+//! Its IO sits above it: the leader's task that writes the ModelCache specs and sweeps released
+//! volumes ([`crate::cache_sync`]), and a decision's volumes and claims, created before its pods
+//! ([`crate::writes::volumes`]).
 use std::time::Duration;
 
 pub mod attempt_placement;
@@ -35,6 +38,8 @@ mod group_tests;
 pub mod job_model;
 pub mod mount;
 pub mod placement;
+#[cfg(test)]
+mod served_group_tests;
 #[cfg(test)]
 mod sync_input_tests;
 #[cfg(test)]

@@ -627,4 +627,98 @@ mod tests {
         );
         assert_eq!(kept.name, "l40s-x1", "the cached class is denied");
     }
+
+    /// A plan that spans two nodes (a served replica's group, or a batch group's) prefers an
+    /// equal class only where two of its nodes with room hold the model: one holder is not
+    /// enough.
+    #[test]
+    fn a_two_node_plan_prefers_an_equal_class_only_where_two_nodes_hold_the_model() {
+        // Qwen3-32B in 16 bits needs two A10G×2 nodes.
+        let mut spec = fixtures::spec_from_json(
+            r#"{"model": {"preset": "qwen3-32b"}, "runtime": "vllm",
+                "image": "vllm/vllm-openai:v0.10.2", "allowedQuantizations": ["none"],
+                "contextLength": 2048, "gpus": {"max": 2, "maxNodes": 2}}"#,
+        );
+        spec.serve = Some(Default::default());
+        let job = resolve_job(&spec).unwrap();
+        let nodes: Vec<_> = [
+            ("a-1", "a10g"),
+            ("a-2", "a10g"),
+            ("b-1", "l40s"),
+            ("b-2", "l40s"),
+        ]
+        .iter()
+        .map(|(n, kind)| Arc::new(fixtures::gpu_node(n, kind, 2, 2)))
+        .collect();
+        let mut inventory = build_inventory(&nodes, &[]);
+        let chosen = inventory.class("a10g-x2").unwrap().clone();
+        // b-1 and b-2's class made an A10G×2 class under another name: its plans rank equal.
+        let twin = "l40s-x2";
+        if let Some(slot) = inventory.classes.iter_mut().find(|c| c.name == twin) {
+            *slot = NodeClass {
+                name: twin.into(),
+                ..chosen.clone()
+            };
+        }
+        let capacity = Capacity::compute(
+            &inventory,
+            &GpuUsage::default(),
+            &[],
+            &PodConstraints::default(),
+            &|_| true,
+        );
+        let fallback = Fallback::default();
+        let plan = plan_for_class(&job, &chosen, &fallback).unwrap();
+        assert_eq!(plan.nodes(), 2, "{plan:?}");
+        let m = model(Runtime::Vllm, None);
+        let view = |holders: &[&str]| {
+            let mut v = CacheView::default();
+            for (class, node) in [
+                (chosen.name.as_str(), "a-1"),
+                (chosen.name.as_str(), "a-2"),
+                (twin, "b-1"),
+                (twin, "b-2"),
+            ] {
+                v.free.insert((class.into(), node.into()), 2);
+            }
+            for node in holders {
+                v.nodes.insert(
+                    (*node).into(),
+                    NodeCache {
+                        held: vec![held(CachedModelPhase::Ready, &[])],
+                        wanted: Vec::new(),
+                        live: true,
+                        free_bytes: 0,
+                    },
+                );
+            }
+            v
+        };
+        let pick = |v: &CacheView| {
+            let ask = CacheAsk {
+                view: v,
+                namespace: "default",
+                model: &m,
+            };
+            let (plan, class) = prefer_cached_class(
+                &job,
+                &inventory,
+                &capacity,
+                &fallback,
+                (plan.clone(), chosen.clone()),
+                ask,
+            );
+            (plan.nodes(), class.name)
+        };
+        assert_eq!(
+            pick(&view(&["b-1"])),
+            (2, chosen.name.clone()),
+            "one holder does not take a group of two"
+        );
+        assert_eq!(
+            pick(&view(&["b-1", "b-2"])),
+            (2, twin.to_string()),
+            "two holders with room: the class holding the model"
+        );
+    }
 }

@@ -296,3 +296,72 @@ async fn a_restart_with_unchanged_specs_writes_no_model_cache() {
     api.no_more_requests().await;
     task.await.unwrap();
 }
+
+/// A served job whose replicas are groups uses the cache as the others do: the sync asks its
+/// replicas' class for its model ahead of its pods, and each member that mounts it marks it
+/// in use on its own node (before, such a job wanted nothing and only its pods' marks
+/// counted).
+#[tokio::test]
+async fn a_served_group_s_model_is_asked_on_its_class_and_in_use_on_each_member_s_node() {
+    let (ctx, _api, mut writers, mut serving) = test_context_with_settings(settings());
+    cluster(&mut writers, &mut serving);
+    let mut job = cached_job();
+    job.spec.gpus.max_nodes = 2;
+    job.status.get_or_insert_default().replica_statuses = vec![vramfit_api::ReplicaStatus {
+        pod_name: "chat-r0-1".into(),
+        incarnation: 1,
+        node_class: "l40s-x1".into(),
+        updated: true,
+        ..Default::default()
+    }];
+    writers.apply_job(&job);
+    writers.mark_ready();
+    // No member yet: every node of the class is asked (prefetch, up to 4 per class).
+    let specs = desired_specs(&ctx).await.unwrap();
+    for node in ["l-1", "l-2", "l-3"] {
+        assert_eq!(
+            models_of(&specs, node),
+            [(KEY.to_string(), false)],
+            "{node}: {specs:?}"
+        );
+    }
+    // The replica's two members run on l-1 and l-2, mounting the model.
+    let owners = json!([job_owner("chat", &fixtures::uid("chat"))]);
+    for (member, node) in [("chat-r0-1-0", "l-1"), ("chat-r0-1-1", "l-2")] {
+        watch_pod(&mut writers, pod_json(member, node, KEY, owners.clone()));
+    }
+    let seen = pods_seen(&ctx.stores.job_pods.state(), &|owner| {
+        ctx.stores.is_job_of(owner)
+    });
+    assert_eq!(seen.mounting.len(), 2, "{:?}", seen.mounting);
+    let specs = desired_specs(&ctx).await.unwrap();
+    assert_eq!(models_of(&specs, "l-1"), [(KEY.to_string(), true)]);
+    assert_eq!(models_of(&specs, "l-2"), [(KEY.to_string(), true)]);
+}
+
+/// A served group's class is asked at least as many nodes as a replica may have pods
+/// (`maxNodes`), even past `--model-cache-prefetch-nodes`: fewer would keep a replica waiting
+/// for nodes nobody asked, until its pods fetch the model themselves.
+#[tokio::test]
+async fn a_served_group_s_class_asks_as_many_nodes_as_a_replica_may_have_pods() {
+    let mut one = settings();
+    one.model_cache.prefetch_nodes = 1;
+    let (ctx, _api, mut writers, mut serving) = test_context_with_settings(one);
+    cluster(&mut writers, &mut serving);
+    let mut job = cached_job();
+    job.spec.gpus.max_nodes = 2;
+    job.status.get_or_insert_default().replica_statuses = vec![vramfit_api::ReplicaStatus {
+        pod_name: "chat-r0-1".into(),
+        node_class: "l40s-x1".into(),
+        reason: Some(super::WAITING_REASON.into()),
+        ..Default::default()
+    }];
+    writers.apply_job(&job);
+    writers.mark_ready();
+    let specs = desired_specs(&ctx).await.unwrap();
+    let asked = ["l-1", "l-2", "l-3"]
+        .into_iter()
+        .filter(|node| !specs[*node].1.is_empty())
+        .count();
+    assert_eq!(asked, 2, "{specs:?}");
+}

@@ -133,8 +133,8 @@ async fn a_node_holding_the_model_gets_the_volume_the_claim_then_the_pod_that_mo
     let (mut volume, mut claim, mut pod, mut status) =
         (Value::Null, Value::Null, Value::Null, Value::Null);
     run(&ctx, &job, &mut api, async |api| {
-        volume = api.object_create_only(&volumes(), &pv).await;
-        claim = api.object_create_only(&claims(), &pvc).await;
+        volume = api.object_create(&volumes(), &pv).await;
+        claim = api.object_create(&claims(), &pvc).await;
         pod = api.pod_create("chat-r0-1").await;
         api.object_create(&services(), "chat").await;
         status = api.status_apply(&job).await;
@@ -238,8 +238,8 @@ async fn a_replica_waits_while_a_node_downloads_the_model_then_mounts_it() {
     let pvc = claim_name("chat", KEY);
     let mut pod = Value::Null;
     run(&ctx, &job, &mut api, async |api| {
-        api.object_create_only(&volumes(), &pv).await;
-        api.object_create_only(&claims(), &pvc).await;
+        api.object_create(&volumes(), &pv).await;
+        api.object_create(&claims(), &pvc).await;
         pod = api.pod_create("chat-r0-1").await;
         status = api.status_apply(&job).await;
         api.events("chat", &["PodCreated"]).await;
@@ -405,7 +405,7 @@ async fn a_foreign_claim_of_the_name_is_reported_and_no_pod_is_created() {
         std::sync::Arc::new(crate::stores::cached_job::CachedJob::of(&job)),
         ctx.clone(),
     ));
-    api.object_create_only(&volumes(), &pv).await;
+    api.object_create(&volumes(), &pv).await;
     api.object_create_exists(&claims(), &pvc).await;
     let foreign = serde_json::json!({
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",

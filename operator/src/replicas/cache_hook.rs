@@ -9,7 +9,8 @@ use vramfit_api::{Plan, ReplicaStatus};
 use vramfit_planner::NodeClass;
 
 use super::decide::Draft;
-use crate::model_cache::placement::{CacheAsk, CachePlacement, Decide, decide, wait_started};
+use crate::model_cache::group_placement::{GroupAsk, decide_pods};
+use crate::model_cache::placement::{CacheAsk, CachePlacement, wait_started};
 use crate::model_cache::{WAIT_REQUEUE, WAITING_REASON, mount, weights};
 use crate::pod::PodSeen;
 
@@ -49,8 +50,10 @@ impl<'a> Draft<'a> {
     }
 
     /// Where the weights of slot `slot`'s next pod on `class` come from; `None` when the job
-    /// does not use the cache. A replica may wait only when it has no live pod (a new one, or
-    /// one whose pod ended or never came): a surge or in-place pod never waits.
+    /// does not use the cache. A replica whose plan spans nodes is a group of `plan.nodes()`
+    /// pods: all of them mount (as many nodes with room hold the model) or none does, as for
+    /// a batch group. A replica may wait only when it has no live pod (a new one, or one
+    /// whose pod ended or never came): a surge or in-place pod never waits.
     pub(super) fn cache_placement(
         &self,
         slot: u32,
@@ -63,12 +66,11 @@ impl<'a> Draft<'a> {
         let waited_since = line
             .filter(|l| l.reason.as_deref() == Some(WAITING_REASON))
             .and_then(|l| wait_started(l.message.as_deref()));
-        Some(decide(&Decide {
+        Some(decide_pods(&GroupAsk {
             ask,
             class: &class.name,
             gpus: plan.gpu_count,
-            pods: 1,
-            one_pod_per_node: true,
+            pods: plan.nodes(),
             waited_since,
             now: self.now(),
             may_wait,
@@ -76,7 +78,8 @@ impl<'a> Draft<'a> {
     }
 
     /// Makes `pod` take its weights as `placement` says ([`mount::attach`]); the volume it
-    /// mounts is created before it.
+    /// mounts is created before it. A replica that is a group has every member built from
+    /// `pod` (`group::served`), the mount with it.
     pub(super) fn attach_cache(&mut self, pod: &mut Pod, placement: Option<CachePlacement>) {
         let Some(ask) = self.cache_ask() else {
             return;
@@ -95,8 +98,9 @@ impl<'a> Draft<'a> {
     }
 
     /// Each replica's `weights` (from its pod, the one this decision creates or the one the
-    /// stores show; why a pod fetches the model itself among them), the replicas waiting
-    /// for their model counted, and a look again soon while any waits.
+    /// stores show; why a pod fetches the model itself among them; a replica that is a group
+    /// is seen as one pod with its leader's annotations: the leader's weights), the replicas
+    /// waiting for their model counted, and a look again soon while any waits.
     pub(super) fn cache_status(&mut self) {
         if self.obs.model_cache.is_none() {
             return;

@@ -6,7 +6,7 @@
 //!    or ended. An ended pod is recorded once (restart count, reason, bounded history,
 //!    event) and replaced: at once one step down after out of memory ([`super::failure`]),
 //!    at once with the same plan after a disruption or deletion, after an exponential
-//!    backoff after any other failure ([`super::backoff`]). A rolling update's surge pod
+//!    backoff after any other failure ([`crate::backoff`]). A rolling update's surge pod
 //!    that is Ready replaces its replica's old pod.
 //! 2. **scale down** ([`super::scale`]): the replicas over `serve.replicas`, worst first.
 //! 3. **roll** ([`super::rollout`]): one replica at a time whose pod no longer matches the
@@ -217,25 +217,10 @@ impl<'a> Draft<'a> {
 
     /// InvalidSpec from the spec check (an event once per message).
     fn validate(&mut self) {
-        match self.obs.input {
-            Ok(_) => self.set(
-                ConditionType::InvalidSpec,
-                false,
-                Reason::SpecValid,
-                "the spec can be planned",
-            ),
-            Err(why) => {
-                let message = why.to_string();
-                self.events
-                    .extend(JobEvent::invalid_spec(&self.old.conditions, &message));
-                self.set(
-                    ConditionType::InvalidSpec,
-                    true,
-                    Reason::InvalidSpec,
-                    message,
-                );
-            }
-        }
+        let refusal = self.obs.input.as_ref().err().map(ToString::to_string);
+        let (invalid, reason, message, event) = JobEvent::spec_check(refusal, &self.old.conditions);
+        self.events.extend(event);
+        self.set(ConditionType::InvalidSpec, invalid, reason, message);
     }
 
     /// The capacity, computed on first use and taken from as pods are placed.

@@ -26,6 +26,15 @@ use crate::pod::PodSeen;
 use crate::pod::build::{BuildError, metadata_matches, recorded_spec_hash};
 use kube::ResourceExt;
 
+/// What a surge with no class room for its pod does.
+#[derive(Clone, Copy)]
+enum NoRoom {
+    /// Replaces the replica in place.
+    InPlace,
+    /// Nothing yet: a pod on its way out frees its GPUs soon.
+    Wait,
+}
+
 /// Whether a replica's pod runs the current spec.
 enum Fit {
     /// Same spec and metadata.
@@ -119,13 +128,14 @@ impl Draft<'_> {
                 Fit::Unknown => {}
             }
         }
-        let rolling = self.lines.iter().any(|l| l.surge.is_some());
-        // A pod on its way out still holds its GPUs: the next step waits until it is gone (its
-        // deletion reconciles the job), so that it can surge rather than replace in place.
-        let leaving = !self.delete_pods.is_empty() || self.obs.terminating > 0;
-        if rolling || (leaving && !outdated.is_empty()) {
+        if self.lines.iter().any(|l| l.surge.is_some()) {
             return Ok(());
         }
+        // A pod on its way out still holds its GPUs: the next Ready replica surges now only
+        // where room is left beside it (the step does not wait for the deletion to be seen);
+        // otherwise the step waits until the pod is gone (its deletion reconciles the job), so
+        // that it can surge rather than replace in place.
+        let leaving = !self.delete_pods.is_empty() || self.obs.terminating > 0;
         // One at a time: a replica that serves nothing first (replacing it loses nothing).
         let Some(&index) = outdated
             .iter()
@@ -142,10 +152,11 @@ impl Draft<'_> {
             self.wake(Some(left + std::time::Duration::from_secs(1)));
             return Ok(());
         }
-        if self.lines[index].ready {
-            self.surge(input, index)
-        } else {
-            self.in_place(input, index, false)
+        match (self.lines[index].ready, leaving) {
+            (true, false) => self.surge(input, index, NoRoom::InPlace),
+            (true, true) => self.surge(input, index, NoRoom::Wait),
+            (false, false) => self.in_place(input, index, false),
+            (false, true) => Ok(()),
         }
     }
 
@@ -190,8 +201,9 @@ impl Draft<'_> {
         Ok(Fit::Metadata(Box::new(desired)))
     }
 
-    /// A surge pod for the Ready replica `index`, where a class has room; else in place.
-    fn surge(&mut self, input: &JobInput, index: usize) -> Result<(), BuildError> {
+    /// A surge pod for the Ready replica `index`, where a class has room; else in place, or
+    /// nothing yet (`NoRoom::Wait`).
+    fn surge(&mut self, input: &JobInput, index: usize, no_room: NoRoom) -> Result<(), BuildError> {
         let fallback = self.lines[index].fallback.clone().unwrap_or_default();
         let only = self.single_class();
         let at = Where {
@@ -208,7 +220,10 @@ impl Draft<'_> {
         // No room for a surge pod is not a replica waiting for room.
         self.no_room = room;
         let Some(pod) = obtained else {
-            return self.in_place(input, index, true);
+            return match no_room {
+                NoRoom::InPlace => self.in_place(input, index, true),
+                NoRoom::Wait => Ok(()),
+            };
         };
         let old = self.lines[index].pod_name.clone();
         let summary = plan_summary(&pod.plan);

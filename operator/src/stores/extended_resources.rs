@@ -6,7 +6,7 @@
 //!
 //! Extended resources are the fully qualified resource names outside the `kubernetes.io`
 //! domain (Kubernetes' definition); the GPU resources vramfit requests itself are left to
-//! room ([`super::room`]).
+//! room ([`crate::capacity::room`]).
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;

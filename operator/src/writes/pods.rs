@@ -64,7 +64,7 @@ pub async fn write_pods(
             return Err(error);
         }
     };
-    // A refused claim: the pod fetches its model itself (`model_cache::volumes`).
+    // A refused claim: the pod fetches its model itself (`writes::volumes::fall_back`).
     let pod = &crate::writes::volumes::fall_back(pod, &decision.volumes, &created);
     let written = if decision.create_pod {
         create_pod(&pods, pod, job).await

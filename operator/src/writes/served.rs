@@ -56,7 +56,7 @@ pub async fn write_pods(
             return Err(error);
         }
     };
-    // A refused claim: the pods fetch their model themselves (`model_cache::volumes`).
+    // A refused claim: the pods fetch their model themselves (`writes::volumes::fall_back`).
     let new: Vec<Pod> = (decision.create_pods.iter())
         .map(|(pod, _)| crate::writes::volumes::fall_back(pod, &decision.volumes, &created))
         .collect();

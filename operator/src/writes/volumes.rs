@@ -110,7 +110,7 @@ async fn delete_volume(pvs: &Api<PersistentVolume>, name: &str) -> Result<(), Ap
 
 /// `pod` as it is created after [`create`] said `created`: unchanged when every claim is
 /// there; else, when it mounts a model, it fetches it itself and says why
-/// ([`super::mount::unmount`]).
+/// ([`crate::model_cache::mount::unmount`]).
 pub fn fall_back(pod: &Pod, volumes: &[ModelVolume], created: &Created) -> Pod {
     let mut pod = pod.clone();
     let (Created::Refused(why), Some(volume)) = (created, volumes.first()) else {
@@ -165,7 +165,7 @@ mod tests {
         let pvc = claim_name("chat", KEY);
         let (mut pod, mut status) = (Value::Null, Value::Null);
         run(&ctx, &job, &mut api, async |api| {
-            api.object_create_only(&volumes(), &pv).await;
+            api.object_create(&volumes(), &pv).await;
             api.object_create_rejected(&claims(), &pvc, 403, QUOTA)
                 .await;
             api.object_delete(&volumes(), &pv).await;

@@ -100,7 +100,7 @@ async fn a_foreign_service_of_the_jobs_name_is_never_written() {
             "controller": true }]);
         api.object_get(&pdbs(), "chat", &ours).await;
         // The budget is the job's (its label was removed): applied onto it, by its uid.
-        let body = api.object_apply(&pdbs(), "chat").await;
+        let body = api.object_apply_only(&pdbs(), "chat").await;
         assert_eq!(body["metadata"]["uid"], "helm-pdb-uid");
     })
     .await;

@@ -366,6 +366,62 @@ fn a_rolling_update_keeps_a_ready_endpoint_at_every_step() {
     }
 }
 
+/// A rolled world of two Ready replicas on `nodes` one-GPU L40S nodes, whose spec just changed.
+fn rolled_two_replicas(nodes: usize) -> World {
+    let mut spec = served_spec(replicas(2));
+    spec.gpus.max = 1;
+    let nodes = (1..=nodes)
+        .map(|n| fixtures::gpu_node(&format!("l-{n}"), "l40s", 1, 1))
+        .collect();
+    let mut world = World::new(spec, nodes);
+    world.step();
+    world.all_ready();
+    world.step();
+    world.job.metadata.generation = Some(2);
+    world.job.spec.image = "vllm/vllm-openai:v0.11.0".into();
+    world
+}
+
+#[test]
+fn the_next_surge_pod_starts_with_the_deletion_of_the_replaced_pod_where_room_is_left() {
+    // Room for the two replicas and two surge pods.
+    let mut world = rolled_two_replicas(4);
+    let first = world.step();
+    assert_eq!(first.create_pods.len(), 1, "one surge pod at a time");
+    let surge = first.create_pods[0].0.name_any();
+    world.run(&surge, true);
+    let next = world.step();
+    assert_eq!(next.delete_pods, ["chat-r0-1"], "the replaced pod goes");
+    let created: Vec<String> = next.create_pods.iter().map(|(p, _)| p.name_any()).collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "the next replica's surge pod starts in the same step, beside the leaving pod"
+    );
+    assert_eq!(world.line(1).surge.as_ref().unwrap().pod_name, created[0]);
+    assert!(!reasons(&next).contains(&"InPlaceUpdate"));
+}
+
+#[test]
+fn with_room_only_for_one_surge_pod_the_next_waits_for_the_leaving_pod_not_in_place() {
+    // Room for the two replicas and one surge pod: the leaving pod's GPU is the next's.
+    let mut world = rolled_two_replicas(3);
+    let first = world.step();
+    let surge = first.create_pods[0].0.name_any();
+    world.run(&surge, true);
+    let next = world.step();
+    assert_eq!(next.delete_pods, ["chat-r0-1"]);
+    assert!(
+        next.create_pods.is_empty() && !reasons(&next).contains(&"InPlaceUpdate"),
+        "no room beside the leaving pod: the next replica waits, it is not replaced in place"
+    );
+    assert!(world.line(1).surge.is_none());
+    // The pod gone, its GPU takes the next surge pod.
+    let after = world.step();
+    assert_eq!(after.create_pods.len(), 1);
+    assert!(world.line(1).surge.is_some());
+}
+
 #[test]
 fn with_no_room_for_a_surge_pod_a_replica_is_replaced_in_place_while_another_serves() {
     let mut spec = served_spec(replicas(2));
