@@ -15,7 +15,7 @@ use crate::context::Context;
 use crate::error::GroupApplyError;
 use crate::ownership::ObjectWrite;
 use crate::writes::ownership::{Written, write_object};
-use crate::writes::pods::{ApplyError, apply_pods, create_pods, delete_pod};
+use crate::writes::pods::{ApplyError, apply_pods, create_counted, delete_job_pods, with_volumes};
 
 /// Records the pods a decision creates, before the writes, so they count against their class
 /// (one node's GPUs each) and are found by name until a store shows them.
@@ -37,13 +37,8 @@ pub async fn delete_pods(
 ) -> Result<(), ApplyError> {
     let namespace = job.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    for name in &decision.delete_pods {
-        if delete_pod(&pods, name).await? {
-            info!(pod = %name, "deleted a pod of an ended group");
-        }
-        ctx.serving.deleting.record(&namespace, name);
-        ctx.reservations.forget(&namespace, name);
-    }
+    let what = "a pod of an ended group";
+    delete_job_pods(&pods, &namespace, &decision.delete_pods, ctx, what).await?;
     Ok(())
 }
 
@@ -71,28 +66,14 @@ pub async fn write_group(
         return Err(error);
     }
     // The model volume the group's pods mount comes before them (`--model-cache`).
-    let volumes = &decision.decision.volumes;
-    let mut created = crate::writes::volumes::Created::All;
-    if !decision.create_pods.is_empty() {
-        let uid = job.metadata.uid.as_deref().unwrap_or_default();
-        match crate::writes::volumes::create(&ctx.client, &namespace, uid, volumes).await {
-            Ok(outcome) => created = outcome,
-            Err(error) => {
-                forget_created();
-                return Err(error.into());
-            }
-        }
-    }
+    let volumes: &[_] = if decision.create_pods.is_empty() {
+        &[]
+    } else {
+        &decision.decision.volumes
+    };
+    let new = with_volumes(job, &namespace, decision.create_pods.iter(), volumes, ctx).await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    // A refused claim: every pod of the group fetches the model itself (`model_cache::volumes`).
-    let new: Vec<Pod> = (decision.create_pods.iter())
-        .map(|pod| crate::writes::volumes::fall_back(pod, volumes, &created))
-        .collect();
-    let new: Vec<&Pod> = new.iter().collect();
-    create_pods(&pods, &new, job, ctx, "a pod of a group").await?;
-    for pod in &new {
-        crate::model_cache::count_created(ctx, pod);
-    }
+    create_counted(&pods, &new, job, ctx, "a pod of a group").await?;
     apply_pods(&pods, &decision.apply_pods).await?;
     Ok(())
 }

@@ -12,7 +12,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::pod_keys::GROUP_LABEL;
@@ -23,14 +22,12 @@ use super::served::{
     ServedGroupDecision, ServedGroupObserved, into_groups, leader_record, owned_as_groups,
     running_members_of_ended_groups, seen_as_one_pod,
 };
-use crate::attempts::Decision;
 use crate::context::Context;
 use crate::error::Error;
 use crate::error::GroupApplyError;
 use crate::observe::served as observe;
 use crate::replicas::decide::ServedDecision;
 use crate::replicas::service::controlled_by;
-use crate::replicas::summary;
 use crate::writes::served as apply;
 use crate::writes::status as update_status;
 
@@ -88,48 +85,10 @@ pub async fn reconcile_served_group(
     };
     // Woken when GPUs free up, or when a node's cache changes while a replica waits for its
     // model (within a second of the model's `Ready`, not at its next look).
-    let served = &decision.served;
-    ctx.serving.waiting().set(
-        ObjectRef::new(&job.name_any()).within(&namespace),
-        served.waits_for_room || served.status.replicas_waiting_for_model.is_some(),
-    );
+    apply::mark_waiting(job, &namespace, &decision.served, ctx);
     write_pods_and_groups(job, &decision, ctx).await?;
-    let objects = apply::write_objects(job, &decision.served, ctx).await;
-    let mut served = decision.served.clone();
-    if let Err(error) = &objects {
-        // The replicas exist: the status still says so, and why the Service is missing.
-        let now = Time(Timestamp::now());
-        let old = job.status.clone().unwrap_or_default();
-        let generation = job.metadata.generation;
-        match error {
-            crate::error::ServingApplyError::NameTaken { object, name } => {
-                summary::name_taken(&mut served, &old, generation, &now, (*object, name));
-            }
-            _ => summary::objects_refused(&mut served, &old, generation, &now, &error.to_string()),
-        }
-    }
-    for reason in &served.restarts {
-        ctx.metrics.serving().count_restart(reason);
-    }
-    if let Some(resolved) = resolved {
-        let now = Time(Timestamp::now());
-        crate::hub_models::record(&mut served.status, resolved, job.metadata.generation, &now);
-    }
-    let written = Decision {
-        status: served.status.clone(),
-        delete_pod: None,
-        apply_pod: None,
-        create_pod: false,
-        applied_plan: None,
-        volumes: Vec::new(),
-        events: served.events.clone(),
-        steps: served.steps.clone(),
-        bad_outputs: Vec::new(),
-        results: Vec::new(),
-        action: served.action.clone(),
-    };
-    update_status::write(job, &written, ctx).await?;
-    objects?;
+    let action =
+        apply::write_objects_and_status(job, decision.served.clone(), resolved, ctx).await?;
     // API: the objects of groups whose pods are gone.
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
     for write in &decision.delete_services {
@@ -139,7 +98,7 @@ pub async fn reconcile_served_group(
     for write in &decision.delete_network_policies {
         write_checked(&policies, write, job, "NetworkPolicy").await?;
     }
-    Ok(served.action)
+    Ok(action)
 }
 
 /// API: ended groups' pods deleted first (their GPUs free), then each group's Service and

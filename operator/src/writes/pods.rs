@@ -11,6 +11,7 @@ use vramfit_api::InferenceJob;
 
 use crate::attempts::Decision;
 use crate::context::Context;
+use crate::model_cache::mount::ModelVolume;
 use crate::observe::{Snapshot, controlled_by};
 
 /// Forgets the reservations of the pods a snapshot saw settled (the GPU watch counts them, or
@@ -53,19 +54,15 @@ pub async fn write_pods(
         return Ok(());
     };
     let pod_name = pod.name_any();
-    // The model volume the new pod mounts comes first (`--model-cache`).
-    let uid = job.metadata.uid.as_deref().unwrap_or_default();
-    let volumes =
-        crate::writes::volumes::create(&ctx.client, &namespace, uid, &decision.volumes).await;
-    let created = match volumes {
-        Ok(created) => created,
-        Err(error) => {
-            ctx.reservations.forget(&namespace, &pod_name);
-            return Err(error);
-        }
-    };
-    // A refused claim: the pod fetches its model itself (`writes::volumes::fall_back`).
-    let pod = &crate::writes::volumes::fall_back(pod, &decision.volumes, &created);
+    let new = with_volumes(
+        job,
+        &namespace,
+        std::iter::once(pod),
+        &decision.volumes,
+        ctx,
+    )
+    .await?;
+    let pod = &new[0];
     let written = if decision.create_pod {
         create_pod(&pods, pod, job).await
     } else {
@@ -87,6 +84,67 @@ pub async fn write_pods(
         }
     }
     written
+}
+
+/// Deletes the job's pods `names` (in the background), each remembered as deleted lately (the
+/// pod store may show it a moment longer) and forgotten by the ledger.
+pub(crate) async fn delete_job_pods(
+    pods: &Api<Pod>,
+    namespace: &str,
+    names: &[String],
+    ctx: &Context,
+    what: &str,
+) -> Result<(), ApplyError> {
+    for name in names {
+        if delete_pod(pods, name).await? {
+            info!(pod = %name, "deleted {what}");
+        }
+        ctx.serving.deleting.record(namespace, name);
+        ctx.reservations.forget(namespace, name);
+    }
+    Ok(())
+}
+
+/// The model volumes and claims the `new` pods mount (`--model-cache`), created before them;
+/// returns the pods to create: as they are, or, where a claim was refused for good, fetching
+/// their model themselves ([`crate::writes::volumes::fall_back`]). On a failure the pods are
+/// forgotten by the ledger (their GPUs are free again).
+pub(crate) async fn with_volumes<'p>(
+    job: &InferenceJob,
+    namespace: &str,
+    new: impl Iterator<Item = &'p Pod> + Clone,
+    volumes: &[ModelVolume],
+    ctx: &Context,
+) -> Result<Vec<Pod>, ApplyError> {
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let created = match crate::writes::volumes::create(&ctx.client, namespace, uid, volumes).await {
+        Ok(created) => created,
+        Err(error) => {
+            for pod in new {
+                ctx.reservations.forget(namespace, &pod.name_any());
+            }
+            return Err(error);
+        }
+    };
+    Ok(new
+        .map(|pod| crate::writes::volumes::fall_back(pod, volumes, &created))
+        .collect())
+}
+
+/// Creates `new` in order ([`create_pods`]) and counts where each one's weights come from.
+pub(crate) async fn create_counted(
+    pods: &Api<Pod>,
+    new: &[Pod],
+    job: &InferenceJob,
+    ctx: &Context,
+    what: &str,
+) -> Result<(), ApplyError> {
+    let new: Vec<&Pod> = new.iter().collect();
+    create_pods(pods, &new, job, ctx, what).await?;
+    for pod in &new {
+        crate::model_cache::count_created(ctx, pod);
+    }
+    Ok(())
 }
 
 /// Deletes a pod (in the background): `true` when this call deleted it, `false` when it was

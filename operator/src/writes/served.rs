@@ -4,18 +4,26 @@
 //! forced) only onto the job's own ([`super::ownership`]).
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 use vramfit_api::InferenceJob;
+use vramfit_api::checkpoint::ResolvedModel;
 
+use crate::attempts::Decision;
 use crate::context::Context;
+use crate::error::Error;
 use crate::error::ServingApplyError;
 use crate::error::TakenObject;
 use crate::ownership::ObjectWrite;
 use crate::replicas::decide::ServedDecision;
+use crate::replicas::summary;
 use crate::writes::ownership::{Written, write_object};
-use crate::writes::pods::{ApplyError, apply_pods, create_pods, delete_pod};
+use crate::writes::pods::{ApplyError, apply_pods, create_counted, delete_job_pods, with_volumes};
 
 /// Records the pods a decision creates, before the writes, so they count against their
 /// classes (and are found by name) until a store shows them.
@@ -36,36 +44,75 @@ pub async fn write_pods(
 ) -> Result<(), ApplyError> {
     let namespace = job.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    for name in &decision.delete_pods {
-        if delete_pod(&pods, name).await? {
-            info!(pod = %name, "deleted a replica pod");
-            ctx.serving.deleting.record(&namespace, name);
-        }
-        ctx.reservations.forget(&namespace, name);
-    }
-    // The model volumes the new pods mount come first (`--model-cache`).
-    let uid = job.metadata.uid.as_deref().unwrap_or_default();
-    let volumes =
-        crate::writes::volumes::create(&ctx.client, &namespace, uid, &decision.volumes).await;
-    let created = match volumes {
-        Ok(created) => created,
-        Err(error) => {
-            for (pod, _) in &decision.create_pods {
-                ctx.reservations.forget(&namespace, &pod.name_any());
-            }
-            return Err(error);
-        }
-    };
-    // A refused claim: the pods fetch their model themselves (`writes::volumes::fall_back`).
-    let new: Vec<Pod> = (decision.create_pods.iter())
-        .map(|(pod, _)| crate::writes::volumes::fall_back(pod, &decision.volumes, &created))
-        .collect();
-    let new: Vec<&Pod> = new.iter().collect();
-    create_pods(&pods, &new, job, ctx, "a replica pod").await?;
-    for pod in &new {
-        crate::model_cache::count_created(ctx, pod);
-    }
+    let what = "a replica pod";
+    delete_job_pods(&pods, &namespace, &decision.delete_pods, ctx, what).await?;
+    let new = decision.create_pods.iter().map(|(pod, _)| pod);
+    let new = with_volumes(job, &namespace, new, &decision.volumes, ctx).await?;
+    create_counted(&pods, &new, job, ctx, what).await?;
     apply_pods(&pods, &decision.apply_pods).await
+}
+
+/// Marks the job as woken when GPUs free up or a node's cache changes, while a replica waits
+/// for room or for its model (placed within a second of the model's `Ready`, not at its next
+/// look), or no longer.
+pub fn mark_waiting(job: &InferenceJob, namespace: &str, decision: &ServedDecision, ctx: &Context) {
+    ctx.serving.waiting().set(
+        ObjectRef::new(&job.name_any()).within(namespace),
+        decision.waits_for_room || decision.status.replicas_waiting_for_model.is_some(),
+    );
+}
+
+/// The end both served pipelines share: the Service and the budget ([`write_objects`]), then
+/// the status, events and metrics. Replicas whose Service or budget was not written are still
+/// recorded, and the status says why; that error is returned once the status is written.
+pub async fn write_objects_and_status(
+    job: &InferenceJob,
+    mut decision: ServedDecision,
+    resolved: Option<ResolvedModel>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let objects = write_objects(job, &decision, ctx).await;
+    if let Err(error) = &objects {
+        let now = Time(Timestamp::now());
+        let old = job.status.clone().unwrap_or_default();
+        let generation = job.metadata.generation;
+        match error {
+            ServingApplyError::NameTaken { object, name } => {
+                summary::name_taken(&mut decision, &old, generation, &now, (*object, name));
+            }
+            _ => {
+                summary::objects_refused(&mut decision, &old, generation, &now, &error.to_string())
+            }
+        }
+    }
+    for reason in &decision.restarts {
+        ctx.metrics.serving().count_restart(reason);
+    }
+    if let Some(resolved) = resolved {
+        let now = Time(Timestamp::now());
+        crate::hub_models::record(
+            &mut decision.status,
+            resolved,
+            job.metadata.generation,
+            &now,
+        );
+    }
+    let written = Decision {
+        status: decision.status,
+        delete_pod: None,
+        apply_pod: None,
+        create_pod: false,
+        applied_plan: None,
+        volumes: Vec::new(),
+        events: decision.events,
+        steps: decision.steps,
+        bad_outputs: Vec::new(),
+        results: Vec::new(),
+        action: decision.action.clone(),
+    };
+    super::status::write(job, &written, ctx).await?;
+    objects?;
+    Ok(decision.action)
 }
 
 /// The Service and PodDisruptionBudget writes of a decision. A Service name someone else holds
