@@ -22,9 +22,11 @@ use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, proc_cpu_seconds, proc_status_kib, quantile,
 };
 
+use super::goals::{Figure, Goal, Sizes};
 use super::measure::{last, latencies, stamp_all};
 use super::serving::{
-    Kubelet, event_delta, kubelet, operator_writes, operator_writes_own_events, wait_quiet,
+    Kubelet, KubeletLoad, event_delta, kubelet, operator_writes, operator_writes_own_events,
+    wait_quiet,
 };
 use super::{
     Args, NodeShape, count_events, job_name, reconciles, scrape, seconds, start_operator,
@@ -74,15 +76,28 @@ pub fn check_plan(shape: &NodeShape, nodes: usize) -> Result<String> {
     Ok(line)
 }
 
-/// Where each job's group stands, from the pods the benchmark's watch saw.
+/// Where each job's group stands, from the pods the benchmark's watch saw, and when each
+/// step was first seen: the stages between a job's create and its group ready.
 #[derive(Debug, Default)]
 pub struct GroupProgress {
     /// Pods per group.
     size: usize,
+    /// Job → its group's members seen (created).
+    members: HashMap<String, HashSet<String>>,
     /// Job → its group's members seen bound.
     bound: HashMap<String, HashSet<String>>,
     /// Jobs whose leader (rank 0) was seen Running.
     leader_running: HashSet<String>,
+    /// Job → when its first member was seen (the operator's first pod create).
+    pub first_member: HashMap<String, Instant>,
+    /// Job → when its last member was seen (every pod of the group created).
+    pub all_members: HashMap<String, Instant>,
+    /// Job → when every member was seen bound.
+    pub all_bound: HashMap<String, Instant>,
+    /// Pod → when it was first seen, seen bound, seen Running.
+    pub pod_seen: HashMap<String, Instant>,
+    pub pod_bound: HashMap<String, Instant>,
+    pub pod_running: HashMap<String, Instant>,
     /// Job → when every member was bound and the leader Running (first seen).
     pub done: HashMap<String, Instant>,
 }
@@ -106,16 +121,30 @@ impl GroupProgress {
         running: bool,
         at: Instant,
     ) {
+        self.pod_seen.entry(pod.to_string()).or_insert(at);
+        self.first_member.entry(job.to_string()).or_insert(at);
+        let members = self.members.entry(job.to_string()).or_default();
+        members.insert(pod.to_string());
+        if members.len() >= self.size {
+            self.all_members.entry(job.to_string()).or_insert(at);
+        }
         if bound {
+            self.pod_bound.entry(pod.to_string()).or_insert(at);
             self.bound
                 .entry(job.to_string())
                 .or_default()
                 .insert(pod.to_string());
         }
+        if running {
+            self.pod_running.entry(pod.to_string()).or_insert(at);
+        }
         if rank == Some(0) && running {
             self.leader_running.insert(job.to_string());
         }
         let all_bound = self.bound.get(job).map_or(0, HashSet::len) >= self.size;
+        if all_bound {
+            self.all_bound.entry(job.to_string()).or_insert(at);
+        }
         if all_bound && self.leader_running.contains(job) {
             self.done.entry(job.to_string()).or_insert(at);
         }
@@ -189,12 +218,21 @@ pub struct Figures {
     done: usize,
     done_wall: Duration,
     job_to_done: Vec<Duration>,
+    /// The stages of `job_to_done`, per job: created → first member seen, first → last
+    /// member seen, last member seen → all bound, all bound → done (the leader Running).
+    stages: [Vec<Duration>; 4],
+    /// Per pod: seen → seen bound (the scheduler), bound → Running (the benchmark's kubelet).
+    pod_to_bound: Vec<Duration>,
+    bound_to_running: Vec<Duration>,
+    /// kube-scheduler's `FailedScheduling` events in the namespace: objects and series repeats.
+    failed_scheduling: (u64, u64),
     /// Jobs seen `Running` in their status, and when the last was.
     running: usize,
     running_wall: Duration,
     job_to_running: Vec<Duration>,
     writes: RequestTotals,
     kubelet: (u64, u64),
+    kubelet_load: KubeletLoad,
     operator_events: u64,
     scheduler_events: u64,
     operator_cpu: f64,
@@ -244,6 +282,120 @@ impl Figures {
     pub fn group_nodes(&self) -> usize {
         self.group_nodes
     }
+
+    /// The stage rows: (name, latencies), in the order they happen.
+    fn stage_rows(&self) -> [(&'static str, &[Duration]); 6] {
+        [
+            (
+                "stage 1, operator: job created → its first member pod seen",
+                &self.stages[0],
+            ),
+            (
+                "stage 2, operator: first → last member pod seen",
+                &self.stages[1],
+            ),
+            (
+                "stage 3, scheduler: last member seen → every member bound",
+                &self.stages[2],
+            ),
+            (
+                "stage 4, the benchmark's kubelet: every member bound → leader Running",
+                &self.stages[3],
+            ),
+            ("per pod, scheduler: seen → bound", &self.pod_to_bound),
+            (
+                "per pod, the benchmark's kubelet: bound → Running",
+                &self.bound_to_running,
+            ),
+        ]
+    }
+
+    /// The goals table's figures: job created → group bound with its leader Running, p99 (≤ 5
+    /// s at 200 groups × 4 nodes), then for context p50 and the last, each stage, the writes
+    /// and the memory.
+    pub fn key_figures(&self, sizes: &Sizes) -> Vec<Figure> {
+        let p = |v: &[Duration], q: f64| seconds(quantile(v, q));
+        let p99 = quantile(&self.job_to_done, 0.99);
+        let complete = self.done >= self.jobs;
+        let mut figures = vec![
+            Figure::new(
+                format!(
+                    "{} groups × {}: job created → group bound, leader Running, p99",
+                    self.jobs, self.group_nodes
+                ),
+                Some(Goal::at_most(
+                    5.0,
+                    " s",
+                    Some("200 groups × 4 nodes"),
+                    sizes.jobs == 200 && sizes.group_nodes == 4,
+                )),
+                match p99 {
+                    Some(p99) if complete => Some(p99.as_secs_f64()),
+                    Some(_) => Some(f64::INFINITY),
+                    None => None,
+                },
+                if complete {
+                    p(&self.job_to_done, 0.99)
+                } else {
+                    format!(
+                        "{} (only {} of {} groups)",
+                        p(&self.job_to_done, 0.99),
+                        self.done,
+                        self.jobs
+                    )
+                },
+            ),
+            Figure::shown(
+                "p50; the last group ready (from the first create)",
+                format!(
+                    "{}; {:.1} s",
+                    p(&self.job_to_done, 0.5),
+                    self.done_wall.as_secs_f64()
+                ),
+            ),
+        ];
+        for (name, latencies) in self.stage_rows() {
+            figures.push(Figure::shown(
+                format!("{name}, p50 / p99"),
+                format!("{} / {}", p(latencies, 0.5), p(latencies, 0.99)),
+            ));
+        }
+        let all = operator_writes_own_events(&self.writes, self.kubelet.1, self.operator_events);
+        figures.extend([
+            Figure::shown("the benchmark's kubelet", self.kubelet_load.to_string()),
+            Figure::shown(
+                "kube-scheduler FailedScheduling events (objects + repeats)",
+                format!(
+                    "{} + {}",
+                    self.failed_scheduling.0, self.failed_scheduling.1
+                ),
+            ),
+            Figure::shown(
+                "operator writes per group",
+                format!("{:.2}", all as f64 / self.jobs.max(1) as f64),
+            ),
+            Figure::shown(
+                "operator peak RSS (VmHWM)",
+                format!("{:.1} MiB", self.hwm_kib as f64 / 1024.0),
+            ),
+        ]);
+        figures
+    }
+}
+
+/// kube-scheduler's `FailedScheduling` events in `ns`: objects and series repeats.
+async fn failed_scheduling(client: &Client, ns: &str) -> Result<(u64, u64)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let list = events
+        .list(&kube::api::ListParams::default().fields("reason=FailedScheduling"))
+        .await?;
+    let repeats = list
+        .items
+        .iter()
+        .filter_map(|e| e.series.as_ref())
+        .map(|s| (s.count.max(1) - 1) as u64)
+        .sum();
+    Ok((list.items.len() as u64, repeats))
 }
 
 /// Waits until every group is done and every job `Running`, or 120 s pass without progress.
@@ -311,6 +463,7 @@ pub async fn run(
             clients.to_vec(),
             ns.to_string(),
             kubelet_seen.clone(),
+            args.kubelet_concurrency,
         )),
     ];
     let mut operator = start_operator(operator_bin, args, logs, "operator-1")?;
@@ -339,8 +492,10 @@ pub async fn run(
     wait_quiet(client, &mut operator, &before, &kubelet_seen).await?;
     figures.writes = scrape(client).await?.since(&before);
     figures.kubelet = kubelet_seen.counts();
+    figures.kubelet_load = kubelet_seen.load(args.kubelet_concurrency);
     let events = count_events(client, ns).await?;
     (figures.operator_events, figures.scheduler_events) = event_delta(&events_before, &events);
+    figures.failed_scheduling = failed_scheduling(client, ns).await?;
     figures.operator_cpu = proc_cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
     figures.hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
     figures.rss_kib = proc_status_kib(pid, "VmRSS").unwrap_or(0);
@@ -349,6 +504,15 @@ pub async fn run(
         figures.done = seen.groups.done.len();
         figures.done_wall = last(&seen.groups.done, started);
         figures.job_to_done = latencies(&seen.groups.done, &created);
+        let g = &seen.groups;
+        figures.stages = [
+            latencies(&g.first_member, &created),
+            latencies(&g.all_members, &g.first_member),
+            latencies(&g.all_bound, &g.all_members),
+            latencies(&g.done, &g.all_bound),
+        ];
+        figures.pod_to_bound = latencies(&g.pod_bound, &g.pod_seen);
+        figures.bound_to_running = latencies(&g.pod_running, &g.pod_bound);
         figures.running = seen.job_running.len();
         figures.running_wall = last(&seen.job_running, started);
         figures.job_to_running = latencies(&seen.job_running, &created);
@@ -416,6 +580,20 @@ impl std::fmt::Display for Figures {
             "| job created → its group bound, leader Running, p50 / p99 | {} / {} |",
             p(&self.job_to_done, 0.5),
             p(&self.job_to_done, 0.99)
+        )?;
+        for (name, latencies) in self.stage_rows() {
+            writeln!(
+                f,
+                "| {name}, p50 / p99 | {} / {} |",
+                p(latencies, 0.5),
+                p(latencies, 0.99)
+            )?;
+        }
+        writeln!(f, "| the benchmark's kubelet | {} |", self.kubelet_load)?;
+        writeln!(
+            f,
+            "| kube-scheduler FailedScheduling events (objects + series repeats) | {} + {} |",
+            self.failed_scheduling.0, self.failed_scheduling.1
         )?;
         writeln!(
             f,

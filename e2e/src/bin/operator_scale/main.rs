@@ -20,11 +20,17 @@
 //! 4. **Restart**: the operator is killed and started again; the time until `/readyz` is 200
 //!    and every job was reconciled, and the writes it made meanwhile (expected: none).
 //!
-//! Everything it creates (namespace, pods, jobs, nodes, the CRDs if it installed them) is
+//! With `--previous-operator PATH` phases 3 and 4 run twice on the same nodes and cluster: first
+//! with that binary (the operator before a change) in a namespace of its own, removed after it,
+//! then with the current one. The report ends with the mode's figures beside their goals:
+//! figure | goal | previous | now | met/missed (the previous column "—" without the option).
+//!
+//! Everything it creates (namespaces, pods, jobs, nodes, the CRDs if it installed them) is
 //! removed at the end, on failure and on Ctrl-C too. It exits non-zero only on errors, never
-//! because a target is missed.
+//! because a target or goal is missed.
 #![forbid(unsafe_code)]
 
+mod goals;
 mod groups;
 mod measure;
 mod serving;
@@ -84,6 +90,11 @@ struct Args {
     /// The operator binary (default: target/release/vramfit-operator).
     #[arg(long, env = "VRAMFIT_OPERATOR_BIN")]
     operator: Option<PathBuf>,
+    /// A release binary of the operator before a change: phases 3 and 4 run first with it (in
+    /// a namespace of their own, removed after), then with `--operator`, and the goals table
+    /// shows both.
+    #[arg(long)]
+    previous_operator: Option<PathBuf>,
     /// `--concurrency` of the operator (default: the operator's own).
     #[arg(long)]
     operator_concurrency: Option<u16>,
@@ -110,6 +121,11 @@ struct Args {
     /// and measures the time until every group is bound with its leader Running.
     #[arg(long, default_value_t = 0)]
     group_nodes: usize,
+    /// Writes in flight at once of the benchmark's kubelet (`--serve-replicas`,
+    /// `--group-nodes`): pod status and confirmed deletions. A cluster has one kubelet per
+    /// node; the stand-in makes at most this many writes at once.
+    #[arg(long, default_value_t = 16)]
+    kubelet_concurrency: usize,
     /// Longest the whole run may take before it gives up (cleanup comes on top).
     #[arg(long, default_value_t = 1800)]
     timeout_secs: u64,
@@ -199,7 +215,7 @@ fn main() -> ExitCode {
 #[derive(Debug, Default)]
 struct CleanupPlan {
     run: String,
-    namespace: Option<String>,
+    namespaces: Vec<String>,
     nodes: bool,
     leases: Vec<String>,
     crds: Vec<String>,
@@ -212,14 +228,8 @@ async fn cleanup(plan: CleanupPlan) -> Result<()> {
     eprintln!("operator-scale: cleaning up run {}", plan.run);
     let client = Client::try_default().await?;
     let mut problems = vec![];
-    if let Some(ns) = &plan.namespace {
-        // The jobs first (the operator is gone: nothing re-creates their pods), then the
-        // pods, forced: pods bound to fake nodes have no kubelet to confirm their deletion.
-        let jobs: Api<InferenceJob> = Api::namespaced(client.clone(), ns);
-        let _ = jobs
-            .delete_collection(&DeleteParams::background(), &ListParams::default())
-            .await;
-        if let Err(error) = namespaces::remove(&client, ns, Duration::from_secs(300)).await {
+    for ns in &plan.namespaces {
+        if let Err(error) = remove_namespace(&client, ns).await {
             problems.push(format!("{error:#}"));
         }
     }
@@ -259,6 +269,17 @@ async fn cleanup(plan: CleanupPlan) -> Result<()> {
     } else {
         bail!("{}", problems.join("; "))
     }
+}
+
+/// Removes a namespace of the run: the jobs first (the operator is gone: nothing re-creates
+/// their pods), then the pods, forced (pods bound to fake nodes have no kubelet to confirm
+/// their deletion), then the namespace, waited for.
+async fn remove_namespace(client: &Client, ns: &str) -> Result<()> {
+    let jobs: Api<InferenceJob> = Api::namespaced(client.clone(), ns);
+    let _ = jobs
+        .delete_collection(&DeleteParams::background(), &ListParams::default())
+        .await;
+    namespaces::remove(client, ns, Duration::from_secs(300)).await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -309,6 +330,36 @@ struct Report {
     serving: Option<serving::Figures>,
     /// `--group-nodes`: the group phase's figures.
     groups: Option<groups::Figures>,
+    /// The operator binary phases 3 and 4 ran.
+    operator: String,
+    /// `--previous-operator`: phases 3 and 4 with that binary, run first.
+    previous: Option<Box<Report>>,
+    /// The sizes the goals are stated at.
+    sizes: goals::Sizes,
+}
+
+impl Report {
+    /// A report with this one's shared figures (the server, the nodes, the raw rates) and
+    /// none of phases 3 and 4: the previous operator's.
+    fn shared(&self, operator: &std::path::Path) -> Report {
+        Report {
+            args_line: self.args_line.clone(),
+            server: self.server.clone(),
+            clients: self.clients,
+            raw_apply: self.raw_apply,
+            raw_pods: self.raw_pods,
+            raw_wall: self.raw_wall,
+            raw_bound_wall: self.raw_bound_wall,
+            raw_jobs_wall: self.raw_jobs_wall,
+            raw_writes_per_pod: self.raw_writes_per_pod,
+            nodes: self.nodes,
+            gpus: self.gpus,
+            jobs: self.jobs,
+            operator: operator.display().to_string(),
+            sizes: self.sizes,
+            ..Report::default()
+        }
+    }
 }
 
 async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
@@ -333,8 +384,16 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     let raw_pods = args.raw_pods.unwrap_or(args.jobs.min(2000));
     let mut report = Report {
         args_line: format!(
-            "--jobs {} --nodes {} --clients {} --raw-pods {raw_pods} --job-padding-kib {}",
-            args.jobs, args.nodes, args.clients, args.job_padding_kib
+            "--jobs {} --nodes {} --clients {} --raw-pods {raw_pods} --job-padding-kib {}{}",
+            args.jobs,
+            args.nodes,
+            args.clients,
+            args.job_padding_kib,
+            if args.serve_replicas > 0 || args.group_nodes > 0 {
+                format!(" --kubelet-concurrency {}", args.kubelet_concurrency)
+            } else {
+                String::new()
+            }
         ),
         server: format!(
             "{}.{} ({})",
@@ -345,8 +404,17 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
         clients: args.clients,
         raw_apply: args.raw_apply,
         raw_pods,
+        operator: operator_bin.display().to_string(),
+        sizes: goals::Sizes::of(args),
         ..Report::default()
     };
+    if let Some(previous) = &args.previous_operator {
+        ensure!(
+            previous.is_file(),
+            "no operator binary at {} (--previous-operator)",
+            previous.display()
+        );
+    }
     let run = run_id();
     let ns = format!("{PREFIX}{run}");
     plan.lock().unwrap_or_else(|e| e.into_inner()).run = run.clone();
@@ -374,7 +442,10 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
         .create(&PostParams::default(), &namespace)
         .await
         .context("creating the namespace")?;
-    plan.lock().unwrap_or_else(|e| e.into_inner()).namespace = Some(ns.clone());
+    plan.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .namespaces
+        .push(ns.clone());
     let clients = clients(args.clients).await?;
 
     // 1. Nodes.
@@ -476,7 +547,83 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     delete_raw(&client, &ns, &run).await?;
 
     // 3. The operator and the jobs (served jobs with `--serve-replicas`, groups with
-    // `--group-nodes`), 4. its restart.
+    // `--group-nodes`), 4. its restart: with `--previous-operator` first with that binary, in a
+    // namespace of its own (removed after it, so the nodes are free again), then with the
+    // current one in the run's namespace.
+    if let Some(previous_bin) = &args.previous_operator {
+        let previous_ns = format!("{ns}-previous");
+        let namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": previous_ns, "labels": {RUN_LABEL: run}}
+        }))?;
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .context("creating the previous operator's namespace")?;
+        plan.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .namespaces
+            .push(previous_ns.clone());
+        eprintln!(
+            "operator-scale: the previous operator {} in namespace {previous_ns}",
+            previous_bin.display()
+        );
+        let logs = logs.join("previous");
+        std::fs::create_dir_all(&logs)?;
+        let mut previous = report.shared(previous_bin);
+        measure(
+            args,
+            &client,
+            &clients,
+            &previous_ns,
+            previous_bin,
+            &logs,
+            &group_plan,
+            &mut previous,
+        )
+        .await?;
+        previous.nodes_not_ready = nodes_not_ready(&client, &run).await?;
+        eprintln!("operator-scale:     removing namespace {previous_ns}");
+        remove_namespace(&client, &previous_ns).await?;
+        plan.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .namespaces
+            .retain(|n| *n != previous_ns);
+        report.previous = Some(Box::new(previous));
+        eprintln!(
+            "operator-scale: the current operator {} in namespace {ns}",
+            operator_bin.display()
+        );
+    }
+    measure(
+        args,
+        &client,
+        &clients,
+        &ns,
+        &operator_bin,
+        &logs,
+        &group_plan,
+        &mut report,
+    )
+    .await?;
+    if let Some(heartbeat) = heartbeat {
+        heartbeat.abort();
+    }
+    report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
+    Ok(report)
+}
+
+/// Phases 3 and 4 with `operator_bin` in `ns`, by mode: groups, served jobs or batch jobs.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    args: &Args,
+    client: &Client,
+    clients: &[Client],
+    ns: &str,
+    operator_bin: &std::path::Path,
+    logs: &std::path::Path,
+    group_plan: &str,
+    report: &mut Report,
+) -> Result<()> {
     if args.group_nodes > 0 {
         eprintln!(
             "operator-scale: 3/4 {} group InferenceJobs ({group_plan}), operator as a child process",
@@ -485,34 +632,38 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
         report.groups = Some(
             groups::run(
                 args,
-                group_plan,
-                &client,
-                &clients,
-                &ns,
-                &operator_bin,
-                &logs,
+                group_plan.to_string(),
+                client,
+                clients,
+                ns,
+                operator_bin,
+                logs,
             )
             .await?,
         );
-        if let Some(heartbeat) = heartbeat {
-            heartbeat.abort();
-        }
-        report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
-        return Ok(report);
+        return Ok(());
     }
     if args.serve_replicas > 0 {
         eprintln!(
             "operator-scale: 3/4 {} served InferenceJobs × {} replicas, operator as a child process",
             args.jobs, args.serve_replicas
         );
-        report.serving =
-            Some(serving::run(args, &client, &clients, &ns, &operator_bin, &logs).await?);
-        if let Some(heartbeat) = heartbeat {
-            heartbeat.abort();
-        }
-        report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
-        return Ok(report);
+        report.serving = Some(serving::run(args, client, clients, ns, operator_bin, logs).await?);
+        return Ok(());
     }
+    batch(args, client, clients, ns, operator_bin, logs, report).await
+}
+
+/// Phases 3 and 4 with batch jobs.
+async fn batch(
+    args: &Args,
+    client: &Client,
+    clients: &[Client],
+    ns: &str,
+    operator_bin: &std::path::Path,
+    logs: &std::path::Path,
+    report: &mut Report,
+) -> Result<()> {
     eprintln!(
         "operator-scale: 3/4 {} InferenceJobs, operator as a child process",
         args.jobs
@@ -520,10 +671,10 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     let observed = Arc::new(Mutex::new(Observed::default()));
     let watches = tokio::spawn(watch_namespace(
         client.clone(),
-        ns.clone(),
+        ns.to_string(),
         observed.clone(),
     ));
-    let mut operator = start_operator(&operator_bin, args, &logs, "operator-1")?;
+    let mut operator = start_operator(operator_bin, args, logs, "operator-1")?;
     wait_ready(&mut operator, Duration::from_secs(120)).await?;
     let pid = operator
         .pid()
@@ -532,14 +683,13 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
         proc_cpu_seconds(pid).unwrap_or(0.0),
         proc_cpu_seconds(std::process::id()).unwrap_or(0.0),
     );
-    let (before, durations_before) = scrape_all(&client).await?;
+    let (before, durations_before) = scrape_all(client).await?;
     let created: Arc<Mutex<HashMap<String, Created>>> = Arc::default();
     let started = Instant::now();
     {
         let created = created.clone();
-        let ns = &ns;
         let padding_kib = args.job_padding_kib;
-        create_all(&clients, args.jobs, move |i, client| {
+        create_all(clients, args.jobs, move |i, client| {
             let created = created.clone();
             async move {
                 let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
@@ -568,8 +718,8 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
         report.jobs_created_wall.as_secs_f64()
     );
     wait_settled(&observed, &mut operator, args.jobs, started).await?;
-    wait_quiet(&client, &mut operator, &before).await?;
-    let (after, durations_after) = scrape_all(&client).await?;
+    wait_quiet(client, &mut operator, &before).await?;
+    let (after, durations_after) = scrape_all(client).await?;
     report.writes = after.since(&before);
     report.server_seconds = durations_after.since(&durations_before);
     report.operator_cpu = proc_cpu_seconds(pid).unwrap_or(0.0) - cpu_before.0;
@@ -578,39 +728,35 @@ async fn run(args: &Args, plan: Arc<Mutex<CleanupPlan>>) -> Result<Report> {
     report.hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
     report.rss_kib = proc_status_kib(pid, "VmRSS").unwrap_or(0);
     report.operator_reconciles = reconciles(&operator).await.unwrap_or(0.0);
-    let pods = list_pods(&client, &ns).await?;
+    let pods = list_pods(client, ns).await?;
     {
         let observed = observed.lock().unwrap_or_else(|e| e.into_inner());
         let created = created.lock().unwrap_or_else(|e| e.into_inner());
-        fill_latencies(&mut report, &observed, &created, &pods, started);
+        fill_latencies(report, &observed, &created, &pods, started);
     }
     drop(pods);
-    let (operator_events, other_events) = count_events(&client, &ns).await?;
+    let (operator_events, other_events) = count_events(client, ns).await?;
     report.operator_events = operator_events;
     report.other_events = other_events;
 
     // 4. Restart: resync without writing.
     eprintln!("operator-scale: 4/4 restart: kill the operator, start it again");
-    let before = scrape(&client).await?;
+    let before = scrape(client).await?;
     operator.kill();
     let started = Instant::now();
-    let mut operator = start_operator(&operator_bin, args, &logs, "operator-2")?;
+    let mut operator = start_operator(operator_bin, args, logs, "operator-2")?;
     wait_ready(&mut operator, Duration::from_secs(300)).await?;
     report.restart_ready = started.elapsed();
     report.restart_resynced = wait_resynced(&mut operator, args.jobs, started).await?;
     report.restart_reconciles = reconciles(&operator).await.unwrap_or(0.0);
-    wait_quiet(&client, &mut operator, &before).await?;
-    report.restart_writes = scrape(&client).await?.since(&before);
+    wait_quiet(client, &mut operator, &before).await?;
+    report.restart_writes = scrape(client).await?.since(&before);
     if let Some(pid) = operator.pid() {
         report.restart_hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
     }
     operator.kill();
     watches.abort();
-    if let Some(heartbeat) = heartbeat {
-        heartbeat.abort();
-    }
-    report.nodes_not_ready = nodes_not_ready(&client, &run).await?;
-    Ok(report)
+    Ok(())
 }
 
 /// `n` clients, one connection pool each.
@@ -1370,7 +1516,114 @@ impl Report {
 }
 
 impl std::fmt::Display for Report {
+    /// With a previous operator: its table, then the current one's; then the goals table.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(previous) = &self.previous {
+            writeln!(
+                f,
+                "previous operator ({}):
+",
+                previous.operator
+            )?;
+            previous.detail(f)?;
+            writeln!(
+                f,
+                "
+current operator ({}):
+",
+                self.operator
+            )?;
+        }
+        self.detail(f)?;
+        let previous = self.previous.as_ref().map(|p| p.key_figures());
+        writeln!(
+            f,
+            "
+goals: previous = {}, now = {} (same machine, same nodes, one run)
+",
+            self.previous
+                .as_ref()
+                .map_or("— (no --previous-operator)", |p| p.operator.as_str()),
+            self.operator
+        )?;
+        write!(
+            f,
+            "{}",
+            goals::table(&self.key_figures(), previous.as_deref())
+        )
+    }
+}
+
+impl Report {
+    /// The figures of the goals table: the mode's goals and, for context, its main figures.
+    fn key_figures(&self) -> Vec<goals::Figure> {
+        use goals::{Figure, Goal};
+        if let Some(served) = &self.serving {
+            return served.key_figures(&self.sizes);
+        }
+        if let Some(groups) = &self.groups {
+            return groups.key_figures(&self.sizes);
+        }
+        let raw_rate = per_second(self.raw_pods, self.raw_wall);
+        let placed_rate = per_second(self.placed, self.placed_wall);
+        let (pods, status, events) = self.operator_writes();
+        let jobs = self.jobs.max(1) as f64;
+        let mib = self.hwm_kib as f64 / 1024.0;
+        let restart = self.restart_writes.count(&WRITE_VERBS, "pods", "")
+            + self
+                .restart_writes
+                .count(&WRITE_VERBS, "inferencejobs", "status")
+            + self.restart_writes.count(&WRITE_VERBS, "events", "");
+        let sizes = self.sizes;
+        vec![
+            Figure::new(
+                format!(
+                    "operator peak RSS (VmHWM), {} jobs × {} nodes",
+                    sizes.jobs, sizes.nodes
+                ),
+                Some(Goal::at_most(
+                    64.0,
+                    " MiB",
+                    Some("5,000 jobs × 1,000 nodes"),
+                    sizes.jobs == 5000 && sizes.nodes == 1000,
+                )),
+                (self.hwm_kib > 0).then_some(mib),
+                format!("{mib:.1} MiB"),
+            ),
+            Figure::shown(
+                "jobs placed per second, ratio to the raw pod creates",
+                format!(
+                    "{placed_rate:.1}/s = {:.2}× raw ({raw_rate:.1}/s)",
+                    placed_rate / raw_rate.max(1e-9)
+                ),
+            ),
+            Figure::shown(
+                "job created → Scheduled, p50 / p99",
+                format!(
+                    "{} / {}",
+                    seconds(quantile(&self.job_to_placed, 0.5)),
+                    seconds(quantile(&self.job_to_placed, 0.99))
+                ),
+            ),
+            Figure::shown(
+                "operator writes per job (pods, status, events)",
+                format!(
+                    "{:.2} ({:.2}, {:.2}, {:.2})",
+                    (pods + status + events) as f64 / jobs,
+                    pods as f64 / jobs,
+                    status as f64 / jobs,
+                    events as f64 / jobs
+                ),
+            ),
+            Figure::shown(
+                "restart: every job reconciled; operator writes",
+                format!("{:.2} s; {restart}", self.restart_resynced.as_secs_f64()),
+            ),
+        ]
+    }
+
+    /// The run's own table (of one operator).
+    fn detail(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // A served or group run: the raw pod figure, then that phase's own table.
         let phase: Option<(String, &dyn std::fmt::Display)> = match (&self.serving, &self.groups) {
             (Some(served), _) => Some((
@@ -1472,7 +1725,7 @@ impl std::fmt::Display for Report {
                     self.placed_wall.as_secs_f64(),
                     self.unschedulable
                 ),
-                format!("≥ 0.45× raw: {}", verdict(ratio >= 0.45)),
+                String::new(),
             ),
             (
                 "job created → Scheduled (pod created, status written), p50 / p99".to_string(),
@@ -1648,7 +1901,11 @@ mod tests {
                 "{text}"
             );
             assert!(
-                text.ends_with("| fake nodes not Ready at the end | 1 |\n"),
+                text.contains("| fake nodes not Ready at the end | 1 |\n\ngoals: previous = — "),
+                "{text}"
+            );
+            assert!(
+                text.contains("| figure | goal | previous | now | met/missed |"),
                 "{text}"
             );
         };
@@ -1675,6 +1932,54 @@ mod tests {
                 ..base()
             },
             "--serve-replicas 0",
+        );
+    }
+
+    /// With a previous operator: its table first, then the current one's, then the goals
+    /// table with both figures; the retired ratio target is gone, the ratio stays a figure.
+    #[test]
+    fn a_report_with_a_previous_operator_shows_both_and_the_goals() {
+        let sizes = goals::Sizes {
+            jobs: 5000,
+            nodes: 1000,
+            ..goals::Sizes::default()
+        };
+        let run = |operator: &str, hwm_mib: u64| Report {
+            args_line: "--jobs 5000".to_string(),
+            server: "v1.35".to_string(),
+            raw_pods: 100,
+            raw_wall: Duration::from_secs(1),
+            placed: 50,
+            placed_wall: Duration::from_secs(1),
+            hwm_kib: hwm_mib * 1024,
+            operator: operator.to_string(),
+            sizes,
+            ..Report::default()
+        };
+        let report = Report {
+            previous: Some(Box::new(run("old-operator", 75))),
+            ..run("new-operator", 60)
+        };
+        let text = report.to_string();
+        let previous = text.find("previous operator (old-operator):").expect(&text);
+        let current = text.find("current operator (new-operator):").expect(&text);
+        let goals = text
+            .find("goals: previous = old-operator, now = new-operator")
+            .expect(&text);
+        assert!(previous < current && current < goals, "{text}");
+        assert!(
+            text.contains(
+                "| operator peak RSS (VmHWM), 5000 jobs × 1000 nodes | ≤ 64 MiB at 5,000 jobs × 1,000 nodes | 75.0 MiB | 60.0 MiB | met |"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("50.0/s = 0.50× raw (100.0/s)"), "{text}");
+        assert!(!text.contains("0.45"), "{text}");
+        // Without one, the previous column says so.
+        let alone = run("new-operator", 70).to_string();
+        assert!(
+            alone.contains("| ≤ 64 MiB at 5,000 jobs × 1,000 nodes | — | 70.0 MiB | MISSED |"),
+            "{alone}"
         );
     }
 }

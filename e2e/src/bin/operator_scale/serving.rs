@@ -23,6 +23,7 @@ use vramfit_e2e::{
     proc_status_kib, quantile,
 };
 
+use super::goals::{Figure, Goal, Sizes};
 use super::measure::{last, latencies, stamp_all};
 use super::{
     Args, count_events, job_manifest, job_name, reconciles, scrape, seconds, start_operator,
@@ -42,6 +43,7 @@ pub struct Figures {
     job_to_ready: Vec<Duration>,
     writes: RequestTotals,
     kubelet: (u64, u64),
+    kubelet_load: KubeletLoad,
     scheduler_events: u64,
     operator_events: u64,
     rolled: usize,
@@ -68,12 +70,39 @@ fn served_manifest(i: usize, replicas: usize) -> serde_json::Value {
     manifest
 }
 
-/// What the benchmark's kubelet wrote: pod statuses and confirmed deletions.
+/// What the benchmark's kubelet wrote: pod statuses and confirmed deletions; and how long its
+/// writes took (it makes at most `--kubelet-concurrency` at once, where a cluster has one
+/// kubelet per node: when the writes are slow, pods wait in its queue).
 #[derive(Default)]
 pub(super) struct Kubelet {
     statuses: AtomicU64,
     deletions: AtomicU64,
+    write_micros: AtomicU64,
+    in_flight: AtomicU64,
+    most_in_flight: AtomicU64,
     done: Mutex<HashSet<String>>,
+}
+
+/// The benchmark's kubelet's writes: how many, their mean time, the most at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct KubeletLoad {
+    pub writes: u64,
+    pub mean: Duration,
+    pub most_at_once: u64,
+    pub concurrency: usize,
+}
+
+impl std::fmt::Display for KubeletLoad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} writes, {:.0} ms each on average, at most {} at once (--kubelet-concurrency {})",
+            self.writes,
+            self.mean.as_secs_f64() * 1000.0,
+            self.most_at_once,
+            self.concurrency
+        )
+    }
 }
 
 impl Kubelet {
@@ -82,6 +111,31 @@ impl Kubelet {
             self.statuses.load(Ordering::Relaxed),
             self.deletions.load(Ordering::Relaxed),
         )
+    }
+
+    /// Its writes so far: count, mean time, the most at once.
+    pub(super) fn load(&self, concurrency: usize) -> KubeletLoad {
+        let (statuses, deletions) = self.counts();
+        let writes = statuses + deletions;
+        let micros = self.write_micros.load(Ordering::Relaxed);
+        KubeletLoad {
+            writes,
+            mean: Duration::from_micros(micros.checked_div(writes).unwrap_or(0)),
+            most_at_once: self.most_in_flight.load(Ordering::Relaxed),
+            concurrency,
+        }
+    }
+
+    /// Times one write (counted whether or not it succeeds).
+    async fn timed<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::Relaxed);
+        let started = Instant::now();
+        let out = write.await;
+        self.write_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        out
     }
 
     fn first(&self, key: String) -> bool {
@@ -93,7 +147,12 @@ impl Kubelet {
 }
 
 /// The benchmark as kubelet: bound replica pods become Ready, deleted ones go.
-pub(super) async fn kubelet(clients: Vec<Client>, ns: String, seen: Arc<Kubelet>) {
+pub(super) async fn kubelet(
+    clients: Vec<Client>,
+    ns: String,
+    seen: Arc<Kubelet>,
+    concurrency: usize,
+) {
     let pods = watcher(
         Api::<Pod>::namespaced(clients[0].clone(), &ns),
         watcher::Config::default().labels(JOB_LABEL),
@@ -101,7 +160,7 @@ pub(super) async fn kubelet(clients: Vec<Client>, ns: String, seen: Arc<Kubelet>
     .default_backoff()
     .applied_objects();
     let turn = AtomicU64::new(0);
-    pods.for_each_concurrent(16, |pod| {
+    pods.for_each_concurrent(concurrency.max(1), |pod| {
         let client = clients[turn.fetch_add(1, Ordering::Relaxed) as usize % clients.len()].clone();
         let (ns, seen) = (ns.clone(), seen.clone());
         async move {
@@ -111,7 +170,7 @@ pub(super) async fn kubelet(clients: Vec<Client>, ns: String, seen: Arc<Kubelet>
             if pod.metadata.deletion_timestamp.is_some() {
                 if seen.first(format!("delete {name}")) {
                     let params = DeleteParams::default().grace_period(0);
-                    if api.delete(&name, &params).await.is_ok() {
+                    if seen.timed(api.delete(&name, &params)).await.is_ok() {
                         seen.deletions.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -136,8 +195,8 @@ pub(super) async fn kubelet(clients: Vec<Client>, ns: String, seen: Arc<Kubelet>
                     .unwrap_or_default();
                 let now = k8s_openapi::jiff::Timestamp::now().to_string();
                 let status = pod_serving_status("inference", &image, &now, &pod_ip(&name), true);
-                if api
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                if seen
+                    .timed(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)))
                     .await
                     .is_ok()
                 {
@@ -335,6 +394,7 @@ pub async fn run(
         clients.to_vec(),
         ns.to_string(),
         kubelet_seen.clone(),
+        args.kubelet_concurrency,
     ));
     let mut operator = start_operator(operator_bin, args, logs, "operator-1")?;
     wait_ready(&mut operator, Duration::from_secs(120)).await?;
@@ -432,6 +492,7 @@ pub async fn run(
     }
     figures.operator_cpu = proc_cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
     figures.hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
+    figures.kubelet_load = kubelet_seen.load(args.kubelet_concurrency);
 
     // Restart: every served job reconciled again, nothing written.
     eprintln!("operator-scale: 4/4 restart: kill the operator, start it again");
@@ -487,6 +548,110 @@ impl Figures {
     /// Replicas per job.
     pub fn replicas(&self) -> usize {
         self.replicas
+    }
+
+    /// The goals table's figures: writes per replica until Ready (≤ 4, at 3 replicas) and
+    /// the rolling update (≤ 60 s at 500 jobs × 3 replicas), then for context the times until
+    /// Ready, the roll's writes and the memory.
+    pub fn key_figures(&self, sizes: &Sizes) -> Vec<Figure> {
+        let total = (self.jobs * self.replicas).max(1) as f64;
+        let p = |v: &[Duration], q: f64| seconds(quantile(v, q));
+        let (per, _) = self.per_replica(&self.writes, self.kubelet.1, self.operator_events);
+        let parts = |writes: &RequestTotals, deletions: u64, events: u64| {
+            format!(
+                "pods {:.2}, status {:.2}, Service {:.2}, PDB {:.2}, events {:.2}",
+                writes
+                    .count(&WRITE_VERBS, "pods", "")
+                    .saturating_sub(deletions) as f64
+                    / total,
+                writes.count(&WRITE_VERBS, "inferencejobs", "status") as f64 / total,
+                writes.count(&WRITE_VERBS, "services", "") as f64 / total,
+                writes.count(&WRITE_VERBS, "poddisruptionbudgets", "") as f64 / total,
+                events as f64 / total,
+            )
+        };
+        let (roll_per, _) = self.per_replica(
+            &self.roll_writes,
+            self.roll_kubelet.1,
+            self.roll_operator_events,
+        );
+        let rolled_all = self.rolled >= self.jobs;
+        let roll_secs = self.roll_wall.as_secs_f64();
+        vec![
+            Figure::new(
+                "operator writes per replica until Ready",
+                Some(Goal::at_most(
+                    4.0,
+                    "",
+                    Some("3 replicas"),
+                    sizes.serve_replicas == 3,
+                )),
+                Some(per),
+                format!(
+                    "{per:.2} ({})",
+                    parts(&self.writes, self.kubelet.1, self.operator_events)
+                ),
+            ),
+            Figure::new(
+                format!(
+                    "rolling update of {} jobs × {} replicas: all rolled and Ready after",
+                    self.jobs, self.replicas
+                ),
+                Some(Goal::at_most(
+                    60.0,
+                    " s",
+                    Some("500 jobs × 3 replicas"),
+                    sizes.jobs == 500 && sizes.serve_replicas == 3,
+                )),
+                Some(if rolled_all { roll_secs } else { f64::INFINITY }),
+                if rolled_all {
+                    format!("{roll_secs:.1} s")
+                } else {
+                    format!(
+                        "{} of {} jobs after {roll_secs:.1} s",
+                        self.rolled, self.jobs
+                    )
+                },
+            ),
+            Figure::shown(
+                "operator writes per replica for the roll",
+                format!(
+                    "{roll_per:.2} ({})",
+                    parts(
+                        &self.roll_writes,
+                        self.roll_kubelet.1,
+                        self.roll_operator_events
+                    )
+                ),
+            ),
+            Figure::shown(
+                "job changed → all its replicas rolled, p50 / p99",
+                format!(
+                    "{} / {}",
+                    p(&self.job_to_rolled, 0.5),
+                    p(&self.job_to_rolled, 0.99)
+                ),
+            ),
+            Figure::shown(
+                "every replica Ready (from the first create); job created → Ready p50 / p99",
+                format!(
+                    "{} of {} jobs after {:.1} s; {} / {}",
+                    self.all_ready,
+                    self.jobs,
+                    self.ready_wall.as_secs_f64(),
+                    p(&self.job_to_ready, 0.5),
+                    p(&self.job_to_ready, 0.99)
+                ),
+            ),
+            Figure::shown(
+                "operator peak RSS (VmHWM)",
+                format!("{:.1} MiB", self.hwm_kib as f64 / 1024.0),
+            ),
+            Figure::shown(
+                "the benchmark's kubelet (creation and roll)",
+                self.kubelet_load.to_string(),
+            ),
+        ]
     }
 
     fn per_replica(&self, writes: &RequestTotals, deletions: u64, events: u64) -> (f64, String) {
@@ -556,6 +721,11 @@ impl std::fmt::Display for Figures {
             f,
             "| the kubelet's writes (pod status, confirmed deletions) | {} , {} |",
             self.kubelet.0, self.kubelet.1
+        )?;
+        writeln!(
+            f,
+            "| the benchmark's kubelet, creation and roll | {} |",
+            self.kubelet_load
         )?;
         let (roll_per, roll_parts) = self.per_replica(
             &self.roll_writes,
