@@ -75,6 +75,9 @@ struct ServeReport {
     replica_classes: String,
     /// What vLLM and llama.cpp get appended to find where to listen.
     listen_args: Vec<String>,
+    /// `serve.autoscaling`, as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    autoscaling: Option<vramfit_api::autoscaling::AutoscalingSpec>,
 }
 
 impl ServeReport {
@@ -93,6 +96,7 @@ impl ServeReport {
             model_load_timeout_seconds: serve.model_load_timeout(),
             replica_classes: serde_plain(&serve.replica_classes),
             listen_args: vramfit_planner::serving::listen_args(input.runtime, listen),
+            autoscaling: serve.autoscaling.clone(),
         })
     }
 }
@@ -329,6 +333,17 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
             serve.model_load_timeout_seconds,
             serve.replica_classes,
         );
+        let replicas = match &serve.autoscaling {
+            Some(a) => format!(
+                "Autoscaled: {} to {} replicas, each kept at {} % of its SEQS",
+                a.min_replicas, a.max_replicas, a.target_utilization_percent
+            ),
+            None => "Not autoscaled".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{replicas}. SEQS: the sequences a replica serves at once on the class (--max-num-seqs, --parallel), the unit of its load\n"
+        );
     }
     let header = [
         "CLASS",
@@ -346,12 +361,17 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
         "USABLE/GPU",
         "$/H",
     ];
+    let served = report.serve.is_some();
+    let mut header: Vec<&str> = header.to_vec();
+    if served {
+        header.insert(header.len() - 3, "SEQS");
+    }
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for c in &report.classes {
         let row = match &c.plan {
             Some(p) => {
                 let [dtype, quantization, alloc_conf, fraction] = pytorch_cells(input.runtime, p);
-                vec![
+                let mut cells = vec![
                     c.node_class.clone(),
                     c.gpus.clone(),
                     crate::render_group::gpus_cell(p),
@@ -373,7 +393,12 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
                     } else {
                         format!("{:.2}", f64::from(p.hourly_price_cents) / 100.0)
                     },
-                ]
+                ];
+                if served {
+                    let seqs = p.concurrency.map_or("-".into(), |n| n.to_string());
+                    cells.insert(cells.len() - 3, seqs);
+                }
+                cells
             }
             None => {
                 let mut row = vec![c.node_class.clone(), c.gpus.clone(), "cannot run".into()];

@@ -488,6 +488,20 @@ fn every_cel_rule_of_both_crds_refuses_its_example() {
             "serve.healthPath is required for runtime transformers and custom",
         ),
         (
+            "spec",
+            spec(
+                json!({"runtime": "custom", "serve": {"healthPath": "/h", "autoscaling": {"maxReplicas": 3}}}),
+            ),
+            "serve.autoscaling.metric is required for runtime transformers and custom",
+        ),
+        (
+            "spec.serve.autoscaling",
+            spec(
+                json!({"runtime": "vllm", "serve": {"autoscaling": {"minReplicas": 4, "maxReplicas": 3}}}),
+            ),
+            "autoscaling.maxReplicas must be at least minReplicas",
+        ),
+        (
             "spec.model",
             spec(json!({"model": {"parameters": 7000000000u64}})),
             "model needs a preset, huggingFace, or parameters, layers, hiddenSize and attentionHeads",

@@ -214,6 +214,9 @@ fn a_served_chatbot_on_a_pascal_card_shows_its_plan_and_its_listening_flags() {
     );
     assert_eq!(plan["llamaCpp"]["kvCacheType"], "q4_0");
     assert_eq!(plan["flashAttention"], true);
+    // llama.cpp serves as many sequences at once as the job's batch: its KV cache is
+    // allocated for them up front.
+    assert_eq!(plan["concurrency"], 1);
     let args: Vec<&str> = report["classes"][0]["args"]
         .as_array()
         .unwrap()
@@ -221,11 +224,15 @@ fn a_served_chatbot_on_a_pascal_card_shows_its_plan_and_its_listening_flags() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert!(
-        args.ends_with(&["--host", "0.0.0.0", "--port", "8080"]),
+        args.ends_with(&["--host", "0.0.0.0", "--port", "8080", "--metrics"]),
         "{args:?}"
     );
     assert!(
         args.windows(2).any(|w| w == ["--ctx-size", "32768"]),
+        "{args:?}"
+    );
+    assert!(
+        args.windows(2).any(|w| w == ["--parallel", "1"]),
         "{args:?}"
     );
 }

@@ -154,7 +154,7 @@ fn a_served_llamacpp_class_shows_where_it_listens_and_one_budget() {
     assert!(!table.contains("VRAMFIT_MEMORY_FRACTION="), "{table}");
     assert!(
         table.contains("runtime args: --n-gpu-layers 33 ")
-            && table.contains(" --host 0.0.0.0 --port 8080\n"),
+            && table.contains(" --host 0.0.0.0 --port 8080 --metrics\n"),
         "{table}"
     );
 
@@ -163,7 +163,7 @@ fn a_served_llamacpp_class_shows_where_it_listens_and_one_budget() {
     assert_eq!(json["serve"]["port"], 8080);
     assert_eq!(
         json["serve"]["listenArgs"],
-        serde_json::json!(["--host", "0.0.0.0", "--port", "8080"])
+        serde_json::json!(["--host", "0.0.0.0", "--port", "8080", "--metrics"])
     );
     let env = json["classes"][0]["env"].as_array().unwrap();
     assert!(

@@ -45,6 +45,7 @@ status_words! {
         /// `PodDisruptionBudgetNameTaken`, `ServiceRejected`); False
         /// (`AsExpected`) otherwise.
         Degraded = "Degraded",
+        Autoscaling = "Autoscaling",
     }
 }
 
@@ -160,6 +161,14 @@ status_words! {
         ServiceRejected = "ServiceRejected",
         /// Served jobs, Degraded=False.
         AsExpected = "AsExpected",
+        ScaledUp = "ScaledUp",
+        ScaledDown = "ScaledDown",
+        WithinTarget = "WithinTarget",
+        Stabilizing = "Stabilizing",
+        AtMaxReplicas = "AtMaxReplicas",
+        ManualChange = "ManualChange",
+        MetricsUnavailable = "MetricsUnavailable",
+        ExternalAutoscaler = "ExternalAutoscaler",
     }
 }
 

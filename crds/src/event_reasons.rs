@@ -64,5 +64,7 @@ status_words! {
         /// Served jobs: the API server refused the job's Service or PodDisruptionBudget
         /// (Warning; retried with backoff).
         ServiceRejected = "ServiceRejected",
+        Autoscaled = "Autoscaled",
+        AutoscalerStandsAside = "AutoscalerStandsAside",
     }
 }

@@ -109,6 +109,7 @@ use crate::tuning::{TuningFallback, TuningSpec};
 #[x_kube(validation = Rule::new("!has(self.tuning) || !has(self.serve)").message("a job is either served (spec.serve) or fine-tuned (spec.tuning), not both: a tuning job trains and ends; serve its adapter or weights from a separate InferenceJob"))]
 #[x_kube(validation = Rule::new("has(self.serve) == has(oldSelf.serve)").message("a batch job cannot become a served job, nor a served job a batch job (kubectl scale sets spec.serve.replicas): create a new InferenceJob"))]
 #[x_kube(validation = Rule::new("!has(self.serve) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.healthPath)").message("serve.healthPath is required for runtime transformers and custom (vLLM and llama.cpp answer GET /health)"))]
+#[x_kube(validation = Rule::new("!has(self.serve) || !has(self.serve.autoscaling) || self.runtime == 'vllm' || self.runtime == 'llamacpp' || has(self.serve.autoscaling.metric)").message("serve.autoscaling.metric is required for runtime transformers and custom (vLLM and llama.cpp are read by their own metrics)"))]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceJobSpec {
     /// The model: a preset from vramfit's catalog (`vramfit presets`), explicit numbers, or
@@ -687,6 +688,10 @@ pub struct InferenceJobStatus {
     /// none waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_waiting_for_model: Option<u32>,
+    /// Served jobs with `serve.autoscaling`: the load the autoscaler last read and the
+    /// replicas it wants (its `Autoscaling` condition says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<crate::autoscaling::AutoscalingStatus>,
     /// Batch jobs and groups using the node model cache: where the current attempt's weights
     /// come from (the node's cache or the pod's own fetch, and why) and how long the load
     /// took, read back from its pod (a group's: its leader's); unset without

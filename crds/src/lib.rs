@@ -15,12 +15,14 @@
 //! * [`tuning`]: a fine-tuning job's section, its plan and its step-down state.
 //! * [`model_cache`]: `ModelCache` (cluster-scoped, one per GPU node): the models a node's
 //!   cache should hold and holds; where a replica's weights came from.
+//! * [`autoscaling`]: `serve.autoscaling` and what the autoscaler last did.
 //! * [`serve`]: the `serve` section of a served job and its replicas' status lines.
 //! * [`workload_report`]: what a workload reports in its termination message.
 #![forbid(unsafe_code)]
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod autoscaling;
 pub mod checkpoint;
 pub mod conditions;
 pub mod crdgen;

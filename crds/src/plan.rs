@@ -124,6 +124,10 @@ pub struct Plan {
     /// llama.cpp offload (runtime llamacpp only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llama_cpp: Option<LlamaCppPlan>,
+    /// Served jobs: sequences one replica serves at once on this class (`--max-num-seqs`,
+    /// `--parallel`), the unit its load is measured in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
     /// Memory needed against memory usable, per GPU.
     pub memory: MemoryEstimate,
     /// Hourly price of the GPUs taken, in cents (0 when unknown).

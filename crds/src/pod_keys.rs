@@ -9,6 +9,9 @@ pub const JOB_LABEL: &str = "vramfit.io/job";
 pub const ATTEMPT_LABEL: &str = "vramfit.io/attempt";
 /// Label on every pod: the node class it was planned for.
 pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
+/// Label on a served replica's pod: the sequences it serves at once as planned for its class
+/// (the unit its load is measured in; a gateway's endpoint picker can weigh it).
+pub const CONCURRENCY_LABEL: &str = "vramfit.io/concurrency";
 /// Annotation on every pod: its plan as JSON, so a restarted operator can adopt a pod it
 /// created before its status write landed.
 pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";

@@ -54,6 +54,11 @@ pub struct ServeSpec {
     /// one class, for identical latency and outputs (replicas wait for room on that class).
     #[serde(default)]
     pub replica_classes: ReplicaClasses,
+    /// Replicas that follow the load: read from each replica's own metrics against the
+    /// concurrency planned for its class, written to `replicas` as `kubectl scale` does
+    /// (docs/autoscaling.md). Unset: `replicas` is what a person (or an HPA) writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<crate::autoscaling::AutoscalingSpec>,
 }
 
 fn default_port() -> u16 {
@@ -73,6 +78,7 @@ impl Default for ServeSpec {
             service_type: ServiceType::default(),
             model_load_timeout_seconds: None,
             replica_classes: ReplicaClasses::default(),
+            autoscaling: None,
         }
     }
 }

@@ -50,6 +50,8 @@ fn operator_metrics() -> String {
     metrics
         .serving()
         .observe_ready(BTreeMap::from([("a10g-x1".to_string(), 1)]));
+    metrics.autoscaler().count_decision("WithinTarget");
+    metrics.autoscaler().observe_pass(1, 0.01);
     metrics.encode().unwrap()
 }
 

@@ -149,6 +149,8 @@ where
     };
     config.settings.group_spread = args.group_spread;
     config.settings.model_cache = args.model_cache_settings();
+    config.settings.autoscale_period =
+        std::time::Duration::from_secs(args.autoscale_period_seconds.into());
     if !args.leader_election {
         let controller = tokio::spawn(run_controller(
             client,

@@ -107,6 +107,11 @@ pub struct Args {
     /// pods run on always are).
     #[arg(long, default_value_t = 4)]
     pub model_cache_prefetch_nodes: u16,
+
+    /// Seconds between two reads of an autoscaled job's replicas' metrics
+    /// (`serve.autoscaling`, docs/autoscaling.md).
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub autoscale_period_seconds: u32,
 }
 
 impl Args {

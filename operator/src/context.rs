@@ -32,6 +32,8 @@ pub struct Context {
     pub hub: Arc<HubResolver>,
     /// Served jobs: their Services' and PDBs' caches, who waits for room, the backoff.
     pub serving: crate::serving_state::ServingState,
+    /// Autoscaled jobs: their replicas to read, the readings, the histories, the HPAs.
+    pub scaling: Arc<crate::scaling_state::ScalingState>,
     failures: Mutex<HashMap<String, u32>>,
     reported_malformed: Mutex<HashSet<(String, Option<i64>)>>,
     inventory: Mutex<Option<(u64, Arc<Inventory>)>>,
@@ -67,6 +69,7 @@ impl Context {
             reservations: Reservations::new(settings.reservation_ttl),
             settings,
             serving: crate::serving_state::ServingState::writable().0,
+            scaling: Arc::default(),
             failures: Mutex::new(HashMap::new()),
             reported_malformed: Mutex::new(HashSet::new()),
             inventory: Mutex::new(None),
@@ -153,6 +156,7 @@ impl Context {
     /// deleting jobs could grow them without bound.
     pub fn forget_job(&self, uid: Option<&str>, key: &str) {
         lock(&self.failures).remove(key);
+        self.scaling.forget(key, uid);
         if let Some(uid) = uid {
             lock(&self.reported_malformed).retain(|(reported, _)| reported != uid);
             lock(&self.written_from).remove(uid);
@@ -165,6 +169,7 @@ impl Context {
         lock(&self.failures).retain(|key, _| exists_key(key));
         lock(&self.reported_malformed).retain(|(uid, _)| exists(uid));
         lock(&self.written_from).retain(|uid, _| exists(uid));
+        self.scaling.keep_jobs(&exists, &exists_key);
     }
 
     /// Entries kept per job, summed over the maps (tests).

@@ -7,6 +7,7 @@
 //! | a batch or fine-tuning job that spans nodes | [`crate::group::reconcile_group`] |
 //! | a batch or fine-tuning job of one pod | [`crate::batch`] |
 //!
+//! A served job's autoscaler ([`crate::autoscale`]) runs before either served pipeline.
 //! Before the hand-off, for every shape: a stale copy, a finished job or one being deleted needs
 //! nothing; `model.huggingFace` numbers come from the resolver's cache. A panic in any pipeline
 //! is contained to its job ([`contain_panics`]), and a failed reconcile is retried with a
@@ -131,15 +132,22 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
     // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates;
     // its replicas are planned from the same filled numbers.
     if let Some(serve) = &job.spec.serve {
+        // `serve.autoscaling`: one pass of the autoscaler for both served pipelines. A pass
+        // that wrote the replicas leaves the rest to the job's next version.
+        let scaling = match crate::autoscale::step(job, serve, ctx).await? {
+            crate::autoscale::Step::Scaled => return Ok(Action::await_change()),
+            crate::autoscale::Step::Report(report) => Some(report),
+            crate::autoscale::Step::Off => None,
+        };
         // Replicas that may span nodes: each replica a group of pods (`group/served.rs`);
         // also once `maxNodes` is back to 1 while groups remain (they roll onto groups of one).
         if crate::pod::runs_groups(job) {
             return crate::group::served_reconcile::reconcile_served_group(
-                job, serve, ctx, resolved,
+                job, serve, ctx, resolved, scaling,
             )
             .await;
         }
-        return crate::served::reconcile_served(job, serve, ctx, resolved).await;
+        return crate::served::reconcile_served(job, serve, ctx, resolved, scaling).await;
     }
     // A job that may span nodes runs each attempt as a group of pods (`group/`): the same
     // attempts, planned and placed as here, each one pod per node with a headless Service.

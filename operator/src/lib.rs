@@ -35,6 +35,8 @@
 
 pub mod app;
 pub mod attempts;
+pub mod autoscale;
+pub mod autoscaling;
 pub mod backoff;
 pub mod batch;
 pub mod cache_sync;
@@ -59,6 +61,7 @@ pub mod hub_models;
 pub mod job_gauges;
 pub mod leader;
 pub mod lease_fence;
+pub mod load_reader;
 pub mod metrics;
 pub mod model_cache;
 pub mod observe;
@@ -67,6 +70,7 @@ pub mod permissions;
 pub mod placement;
 pub mod pod;
 pub mod replicas;
+pub mod scaling_state;
 pub mod served;
 pub mod serving_state;
 pub mod settings;
@@ -74,6 +78,8 @@ pub mod stores;
 pub mod tolerations;
 pub mod writes;
 
+#[cfg(test)]
+mod autoscale_tests;
 #[cfg(test)]
 mod containment_tests;
 #[cfg(test)]
@@ -89,3 +95,7 @@ pub use stores::Stores;
 
 /// The field manager of every write (server-side apply of pods and job status).
 pub const FIELD_MANAGER: &str = "vramfit-operator";
+
+/// The field manager of the autoscaler's writes of `spec.serve.replicas`, apart from the
+/// operator's own so that `kubectl get -o yaml --show-managed-fields` says who scaled.
+pub const AUTOSCALER_FIELD_MANAGER: &str = "vramfit-autoscaler";

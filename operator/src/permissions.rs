@@ -88,6 +88,20 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["update"],
         scope: Scope::JobNamespaces,
     },
+    // `serve.autoscaling`: the replicas, through the scale subresource (`writes/scale.rs`),
+    // and the HPAs that keep the autoscaler out of a job (`load_reader.rs`).
+    Permission {
+        api_group: "vramfit.io",
+        resource: "inferencejobs/scale",
+        verbs: &["patch"],
+        scope: Scope::JobNamespaces,
+    },
+    Permission {
+        api_group: "autoscaling",
+        resource: "horizontalpodautoscalers",
+        verbs: &["list"],
+        scope: Scope::JobNamespaces,
+    },
     // Served jobs: the Service named after each job and, from two live replicas, its
     // PodDisruptionBudget, created (`create`; on a name taken, one `get` says whose it is),
     // server-side applied only onto the job's own (`patch`), watched so that a changed or
@@ -261,6 +275,8 @@ mod tests {
                 "inferencejobs",
                 "inferencejobs/status",
                 "inferencejobs/finalizers",
+                "inferencejobs/scale",
+                "horizontalpodautoscalers",
                 "services",
                 "poddisruptionbudgets",
                 "networkpolicies",

@@ -61,6 +61,8 @@ pub struct Settings {
     pub group_spread: GroupSpread,
     /// The node model cache (`--model-cache*`; off by default).
     pub model_cache: ModelCacheSettings,
+    /// How often the autoscaler reads the replicas' metrics (`--autoscale-period-seconds`).
+    pub autoscale_period: Duration,
 }
 
 impl Default for Settings {
@@ -73,6 +75,7 @@ impl Default for Settings {
             hub: HubSettings::new(vramfit_hub::DEFAULT_ENDPOINT.to_string()),
             group_spread: GroupSpread::Node,
             model_cache: ModelCacheSettings::default(),
+            autoscale_period: Duration::from_secs(15),
         }
     }
 }

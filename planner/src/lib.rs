@@ -27,6 +27,7 @@
 
 pub mod checkpoint;
 pub mod class_from_facts;
+pub mod concurrency;
 pub mod error;
 pub mod fallback;
 pub mod gpu_catalog;

@@ -73,6 +73,12 @@ pub(crate) fn plan_one_node(
                 .to_string(),
         );
     }
+    let concurrency = job.serve.as_ref().map(|_| {
+        crate::concurrency::served(job, quantization, gpu_count, memory.usable_per_gpu_mib)
+    });
+    if let Some(n) = concurrency {
+        reasons.push(crate::concurrency::reason(job, n));
+    }
     Ok(Plan {
         node_class: class.name.clone(),
         gpu_count,
@@ -85,6 +91,7 @@ pub(crate) fn plan_one_node(
         max_tiles: common.max_tiles,
         context_length: job.context_length,
         llama_cpp,
+        concurrency,
         memory,
         // Saturates: a price past u32 (no schema allows one) ranks last rather than wraps.
         hourly_price_cents: class

@@ -43,6 +43,7 @@ pub fn plan(
         max_tiles: common.max_tiles,
         context_length: tuning.sequence_length,
         llama_cpp: None,
+        concurrency: None,
         memory: MemoryEstimate {
             weights_mib: m.weights_mib,
             kv_cache_mib: 0,

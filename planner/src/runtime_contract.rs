@@ -45,6 +45,8 @@ pub enum Values {
     Indexed(&'static str),
     /// `host:port`.
     Endpoint,
+    /// A switch: the flag alone, no value after it.
+    Switch,
 }
 
 impl Values {
@@ -67,6 +69,7 @@ impl Values {
                 .strip_prefix(word)
                 .is_some_and(|i| i.parse::<u32>().is_ok()),
             Values::Endpoint => is_endpoint(value),
+            Values::Switch => value.is_empty(),
         }
     }
 
@@ -81,6 +84,7 @@ impl Values {
             Values::Shares(most) => format!("at most {most} integers, comma-separated"),
             Values::Indexed(word) => format!("{word}0, {word}1, …"),
             Values::Endpoint => "host:port".to_string(),
+            Values::Switch => "(a switch, no value)".to_string(),
         }
     }
 }
@@ -235,6 +239,18 @@ pub const FLAGS: &[FlagContract] = &[
             order: 202307,
         },
         evidence: "`common/arg.cpp` `--port PORT` (env `LLAMA_ARG_PORT`, default 8080), server only",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--metrics",
+        values: Values::Switch,
+        always: false,
+        from_plan: "served jobs: the Prometheus `/metrics` endpoint the autoscaler reads (`llamacpp:requests_processing`, `llamacpp:requests_deferred`)",
+        introduced: Version {
+            label: "2023 (the server's own option; `common/arg.cpp` at b6327)",
+            order: 202307,
+        },
+        evidence: "`common/arg.cpp` `--metrics` (env `LLAMA_ARG_ENDPOINT_METRICS`, off by default; lines 2950-2956 at b6301 and 2970-2976 at b6431, identical either side of b6327; lines 3591-3597 at 0c1e5709, b11312); without it `/metrics` answers 501",
     },
     FlagContract {
         runtime: Runtime::Llamacpp,
@@ -397,6 +413,26 @@ pub fn contract(runtime: Runtime, flag: &str) -> Option<&'static FlagContract> {
     FLAGS
         .iter()
         .find(|f| f.runtime == runtime && f.flag == flag)
+}
+
+/// `args` read as the table reads them: each flag with the value after it, or alone where it
+/// is a switch; `Err` names the first argument that is not a flag of `runtime`'s table.
+pub fn flags_in(runtime: Runtime, args: &[String]) -> Result<Vec<(&str, &str)>, String> {
+    let mut flags = Vec::new();
+    let mut rest = args.iter();
+    while let Some(name) = rest.next() {
+        let c = contract(runtime, name)
+            .ok_or_else(|| format!("{name} is not in the {runtime:?} flag table"))?;
+        let value = match c.values {
+            Values::Switch => "",
+            _ => rest
+                .next()
+                .map(String::as_str)
+                .ok_or_else(|| format!("{name} without its value"))?,
+        };
+        flags.push((name.as_str(), value));
+    }
+    Ok(flags)
 }
 
 /// The pin of `runtime`, if it takes flags.

@@ -89,9 +89,10 @@ fn no_health_route(runtime: Runtime) -> Option<&'static str> {
     }
 }
 
-/// The flags that make a served vLLM or llama.cpp server listen where vramfit probes it.
+/// The flags that make a served vLLM or llama.cpp server listen where vramfit probes it, and
+/// a llama.cpp server serve the metrics the autoscaler reads (vLLM serves its own always).
 pub fn listen_args(runtime: Runtime, serve: &ServeInput) -> Vec<String> {
-    match runtime {
+    let mut args = match runtime {
         Runtime::Vllm | Runtime::Llamacpp => vec![
             "--host".to_string(),
             LISTEN_HOST.to_string(),
@@ -99,7 +100,11 @@ pub fn listen_args(runtime: Runtime, serve: &ServeInput) -> Vec<String> {
             serve.port.to_string(),
         ],
         Runtime::Transformers | Runtime::Custom => Vec::new(),
+    };
+    if runtime == Runtime::Llamacpp {
+        args.push("--metrics".to_string());
     }
+    args
 }
 
 #[cfg(test)]
@@ -210,9 +215,10 @@ mod tests {
             listen_args(Runtime::Vllm, &serve),
             ["--host", "0.0.0.0", "--port", "8080"]
         );
+        // llama-server serves /metrics (what the autoscaler reads) only when asked.
         assert_eq!(
             listen_args(Runtime::Llamacpp, &serve),
-            listen_args(Runtime::Vllm, &serve)
+            ["--host", "0.0.0.0", "--port", "8080", "--metrics"]
         );
         assert!(listen_args(Runtime::Custom, &serve).is_empty());
     }

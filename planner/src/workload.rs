@@ -145,7 +145,7 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
                 fraction(plan.memory_fraction_percent),
             );
             flag("--max-model-len", plan.context_length.to_string());
-            flag("--max-num-seqs", job.batch_size.to_string());
+            flag("--max-num-seqs", concurrency(job, plan).to_string());
             if let Some(tiles) = plan
                 .max_tiles
                 .filter(|_| runtime_vllm::takes_max_dynamic_patch(&job.model))
@@ -166,7 +166,7 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
                     "--ctx-size",
                     crate::memory::tokens(job.batch_size, plan.context_length).to_string(),
                 );
-                flag("--parallel", job.batch_size.to_string());
+                flag("--parallel", concurrency(job, plan).to_string());
                 flag("--cache-type-k", l.kv_cache_type.as_str().to_string());
                 flag("--cache-type-v", l.kv_cache_type.as_str().to_string());
                 // A value, not a bare switch: the form of llama.cpp b6327 and later
@@ -192,6 +192,11 @@ pub fn host_memory_mib(job: &JobInput, plan: &Plan) -> Option<u64> {
     // should one still, the most memory there is (a pod no node admits) rather than none.
     plan.llama_cpp
         .and_then(|l| crate::plan_llamacpp::host_memory_mib(job, &l).unwrap_or(Some(u64::MAX)))
+}
+
+/// Sequences at once: a served replica's planned concurrency, else the job's batch.
+fn concurrency(job: &JobInput, plan: &Plan) -> u32 {
+    plan.concurrency.unwrap_or(job.batch_size)
 }
 
 fn fraction(percent: u32) -> String {

@@ -71,14 +71,14 @@ fn env<'a>(launch: &'a RankLaunch, name: &str) -> Option<&'a str> {
 fn check_leader(runtime: Runtime, job: &JobInput, p: &Plan, leader: &RankLaunch) {
     let mut args = workload::runtime_args(job, p);
     args.extend(leader.args.iter().cloned());
-    assert!(args.len().is_multiple_of(2), "{args:?}");
+    let flags = runtime_contract::flags_in(runtime, &args).unwrap_or_else(|why| panic!("{why}"));
     let mut seen: Vec<&str> = Vec::new();
-    for pair in args.chunks(2) {
-        let c = runtime_contract::contract(runtime, &pair[0])
-            .unwrap_or_else(|| panic!("{} is not in the {runtime:?} flag table", pair[0]));
-        assert!(c.values.accepts(&pair[1]), "{} {}", pair[0], pair[1]);
-        assert!(!seen.contains(&pair[0].as_str()), "{} twice", pair[0]);
-        seen.push(&pair[0]);
+    for (name, value) in flags {
+        let c = runtime_contract::contract(runtime, name)
+            .unwrap_or_else(|| panic!("{name} is not in the {runtime:?} flag table"));
+        assert!(c.values.accepts(value), "{name} {value}");
+        assert!(!seen.contains(&name), "{name} twice");
+        seen.push(name);
     }
     for f in FLAGS.iter().filter(|f| f.runtime == runtime && f.always) {
         assert!(seen.contains(&f.flag), "{} missing", f.flag);

@@ -105,10 +105,10 @@ fn jobs(runtime: Runtime) -> Vec<JobInput> {
 /// Checks one argument list: flag/value pairs, each flag in the table once with a value it
 /// allows, and every always-emitted flag there.
 fn check(runtime: Runtime, args: &[String], context: &str) {
-    assert!(args.len().is_multiple_of(2), "{context}: {args:?}");
+    let flags = runtime_contract::flags_in(runtime, args)
+        .unwrap_or_else(|why| panic!("{context}: {why}: {args:?}"));
     let mut seen = Vec::new();
-    for pair in args.chunks(2) {
-        let (name, value) = (&pair[0], &pair[1]);
+    for (name, value) in flags {
         let c = runtime_contract::contract(runtime, name)
             .unwrap_or_else(|| panic!("{context}: {name} is not in the flag table"));
         assert!(
@@ -124,12 +124,12 @@ fn check(runtime: Runtime, args: &[String], context: &str) {
                 assert!(keys.contains(&key), "{context}: {name} key {key}");
             }
         }
-        assert!(!seen.contains(name), "{context}: {name} twice");
-        seen.push(name.clone());
+        assert!(!seen.contains(&name), "{context}: {name} twice");
+        seen.push(name);
     }
     for f in FLAGS.iter().filter(|f| f.runtime == runtime && f.always) {
         assert!(
-            seen.iter().any(|s| s == f.flag),
+            seen.contains(&f.flag),
             "{context}: {} missing from {args:?}",
             f.flag
         );
@@ -179,9 +179,16 @@ fn served_jobs_listen_on_every_address_at_their_port() {
         let class = class("a10g-x1");
         let plan = plan_for_class(&served, &class, &Fallback::default()).unwrap();
         let args = workload::runtime_args(&served, &plan);
+        // llama-server is also asked for the /metrics the autoscaler reads.
+        let listen = args.iter().position(|a| a == "--host").expect("--host");
         assert_eq!(
-            &args[args.len() - 4..],
+            &args[listen..listen + 4],
             ["--host", "0.0.0.0", "--port", "9000"]
+        );
+        assert_eq!(
+            args.iter().any(|a| a == "--metrics"),
+            runtime == Runtime::Llamacpp,
+            "{args:?}"
         );
         let env = workload::plan_env(&served, &plan);
         assert!(env.contains(&("VRAMFIT_PORT".to_string(), "9000".to_string())));
@@ -189,13 +196,12 @@ fn served_jobs_listen_on_every_address_at_their_port() {
             .iter()
             .find(|(k, _)| k == "VRAMFIT_RUNTIME_ARGS")
             .unwrap();
-        assert!(
-            runtime_args.1.ends_with("--host 0.0.0.0 --port 9000"),
-            "{runtime:?}"
-        );
+        assert_eq!(runtime_args.1, args.join(" "), "{runtime:?}");
         let plain = workload::runtime_args(&batch, &plan);
         assert!(
-            !plain.iter().any(|a| a == "--port" || a == "--host"),
+            !plain
+                .iter()
+                .any(|a| a == "--port" || a == "--host" || a == "--metrics"),
             "{runtime:?}"
         );
         assert!(

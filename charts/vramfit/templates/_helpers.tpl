@@ -146,6 +146,14 @@ in a Role per namespace of operator.watchNamespaces otherwise.
 - apiGroups: ["vramfit.io"]
   resources: ["inferencejobs/finalizers"]
   verbs: ["update"]
+# serve.autoscaling: the replicas written as `kubectl scale` writes them, and the
+# HorizontalPodAutoscalers (KEDA's included) read so as to stay out of a job one targets.
+- apiGroups: ["vramfit.io"]
+  resources: ["inferencejobs/scale"]
+  verbs: ["patch"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list"]
 # Served jobs: the Service named after each job and, from two replicas, its
 # PodDisruptionBudget (server-side applied, owned by the job, watched to repair them).
 # Groups (gpus.maxNodes above 1): a headless Service and a NetworkPolicy per running group,

@@ -235,8 +235,17 @@ pub async fn run(
         ))
     });
 
+    // Leader only: the autoscaler's reads of replicas' metrics; each job read is reconciled.
+    let (read_jobs, jobs_read) = futures::channel::mpsc::unbounded();
+    let load_reader = tokio::spawn(crate::load_reader::run(
+        ctx.clone(),
+        read_jobs,
+        stop.clone(),
+    ));
+
     let reconciling = controller
         .reconcile_on(changed_jobs)
+        .reconcile_on(jobs_read)
         .reconcile_on(changed_served_jobs)
         .reconcile_on(waiting_jobs_on(
             wake_stream(wake, config.wake_coalesce),
@@ -272,6 +281,7 @@ pub async fn run(
     health.set_synced(false);
     reflectors.abort();
     serving_watches.abort();
+    load_reader.abort();
     for task in [model_cache_watch, model_cache_sync].into_iter().flatten() {
         task.abort();
     }

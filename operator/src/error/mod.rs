@@ -8,8 +8,8 @@ use thiserror::Error;
 mod steps;
 
 pub use steps::{
-    ApplyError, BuildError, GroupApplyError, ObserveError, ServingApplyError, StatusError,
-    TakenObject,
+    ApplyError, BuildError, GroupApplyError, ObserveError, ScaleError, ServingApplyError,
+    StatusError, TakenObject,
 };
 
 /// What can make one reconcile fail.
@@ -36,6 +36,9 @@ pub enum Error {
     /// A group's Service, NetworkPolicy or pods could not be written.
     #[error(transparent)]
     Group(#[from] GroupApplyError),
+    /// The autoscaler's write of the replicas.
+    #[error(transparent)]
+    Scale(#[from] ScaleError),
 }
 
 impl Error {
@@ -55,6 +58,7 @@ impl Error {
             Error::Panicked(_) => "panic",
             Error::Serving(error) => error.metric_label(),
             Error::Group(error) => error.metric_label(),
+            Error::Scale(_) => "scale_patch",
         }
     }
 
@@ -66,6 +70,7 @@ impl Error {
             Error::Status(StatusError::StatusPatch { source, .. }) => is_transient(source),
             Error::Serving(error) => error.is_transient(),
             Error::Group(error) => error.is_transient(),
+            Error::Scale(error) => is_transient(&error.source),
             Error::Observe(_) | Error::Build(_) | Error::Panicked(_) => false,
         }
     }

@@ -113,6 +113,19 @@ pub enum StatusError {
     },
 }
 
+/// Why the autoscaler's write of `spec.serve.replicas` (through the scale subresource) failed.
+#[derive(Debug, Error)]
+#[error("scaling {job} to {replicas} replicas: {source}")]
+pub struct ScaleError {
+    /// `namespace/name` of the job.
+    pub job: String,
+    /// The replicas it was to have.
+    pub replicas: u32,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
 /// Why a served job's Service or PodDisruptionBudget write failed.
 #[derive(Debug, Error)]
 pub enum ServingApplyError {

@@ -37,6 +37,7 @@ pub async fn reconcile_served_group(
     serve: &ServeSpec,
     ctx: &Context,
     resolved: Option<ResolvedModel>,
+    scaling: Option<crate::autoscaling::Report>,
 ) -> Result<Action, Error> {
     let (decision, namespace) = {
         // Room is read and the chosen pods reserved under one lock, with no await between.
@@ -88,7 +89,8 @@ pub async fn reconcile_served_group(
     apply::mark_waiting(job, &namespace, &decision.served, ctx);
     write_pods_and_groups(job, &decision, ctx).await?;
     let action =
-        apply::write_objects_and_status(job, decision.served.clone(), resolved, ctx).await?;
+        apply::write_objects_and_status(job, decision.served.clone(), resolved, scaling, ctx)
+            .await?;
     // API: the objects of groups whose pods are gone.
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
     for write in &decision.delete_services {

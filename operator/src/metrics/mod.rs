@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use vramfit_api::{Dtype, Phase};
 use vramfit_runtime::admin_server::MetricsSource;
 
+pub mod autoscaler;
 pub mod serving;
 pub mod serving_gauges;
 
@@ -109,6 +110,7 @@ pub struct Metrics {
     training: WorkCounters,
     tuning_pods: Family<TuningLabels, Counter>,
     serving: crate::metrics::serving::ServingMetrics,
+    autoscaler: crate::metrics::autoscaler::AutoscalerMetrics,
 }
 
 /// Items (or tokens), seconds and cost of finished work, by class.
@@ -246,9 +248,11 @@ impl Metrics {
             tuning_pods.clone(),
         );
         let serving = crate::metrics::serving::ServingMetrics::register(&mut registry);
+        let autoscaler = crate::metrics::autoscaler::AutoscalerMetrics::register(&mut registry);
         Self {
             registry,
             serving,
+            autoscaler,
             jobs,
             unschedulable_jobs,
             reconcile_duration,
@@ -260,6 +264,11 @@ impl Metrics {
             training,
             tuning_pods,
         }
+    }
+
+    /// The autoscaler's metrics.
+    pub fn autoscaler(&self) -> &crate::metrics::autoscaler::AutoscalerMetrics {
+        &self.autoscaler
     }
 
     /// The served jobs' metrics.

@@ -1,6 +1,7 @@
 //! Observe (reads the caches, writes nothing): the job, the pods the stores show for it, the
 //! pods this process created that no store shows yet, and the room in every class.
 pub use crate::error::ObserveError;
+pub mod replica_load;
 pub mod served;
 
 use std::cell::RefCell;

@@ -18,6 +18,7 @@ use kube::runtime::controller::Action;
 use vramfit_api::checkpoint::ResolvedModel;
 use vramfit_api::{InferenceJob, ServeSpec};
 
+use crate::autoscaling::Report;
 use crate::context::Context;
 use crate::error::Error;
 use crate::observe::served as observe;
@@ -29,12 +30,14 @@ pub(crate) mod tests;
 
 /// The reconcile of a served job: the steps in order.
 /// `job` comes with the numbers `model.huggingFace` leaves unset filled in, and `resolved` is
-/// what was read (recorded in status as for a batch job).
+/// what was read (recorded in status as for a batch job); `scaling` is the autoscaler's pass
+/// (`serve.autoscaling`), recorded with the status.
 pub async fn reconcile_served(
     job: &InferenceJob,
     serve: &ServeSpec,
     ctx: &Context,
     resolved: Option<ResolvedModel>,
+    scaling: Option<Report>,
 ) -> Result<Action, Error> {
     let (decision, namespace) = {
         // Room is read and the chosen pods reserved under one lock, with no await between.
@@ -60,5 +63,5 @@ pub async fn reconcile_served(
         return Err(error.into());
     }
     // API: the Service and the PDB, then the status, events and metrics.
-    apply::write_objects_and_status(job, decision, resolved, ctx).await
+    apply::write_objects_and_status(job, decision, resolved, scaling, ctx).await
 }

@@ -6,6 +6,7 @@
 //! [`crate::replicas::decide::ServedDecision`]).
 pub mod ownership;
 pub mod pods;
+pub mod scale;
 pub mod served;
 pub mod status;
 pub mod volumes;

@@ -63,12 +63,13 @@ pub fn mark_waiting(job: &InferenceJob, namespace: &str, decision: &ServedDecisi
 }
 
 /// The end both served pipelines share: the Service and the budget ([`write_objects`]), then
-/// the status, events and metrics. Replicas whose Service or budget was not written are still
+/// the status (with the autoscaler's `scaling` pass), events and metrics. Replicas whose Service or budget was not written are still
 /// recorded, and the status says why; that error is returned once the status is written.
 pub async fn write_objects_and_status(
     job: &InferenceJob,
     mut decision: ServedDecision,
     resolved: Option<ResolvedModel>,
+    scaling: Option<crate::autoscaling::Report>,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let objects = write_objects(job, &decision, ctx).await;
@@ -96,6 +97,14 @@ pub async fn write_objects_and_status(
             job.metadata.generation,
             &now,
         );
+    }
+    // `serve.autoscaling`: the autoscaler's pass, or nothing of it once it is off.
+    match scaling {
+        Some(report) => {
+            let now = Time(Timestamp::now());
+            report.apply(&mut decision.status, job.metadata.generation, &now);
+        }
+        None => crate::autoscaling::report::clear(&mut decision.status),
     }
     let written = Decision {
         status: decision.status,

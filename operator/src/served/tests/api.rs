@@ -28,7 +28,7 @@ pub(super) fn pdbs() -> String {
 }
 
 /// Two A10G×1 nodes and one L40S×1 node.
-pub(super) fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
+pub(crate) fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) {
     writers.apply_node(fixtures::gpu_node("l-1", "l40s", 1, 1));
     writers.apply_node(fixtures::gpu_node("l-2", "l40s", 1, 1));
     writers.apply_node(fixtures::gpu_node("l-3", "l40s", 1, 1));
@@ -36,7 +36,7 @@ pub(super) fn cluster(writers: &mut StoreWriters, serving: &mut ServingWriters) 
     serving.mark_ready();
 }
 
-pub(super) fn ready(body: &Value, node: &str) -> Pod {
+pub(crate) fn ready(body: &Value, node: &str) -> Pod {
     let mut pod = fixtures::as_running(created_pod(body), node);
     pod.status.get_or_insert_default().conditions = Some(vec![PodCondition {
         type_: "Ready".into(),
@@ -53,7 +53,7 @@ pub(crate) fn served_job(n: u32) -> InferenceJob {
 }
 
 /// The first reconcile of a job with two replicas: its pods, its Service, its PDB, its status.
-async fn first(
+pub(crate) async fn first(
     ctx: &Arc<crate::Context>,
     api: &mut crate::verifier::ApiServerVerifier,
     job: &InferenceJob,
