@@ -49,6 +49,7 @@ pub mod processes;
 pub mod prometheus;
 pub mod rbac;
 pub mod real_node;
+pub mod replica_metrics;
 pub mod suite;
 pub mod volumes;
 

@@ -205,15 +205,16 @@ impl Suite {
 
     /// Writes the status of a served pod: running at its IP ([`pod_ip`]), Ready or not.
     pub async fn set_pod_serving(&self, pod: &Pod, ready: bool) -> Result<()> {
+        self.set_pod_serving_at(pod, ready, &pod_ip(&pod.name_any()))
+            .await
+    }
+
+    /// [`Self::set_pod_serving`] with the pod's IP `ip` (a loopback address where the suite
+    /// serves the replica's metrics).
+    pub async fn set_pod_serving_at(&self, pod: &Pod, ready: bool, ip: &str) -> Result<()> {
         self.set_pod_status(
             pod,
-            pod_serving_status(
-                &container_name(pod),
-                &image_of(pod),
-                &now(),
-                &pod_ip(&pod.name_any()),
-                ready,
-            ),
+            pod_serving_status(&container_name(pod), &image_of(pod), &now(), ip, ready),
         )
         .await
     }

@@ -21,6 +21,8 @@ use vramfit_e2e::{CleanupGuard, CleanupPlan, Skipped, Suite, skip_reason};
 
 #[path = "scenarios/agent_labels.rs"]
 mod agent_labels;
+#[path = "scenarios/autoscaling.rs"]
+mod autoscaling;
 #[path = "scenarios/compare.rs"]
 mod compare;
 #[path = "scenarios/containment.rs"]
@@ -237,6 +239,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("served-hpa-targets-the-scale-subresource", |s| {
             Box::pin(serving::hpa_targets_the_scale_subresource(s))
+        }),
+        ("served-autoscaling-weighs-each-replica-by-its-class", |s| {
+            Box::pin(autoscaling::weighs_each_replica_by_its_class(s))
         }),
         ("served-unschedulable-replica-frees-its-class", |s| {
             Box::pin(serving::unschedulable_replica_frees_its_class(s))

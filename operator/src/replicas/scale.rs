@@ -1,9 +1,10 @@
 //! Which replicas a scale-down removes and which slots a scale-up fills (pure).
 //!
 //! Scale-down removes first the replicas that serve nothing (not Ready: loading, backing
-//! off, waiting), then those the job's preference ranks worst — economy: the most expensive
-//! plan first; quality: the most quantized (then the less capable) first — and, among equals,
-//! the highest slot. Scale-up fills the lowest free slots.
+//! off, waiting); for an autoscaled job (`serve.autoscaling`) then those planned for the
+//! least concurrency (the autoscaler counts on it); then those the job's preference ranks
+//! worst — economy: the most expensive plan first; quality: the most quantized (then the less
+//! capable) first — and, among equals, the highest slot. Scale-up fills the lowest free slots.
 use std::cmp::Ordering;
 
 use vramfit_api::event_reasons::EventReason;
@@ -34,7 +35,11 @@ impl Draft<'_> {
             })
             .collect();
         let preference = input.preference;
-        for slot in to_remove(preference, candidates, keep) {
+        let order = Removal {
+            preference,
+            least_capacity_first: self.obs.serve.autoscaling.is_some(),
+        };
+        for slot in to_remove(order, candidates, keep) {
             let Some(index) = self.lines.iter().position(|l| l.slot == slot) else {
                 continue;
             };
@@ -127,15 +132,42 @@ pub struct Candidate {
     pub plan: Option<Plan>,
 }
 
+/// Which replicas go first.
+#[derive(Clone, Copy, Debug)]
+pub struct Removal {
+    /// The job's preference.
+    pub preference: Preference,
+    /// An autoscaled job: the least planned concurrency goes first, after what serves nothing.
+    pub least_capacity_first: bool,
+}
+
+impl From<Preference> for Removal {
+    fn from(preference: Preference) -> Self {
+        Removal {
+            preference,
+            least_capacity_first: false,
+        }
+    }
+}
+
 /// The slots to remove so that `keep` replicas remain, the first removed first.
-pub fn to_remove(preference: Preference, mut replicas: Vec<Candidate>, keep: usize) -> Vec<u32> {
+pub fn to_remove(order: impl Into<Removal>, mut replicas: Vec<Candidate>, keep: usize) -> Vec<u32> {
+    let order = order.into();
     let remove = replicas.len().saturating_sub(keep);
-    replicas.sort_by(|a, b| worst_first(preference, a, b));
+    replicas.sort_by(|a, b| worst_first(order, a, b));
     replicas.into_iter().take(remove).map(|c| c.slot).collect()
 }
 
-/// Orders replicas worst first: not Ready, then the worse plan, then the higher slot.
-fn worst_first(preference: Preference, a: &Candidate, b: &Candidate) -> Ordering {
+/// Orders replicas worst first: not Ready, then (autoscaled) the least concurrency, then the
+/// worse plan, then the higher slot.
+fn worst_first(order: Removal, a: &Candidate, b: &Candidate) -> Ordering {
+    let preference = order.preference;
+    let capacity = |c: &Candidate| c.plan.as_ref().and_then(|p| p.concurrency).unwrap_or(0);
+    let capacities = if order.least_capacity_first {
+        capacity(a).cmp(&capacity(b))
+    } else {
+        Ordering::Equal
+    };
     let plans = match (&a.plan, &b.plan) {
         // `compare` orders best first: the worse plan is the greater one.
         (Some(pa), Some(pb)) => ranking::compare(preference, pb, pa),
@@ -143,7 +175,11 @@ fn worst_first(preference: Preference, a: &Candidate, b: &Candidate) -> Ordering
         (Some(_), None) => Ordering::Greater,
         (None, None) => Ordering::Equal,
     };
-    a.ready.cmp(&b.ready).then(plans).then(b.slot.cmp(&a.slot))
+    a.ready
+        .cmp(&b.ready)
+        .then(capacities)
+        .then(plans)
+        .then(b.slot.cmp(&a.slot))
 }
 
 /// The `count` lowest slots not in `taken`.
@@ -166,6 +202,22 @@ mod tests {
         plan.hourly_price_cents = price_cents;
         plan.quantization = quantization;
         plan
+    }
+
+    #[test]
+    fn an_autoscaled_job_removes_the_least_concurrency_first_whatever_its_quality() {
+        let mut small = plan("a10g", 1, 60, Quantization::None);
+        small.concurrency = Some(4);
+        let mut large = plan("a10g", 1, 60, Quantization::Int8);
+        large.concurrency = Some(16);
+        let replicas = vec![candidate(0, true, large), candidate(1, true, small)];
+        // Quality alone would remove the quantized replica; by capacity the small one goes.
+        assert_eq!(to_remove(Preference::Quality, replicas.clone(), 1), [0]);
+        let autoscaled = Removal {
+            preference: Preference::Quality,
+            least_capacity_first: true,
+        };
+        assert_eq!(to_remove(autoscaled, replicas, 1), [1]);
     }
 
     fn candidate(slot: u32, ready: bool, plan: Plan) -> Candidate {
