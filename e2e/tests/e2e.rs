@@ -73,6 +73,8 @@ mod pod_security;
 mod rbac;
 #[path = "scenarios/real_node.rs"]
 mod real_node;
+#[path = "scenarios/real_node_autoscaling.rs"]
+mod real_node_autoscaling;
 #[path = "scenarios/real_node_group.rs"]
 mod real_node_group;
 #[path = "scenarios/real_node_model_cache.rs"]
@@ -297,6 +299,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("real-node-served-llama-server", |s| {
             Box::pin(real_node_serving::served_llama_server(s))
+        }),
+        ("real-node-served-llama-server-follows-its-load", |s| {
+            Box::pin(real_node_autoscaling::follows_its_load(s))
         }),
         ("real-node-served-host-out-of-memory", |s| {
             Box::pin(real_node_serving::served_host_out_of_memory(s))
