@@ -66,5 +66,6 @@ status_words! {
         ServiceRejected = "ServiceRejected",
         Autoscaled = "Autoscaled",
         AutoscalerStandsAside = "AutoscalerStandsAside",
+        InferencePoolUnavailable = "InferencePoolUnavailable",
     }
 }

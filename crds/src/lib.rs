@@ -28,6 +28,7 @@ pub mod conditions;
 pub mod crdgen;
 pub mod event_reasons;
 pub mod group;
+pub mod inference_pool;
 pub mod job;
 pub mod labels;
 pub mod model_cache;

@@ -12,6 +12,9 @@ pub const NODE_CLASS_LABEL: &str = "vramfit.io/node-class";
 /// Label on a served replica's pod: the sequences it serves at once as planned for its class
 /// (the unit its load is measured in; a gateway's endpoint picker can weigh it).
 pub const CONCURRENCY_LABEL: &str = "vramfit.io/concurrency";
+/// Label on a served replica's pod: the GPU product of the class it was planned for (what a
+/// gateway's endpoint picker can score on, with its class and concurrency).
+pub const GPU_PRODUCT_LABEL: &str = "vramfit.io/gpu-product";
 /// Annotation on every pod: its plan as JSON, so a restarted operator can adopt a pod it
 /// created before its status write landed.
 pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";

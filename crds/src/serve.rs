@@ -59,6 +59,35 @@ pub struct ServeSpec {
     /// (docs/autoscaling.md). Unset: `replicas` is what a person (or an HPA) writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<crate::autoscaling::AutoscalingSpec>,
+    /// Keep an `InferencePool` (Gateway API Inference Extension, `inference.networking.k8s.io/v1`)
+    /// named after the job that selects exactly its serving pods, for a gateway's endpoint
+    /// picker (docs/serving.md). Needs that CRD in the cluster; vramfit builds no gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_pool: Option<InferencePoolRequest>,
+}
+
+/// `serve.inferencePool`: the endpoint picker a gateway asks which replica to send a request.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct InferencePoolRequest {
+    /// The picker's Service, in the job's namespace (the llm-d endpoint picker, say).
+    pub endpoint_picker: EndpointPicker,
+}
+
+/// The endpoint picker's Service.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointPicker {
+    /// The Service's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its port (the picker's gRPC ext-proc port; 9002 for the llm-d picker).
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// `FailClose` (default): requests fail while the picker does not answer; `FailOpen`: the
+    /// gateway routes them to any serving pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_mode: Option<crate::inference_pool::FailureMode>,
 }
 
 fn default_port() -> u16 {
@@ -79,6 +108,7 @@ impl Default for ServeSpec {
             model_load_timeout_seconds: None,
             replica_classes: ReplicaClasses::default(),
             autoscaling: None,
+            inference_pool: None,
         }
     }
 }

@@ -47,6 +47,8 @@ mod group_placed_whole;
 mod group_worker_failure;
 #[path = "scenarios/hub_models.rs"]
 mod hub_models;
+#[path = "scenarios/inference_pool.rs"]
+mod inference_pool;
 #[path = "scenarios/invalid_manifests.rs"]
 mod invalid_manifests;
 #[path = "scenarios/kubectl_columns.rs"]
@@ -245,6 +247,10 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("served-autoscaling-weighs-each-replica-by-its-class", |s| {
             Box::pin(autoscaling::weighs_each_replica_by_its_class(s))
         }),
+        (
+            "served-inference-pool-selects-exactly-the-serving-pods",
+            |s| Box::pin(inference_pool::selects_exactly_the_serving_pods(s)),
+        ),
         ("served-unschedulable-replica-frees-its-class", |s| {
             Box::pin(serving::unschedulable_replica_frees_its_class(s))
         }),

@@ -102,6 +102,13 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["list"],
         scope: Scope::JobNamespaces,
     },
+    // `serve.inferencePool` (`writes/inference_pool.rs`): a server-side apply that may create.
+    Permission {
+        api_group: "inference.networking.k8s.io",
+        resource: "inferencepools",
+        verbs: &["create", "patch"],
+        scope: Scope::JobNamespaces,
+    },
     // Served jobs: the Service named after each job and, from two live replicas, its
     // PodDisruptionBudget, created (`create`; on a name taken, one `get` says whose it is),
     // server-side applied only onto the job's own (`patch`), watched so that a changed or
@@ -277,6 +284,7 @@ mod tests {
                 "inferencejobs/finalizers",
                 "inferencejobs/scale",
                 "horizontalpodautoscalers",
+                "inferencepools",
                 "services",
                 "poddisruptionbudgets",
                 "networkpolicies",

@@ -27,6 +27,9 @@ pub struct ServingState {
     pub deleting: Deleting,
     waiting: Arc<Waiting>,
     gauges: Arc<ServingGauges>,
+    /// Per job uid, the InferencePool last applied (`serve.inferencePool`; no watch: written
+    /// again when it changes, and once after a restart).
+    pub pools: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
 
 /// The caches of served jobs' Services and PodDisruptionBudgets (label `vramfit.io/job`).
@@ -134,6 +137,7 @@ impl ServingState {
             deleting: Deleting::default(),
             waiting: Arc::new(Waiting::default()),
             gauges: Arc::new(ServingGauges::default()),
+            pools: Arc::default(),
         };
         (
             state,

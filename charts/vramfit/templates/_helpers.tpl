@@ -154,6 +154,11 @@ in a Role per namespace of operator.watchNamespaces otherwise.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["list"]
+# serve.inferencePool: the Gateway API Inference Extension's pool of each such job
+# (server-side applied, owned by the job; a cluster without that CRD is told by an event).
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  verbs: ["create", "patch"]
 # Served jobs: the Service named after each job and, from two replicas, its
 # PodDisruptionBudget (server-side applied, owned by the job, watched to repair them).
 # Groups (gpus.maxNodes above 1): a headless Service and a NetworkPolicy per running group,

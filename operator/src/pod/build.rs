@@ -18,8 +18,8 @@ use vramfit_planner::{JobInput, NodeClass};
 
 use vramfit_api::pod_keys::{
     APP_COMPONENT_LABEL, APP_INSTANCE_LABEL, APP_MANAGED_BY_LABEL, APP_NAME, APP_NAME_LABEL,
-    ATTEMPT_LABEL, CONCURRENCY_LABEL, CONTAINER_NAME, JOB_LABEL, NODE_CLASS_LABEL, PLAN_ANNOTATION,
-    SPEC_HASH_ANNOTATION, fnv1a64, label_value, pod_name,
+    ATTEMPT_LABEL, CONCURRENCY_LABEL, CONTAINER_NAME, GPU_PRODUCT_LABEL, JOB_LABEL,
+    NODE_CLASS_LABEL, PLAN_ANNOTATION, SPEC_HASH_ANNOTATION, fnv1a64, label_value, pod_name,
 };
 
 use crate::tolerations::{gpu_toleration, pod_tolerations};
@@ -78,8 +78,10 @@ pub fn desired_pod(
         (ATTEMPT_LABEL.to_string(), attempt.to_string()),
         (NODE_CLASS_LABEL.to_string(), label_value(&class.name)),
     ]);
+    // A served replica: what a gateway's endpoint picker can score it on.
     if let Some(concurrency) = plan.concurrency {
         labels.insert(CONCURRENCY_LABEL.to_string(), concurrency.to_string());
+        labels.insert(GPU_PRODUCT_LABEL.to_string(), label_value(&class.product));
     }
 
     let spec = pod_spec(job, input, plan, class, &template);

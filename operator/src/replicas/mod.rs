@@ -8,6 +8,7 @@
 pub mod cache_hook;
 pub mod decide;
 pub mod failure;
+pub mod inference_pool;
 pub mod pdb;
 pub mod placement;
 pub mod pod;

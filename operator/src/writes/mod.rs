@@ -4,6 +4,7 @@
 //! budgets and policies), [`volumes`] (a model cache claim and its volume), [`status`] (the
 //! job's status, its events and metrics), of what one reconcile decided ([`crate::attempts::Decision`],
 //! [`crate::replicas::decide::ServedDecision`]).
+pub mod inference_pool;
 pub mod ownership;
 pub mod pods;
 pub mod scale;

@@ -73,6 +73,10 @@ pub async fn write_objects_and_status(
     ctx: &Context,
 ) -> Result<Action, Error> {
     let objects = write_objects(job, &decision, ctx).await;
+    // `serve.inferencePool`: the gateway's view of the same serving pods.
+    if let Some(serve) = &job.spec.serve {
+        super::inference_pool::apply(job, serve, ctx).await;
+    }
     if let Err(error) = &objects {
         let now = Time(Timestamp::now());
         let old = job.status.clone().unwrap_or_default();
