@@ -247,10 +247,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("served-autoscaling-weighs-each-replica-by-its-class", |s| {
             Box::pin(autoscaling::weighs_each_replica_by_its_class(s))
         }),
-        (
-            "served-inference-pool-selects-exactly-the-serving-pods",
-            |s| Box::pin(inference_pool::selects_exactly_the_serving_pods(s)),
-        ),
+        ("served-inference-pool-selects-the-serving-pods", |s| {
+            Box::pin(inference_pool::selects_exactly_the_serving_pods(s))
+        }),
         ("served-unschedulable-replica-frees-its-class", |s| {
             Box::pin(serving::unschedulable_replica_frees_its_class(s))
         }),
