@@ -162,11 +162,13 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("oom-steps-down-then-fails", |s| {
             Box::pin(oom_retries::oom_steps_down(s))
         }),
-        ("full-class-overflows-then-frees", |s| {
-            Box::pin(scheduling::full_class_overflows_then_frees(s))
-        }),
         ("operator-restart-keeps-one-pod-per-job", |s| {
             Box::pin(operator_restart::restart_keeps_one_pod(s))
+        }),
+        // After the examples' jobs are deleted: it needs a free GPU on a10g-x4, where the
+        // served examples' replicas may go.
+        ("full-class-overflows-then-frees", |s| {
+            Box::pin(scheduling::full_class_overflows_then_frees(s))
         }),
         // After the examples' jobs are deleted: it needs every GPU of a10g-x4 free, and a
         // served example's replica may overflow there.
