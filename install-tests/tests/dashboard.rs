@@ -9,7 +9,7 @@ use serde_json::Value;
 use vramfit_install_tests::{deploy_objects, repo_root, vramfit_words};
 
 /// The metric families the operator and the agent export (their contract).
-const OPERATOR_METRICS: [&str; 17] = [
+const OPERATOR_METRICS: [&str; 24] = [
     "vramfit_jobs",
     "vramfit_unschedulable_jobs",
     "vramfit_reconcile_duration_seconds",
@@ -27,6 +27,13 @@ const OPERATOR_METRICS: [&str; 17] = [
     "vramfit_serving_replica_restarts_total",
     "vramfit_replica_weights_total",
     "vramfit_replicas_waiting_for_model",
+    "vramfit_autoscaler_metric_reads_total",
+    "vramfit_autoscaler_decisions_total",
+    "vramfit_autoscaler_read_pass_seconds",
+    "vramfit_autoscaler_jobs",
+    "vramfit_autoscaler_replicas",
+    "vramfit_autoscaler_desired_replicas",
+    "vramfit_autoscaler_utilization_percent",
 ];
 const AGENT_METRICS: [&str; 5] = [
     "vramfit_agent_gpus",

@@ -25,6 +25,7 @@ use crate::autoscaling::{self, Inputs, Outcome, Report};
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::JobEvent;
+use crate::metrics::autoscaler::JobFigures;
 use crate::observe::replica_load;
 use crate::scaling_state::ReadTargets;
 
@@ -45,6 +46,7 @@ pub async fn step(job: &InferenceJob, serve: &ServeSpec, ctx: &Context) -> Resul
     let Some(spec) = &serve.autoscaling else {
         if ctx.scaling.is_registered(&key) {
             ctx.scaling.forget(&key, job.metadata.uid.as_deref());
+            ctx.metrics.autoscaler().forget_job(&key);
         }
         return Ok(Step::Off);
     };
@@ -81,9 +83,16 @@ pub async fn step(job: &InferenceJob, serve: &ServeSpec, ctx: &Context) -> Resul
                 )
             });
     let report = Report::of(&decision, previous, &Time(Timestamp::now()));
-    ctx.metrics
-        .autoscaler()
-        .count_decision(decision.outcome.reason().as_str());
+    let metrics = ctx.metrics.autoscaler();
+    metrics.count_decision(decision.outcome.reason().as_str());
+    metrics.observe_job(
+        &key,
+        JobFigures {
+            replicas: serve.replicas,
+            desired: report.status.desired_replicas,
+            utilization_percent: report.status.utilization_percent,
+        },
+    );
     if let Some(replicas) = decision.write {
         crate::writes::scale::set_replicas(job, replicas, ctx).await?;
         info!(job = %key, from = serve.replicas, to = replicas, "{}", decision.message);

@@ -130,6 +130,21 @@ async fn a_loaded_job_is_scaled_through_the_scale_subresource_and_nothing_else_t
     })
     .await;
     assert_eq!(action, Action::await_change());
+    // The pass's figures on /metrics, by job.
+    let text = ctx.metrics.encode().unwrap();
+    let series = |name: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "{name}{{job_namespace=\"{NAMESPACE}\",inference_job=\"chat\"}}"
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert_eq!(series("vramfit_autoscaler_replicas"), Some(2.0), "{text}");
+    assert!(series("vramfit_autoscaler_desired_replicas").is_some_and(|d| d > 2.0));
+    assert!(series("vramfit_autoscaler_utilization_percent").is_some_and(|u| u > 100.0));
 }
 
 #[tokio::test]

@@ -157,6 +157,7 @@ impl Context {
     pub fn forget_job(&self, uid: Option<&str>, key: &str) {
         lock(&self.failures).remove(key);
         self.scaling.forget(key, uid);
+        self.metrics.autoscaler().forget_job(key);
         if let Some(uid) = uid {
             lock(&self.reported_malformed).retain(|(reported, _)| reported != uid);
             lock(&self.written_from).remove(uid);
@@ -170,6 +171,7 @@ impl Context {
         lock(&self.reported_malformed).retain(|(uid, _)| exists(uid));
         lock(&self.written_from).retain(|uid, _| exists(uid));
         self.scaling.keep_jobs(&exists, &exists_key);
+        self.metrics.autoscaler().keep_jobs(&exists_key);
     }
 
     /// Entries kept per job, summed over the maps (tests).

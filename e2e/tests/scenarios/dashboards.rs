@@ -1,9 +1,10 @@
 //! The Grafana dashboards against a real Prometheus: it scrapes the operator and
 //! long-running agents while jobs run, fail out of memory, report results, fine-tune (a step
 //! down, a training result), serve (a replica Ready, out of memory, replaced), wait
-//! unschedulable and meet a pod that holds their name, and a served replica waits for a node
-//! cache agent's download (the operator runs with `--model-cache`; the agent, scraped too,
-//! downloads from a local Hub for one simulated node); then every panel's query of
+//! unschedulable and meet a pod that holds their name, an autoscaled replica's metrics are
+//! read, and a served replica waits for a node cache agent's download (the operator runs
+//! with `--model-cache`; the agent, scraped too, downloads from a local Hub for one simulated
+//! node); then every panel's query of
 //! `charts/vramfit/dashboards/*.json` is evaluated through Prometheus's HTTP API as Grafana
 //! would (range queries over the run, instant ones at its end) and must give a series with
 //! the labels its legend shows and a number to draw. Needs a `prometheus` binary
@@ -22,6 +23,7 @@ use vramfit_api::{GpuNodeClass, Phase};
 use vramfit_e2e::dashboards::{Intervals, judge, panel_queries, read_dashboards};
 use vramfit_e2e::model_hub::{ModelHub, ServedFile, ServedRepo};
 use vramfit_e2e::prometheus::{Prometheus, SCRAPE_INTERVAL_SECONDS, prometheus_binary};
+use vramfit_e2e::replica_metrics::ReplicaMetrics;
 use vramfit_e2e::{
     CUDA_OOM_MESSAGE, CacheAgentRun, ChildProcess, SETTLE, Skipped, Suite, eventually, free_port,
     node_name, pinned_job, served_job, start_cache_agent,
@@ -41,6 +43,9 @@ const CACHED_NODE: &str = "a10gx4";
 const PRICED_CLASS: &str = "a10g-x1";
 /// The class of the served job's replica.
 const SERVED_CLASS: &str = "h100-80gb-hbm3-x8";
+/// The class of the autoscaled job's replica, and the address its metrics are served on.
+const AUTOSCALED_CLASS: &str = "v100-sxm2-16gb-x4";
+const AUTOSCALED_IP: &str = "127.0.0.5";
 const RESULT: &str = r#"vramfit.io/v1 {"kind":"Result","items":120,"seconds":300,"itemsPerSecond":0.4,"peakGpuMemoryMib":[15000]}"#;
 
 fn unix_now() -> f64 {
@@ -70,6 +75,9 @@ pub async fn dashboards_show_data(s: &mut Suite) -> Result<()> {
         &root,
         "--hub-endpoint",
         &hub.endpoint,
+        // The autoscaling row: read the autoscaled replica every second.
+        "--autoscale-period-seconds",
+        "1",
     ];
     let outcome = match s.start_operator("dashboards", &flags, true).await {
         Ok(()) => with_prometheus(s, &binary, &cache_dir, &hub).await,
@@ -251,6 +259,9 @@ async fn drive_and_check(
     let served = "dash-served";
     serve_then_restart(s, prometheus, served).await?;
 
+    let autoscaled = "dash-autoscaled";
+    let _replica_metrics = autoscaled_and_read(s, prometheus, autoscaled).await?;
+
     let cached = "dash-cached";
     served_through_the_cache(s, prometheus, cached, cache_agent_pid).await?;
 
@@ -287,6 +298,7 @@ async fn drive_and_check(
         worked.into(),
         tuned.into(),
         served.into(),
+        autoscaled.into(),
         cached.into(),
         waiting.into(),
         blocked.into(),
@@ -370,6 +382,40 @@ async fn serve_then_restart(s: &Suite, prometheus: &Prometheus, name: &str) -> R
         "max_over_time(increase(vramfit_serving_replica_restarts_total{reason=\"OutOfMemory\"}[4s])[2m:1s]) > 0 and on () vramfit_serving_ready_replicas > 0",
     )
     .await
+}
+
+/// An autoscaled served job (the autoscaling row) on its own class: its one replica serves
+/// vLLM's metrics (from the suite, on a loopback address) at half the concurrency planned for
+/// it, and the operator's load reader reads it every second. Returns the endpoint, to keep it
+/// serving until the panels are checked.
+async fn autoscaled_and_read(
+    s: &Suite,
+    prometheus: &Prometheus,
+    name: &str,
+) -> Result<ReplicaMetrics> {
+    let port = free_port()?;
+    let mut job = served_job(s, name, 1, &[AUTOSCALED_CLASS]);
+    job["spec"]["serve"]["port"] = json!(port);
+    job["spec"]["serve"]["autoscaling"] =
+        json!({"minReplicas": 1, "maxReplicas": 2, "targetUtilizationPercent": 70});
+    s.apply_job(job).await?;
+    let (_, pods) = s.wait_replicas(name, 1).await?;
+    let pod = pods.first().cloned().context("the autoscaled replica")?;
+    let planned: u32 = pod
+        .labels()
+        .get("vramfit.io/concurrency")
+        .context("the replica's vramfit.io/concurrency label")?
+        .parse()
+        .context("vramfit.io/concurrency")?;
+    let metrics = ReplicaMetrics::start(AUTOSCALED_IP, port, planned.div_ceil(2), 0).await?;
+    s.set_pod_serving_at(&pod, true, AUTOSCALED_IP).await?;
+    prometheus_sees(
+        prometheus,
+        "the autoscaled job's load and replicas",
+        "vramfit_autoscaler_utilization_percent > 0 and on () vramfit_autoscaler_desired_replicas > 0 and on () increase(vramfit_autoscaler_metric_reads_total{result=\"read\"}[4s]) > 0",
+    )
+    .await?;
+    Ok(metrics)
 }
 
 /// A served job whose model is on the local Hub (the model cache row): its replica waits
