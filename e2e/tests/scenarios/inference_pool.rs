@@ -2,10 +2,10 @@
 //! Gateway API Inference Extension's CRD exists (a Warning event, the replicas serve on); the
 //! CRD is then installed, made from the project's own Rust types of the v1 API
 //! (`vramfit_api::inference_pool`), and the job's next change gets its `InferencePool`, which
-//! selects exactly the job's serving pods through a scale up and down, names the endpoint
-//! picker, and goes with the job. The CRD is removed afterwards.
+//! selects exactly the job's serving pods through a scale up and down and a rolling update,
+//! names the endpoint picker, and goes with the job. The CRD is removed afterwards.
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -13,11 +13,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{CustomResourceExt as _, ResourceExt as _};
 use serde_json::json;
+use vramfit_api::InferenceJob;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_api::inference_pool::{CRD_NAME, InferencePool};
-use vramfit_e2e::{MANAGER, SETTLE, Suite, eventually, kubectl, served_job};
+use vramfit_e2e::{MANAGER, SETTLE, Suite, eventually, kubectl, node_of, served_job};
 
 const H100: &str = "h100-80gb-hbm3-x8";
+/// The image the roll moves the job to.
+const ROLLED_IMAGE: &str = "vllm/vllm-openai:v0.11.0";
 
 /// The names of the job's pods that are not being deleted.
 async fn serving_pods(s: &Suite, name: &str) -> Result<BTreeSet<String>> {
@@ -49,6 +52,121 @@ async fn selected(s: &Suite, pool: &InferencePool) -> Result<BTreeSet<String>> {
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|p| p.name_any())
         .collect())
+}
+
+/// Rolls the job's one replica to a new image (its surge pod Ready, then the old pod gone):
+/// at every poll the pool selects exactly the job's pods that are not being deleted, and at
+/// the end only the new one; the pool object itself is left as it was.
+async fn roll_keeps_the_selection(s: &Suite, name: &str, pool: &InferencePool) -> Result<()> {
+    let job = s.job(name).await?;
+    let old = serving_pods(s, name).await?;
+    for pod in s.pods_of(&job).await? {
+        s.set_pod_serving(&pod, true).await?;
+    }
+    let jobs = s.jobs();
+    jobs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"image": ROLLED_IMAGE}})),
+    )
+    .await?;
+    let started = Instant::now();
+    let (mut polls, mut most) = (0, 0);
+    loop {
+        ensure!(
+            started.elapsed() < Duration::from_secs(120),
+            "the roll did not finish in 120 s"
+        );
+        s.confirm_deletions(&job).await?;
+        let live: Vec<Pod> = s
+            .pods_of(&job)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        for pod in live.iter().filter(|p| !old.contains(&p.name_any())) {
+            if node_of(pod).is_some() && !is_ready(pod) {
+                s.set_pod_serving(pod, true).await?;
+            }
+        }
+        // One list, so that both sets are of the same moment.
+        let (serving, chosen) = owned_and_selected(s, &job, pool).await?;
+        ensure!(
+            serving == chosen,
+            "during the roll (poll {polls}): the job's pods {serving:?}, the pool selects {chosen:?}"
+        );
+        polls += 1;
+        most = most.max(chosen.len());
+        let rolled = live.len() == 1
+            && live.iter().all(|p| {
+                !old.contains(&p.name_any())
+                    && p.spec
+                        .as_ref()
+                        .and_then(|sp| sp.containers.first())
+                        .and_then(|c| c.image.as_deref())
+                        == Some(ROLLED_IMAGE)
+            });
+        if rolled {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let pools: Api<InferencePool> = Api::namespaced(s.client.clone(), &s.ns);
+    let after = pools.get(name).await?;
+    ensure!(
+        after.spec.selector == pool.spec.selector,
+        "the roll changed the pool's selector: {:?} → {:?}",
+        pool.spec.selector,
+        after.spec.selector
+    );
+    println!(
+        "     after a roll to {ROLLED_IMAGE} ({:.1} s, {polls} polls, at most {most} pods selected at once): the pool selects exactly the new pod",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// From one list of the namespace's pods not being deleted: the job's, and those the pool
+/// selects.
+async fn owned_and_selected(
+    s: &Suite,
+    job: &InferenceJob,
+    pool: &InferencePool,
+) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
+    let uid = job.uid().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns);
+    let live: Vec<Pod> = pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let owned = live
+        .iter()
+        .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
+        .map(|p| p.name_any())
+        .collect();
+    let chosen = live
+        .iter()
+        .filter(|p| {
+            let labels = p.labels();
+            pool.spec
+                .selector
+                .match_labels
+                .iter()
+                .all(|(k, v)| labels.get(k.as_str()) == Some(v))
+        })
+        .map(|p| p.name_any())
+        .collect();
+    Ok((owned, chosen))
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|st| st.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 async fn scale(s: &Suite, name: &str, replicas: u32) -> Result<()> {
@@ -174,6 +292,7 @@ async fn with_the_crd(s: &mut Suite, name: &str) -> Result<()> {
         .await?;
         println!("     {what}: InferencePool {name} selects exactly the {replicas} serving pod(s)");
     }
+    roll_keeps_the_selection(s, name, &pool).await?;
     // What a picker scores on, on each serving pod.
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns);
     for pod_name in serving_pods(s, name).await? {
