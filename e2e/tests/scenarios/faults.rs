@@ -1,14 +1,17 @@
 //! Faults mid-run: the operator killed with SIGKILL during a burst of creates, and the API
 //! server stopped and started again. After each, every job reaches the state it should, no
 //! job is lost, no job has two live pods, and the operator converges without a restart.
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
+use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 use vramfit_api::Phase;
 use vramfit_e2e::{
-    Skipped, Suite, consistently, eventually, exactly_one_pod, node_of, one_live_pod_per_job,
+    Skipped, Suite, consistently, eventually, exactly_one_pod, node_name, node_of,
+    one_live_pod_per_job,
 };
 
 /// Jobs of the burst; each takes one GPU, so the simulated nodes hold all of them.
@@ -96,7 +99,9 @@ fn outage_commands() -> Result<(String, String)> {
     }
 }
 
-/// Starts the API server again and waits until it answers.
+/// Starts the API server again and waits until it answers, then until the cluster schedules
+/// again: the scheduler's watches, refused while the new server's RBAC was loading, come back
+/// after a backoff, and a pod created meanwhile could wait past the next scenario's limit.
 async fn start_api_server(s: &Suite, start: &str) -> Result<()> {
     run_command(START_COMMAND, start).await?;
     eventually(
@@ -107,7 +112,44 @@ async fn start_api_server(s: &Suite, start: &str) -> Result<()> {
             Ok(())
         },
     )
-    .await
+    .await?;
+    scheduler_binds_again(s).await
+}
+
+/// A throwaway pod for the node without GPUs is bound by the scheduler, then deleted.
+async fn scheduler_binds_again(s: &Suite) -> Result<()> {
+    let name = format!("scheduler-probe-{}", std::process::id());
+    let probe: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": s.ns},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node_name(&s.run, "nogpu")},
+            "containers": [{"name": "probe", "image": "registry.invalid/probe:1"}],
+        }
+    }))?;
+    let pods = s.pods();
+    pods.create(&PostParams::default(), &probe).await?;
+    let started = Instant::now();
+    let bound = eventually(
+        "the scheduler to bind a pod again after the outage",
+        Duration::from_secs(300),
+        || async {
+            let pod = pods.get(&name).await?;
+            ensure!(node_of(&pod).is_some(), "{name} is not bound yet");
+            Ok(())
+        },
+    )
+    .await;
+    let _ = pods
+        .delete(&name, &DeleteParams::default().grace_period(0))
+        .await;
+    bound?;
+    println!(
+        "     the scheduler bound a pod {:.1} s after the API server answered again",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// The API server stops for 30 s with a job running, then comes back (data kept): the same
