@@ -69,3 +69,142 @@ impl ReplicaMetrics {
         *self.reads.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// Many simulated replicas' metrics on one port: every address of `127.0.0.0/8` (the
+/// benchmark gives each replica pod its own), each replica answering with its own planned
+/// concurrency (registered by address) times the load the benchmark sets, in the gauges of
+/// every runtime vramfit reads: vLLM's, llama-server's and [`FLEET_CUSTOM_METRIC`] (what a
+/// `transformers` or `custom` job names).
+#[derive(Clone, Default)]
+pub struct FleetMetrics {
+    concurrency: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, u32>>>,
+    load_percent: Arc<std::sync::atomic::AtomicU32>,
+    reads: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The gauge a job of another runtime names (`serve.autoscaling.metric.name`).
+pub const FLEET_CUSTOM_METRIC: &str = "inflight_requests";
+
+impl FleetMetrics {
+    /// Serves `GET` on every loopback address at `port`, at `load_percent` of each replica's
+    /// concurrency.
+    pub async fn start(port: u16, load_percent: u32) -> Result<Self> {
+        let listener = TcpListener::bind(("0.0.0.0", port))
+            .await
+            .with_context(|| format!("binding 0.0.0.0:{port} for the replicas' metrics"))?;
+        let fleet = FleetMetrics::default();
+        fleet.set_load(load_percent);
+        let served = fleet.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let served = served.clone();
+                tokio::spawn(async move {
+                    let Ok(local) = socket.local_addr() else {
+                        return;
+                    };
+                    if crate::hub::read_request_head(&mut socket).await.is_none() {
+                        return;
+                    }
+                    served
+                        .reads
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let body = served.text(local.ip());
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(response.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        Ok(fleet)
+    }
+
+    /// Registers the replica serving on `ip`, planned for `concurrency` sequences.
+    pub fn add(&self, ip: std::net::IpAddr, concurrency: u32) {
+        self.concurrency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ip, concurrency);
+    }
+
+    /// Sets every replica's load, percent of its concurrency.
+    pub fn set_load(&self, percent: u32) {
+        self.load_percent
+            .store(percent, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Reads served so far.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn text(&self, ip: std::net::IpAddr) -> String {
+        let concurrency = self
+            .concurrency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ip)
+            .copied()
+            .unwrap_or(1);
+        let percent = self.load_percent.load(std::sync::atomic::Ordering::Relaxed);
+        let running = (concurrency * percent).div_ceil(100);
+        format!(
+            "# TYPE vllm:num_requests_running gauge\n\
+             vllm:num_requests_running{{engine=\"0\",model_name=\"m\"}} {running}.0\n\
+             # TYPE vllm:num_requests_waiting gauge\n\
+             vllm:num_requests_waiting{{engine=\"0\",model_name=\"m\"}} 0.0\n\
+             # TYPE llamacpp:requests_processing gauge\n\
+             llamacpp:requests_processing {running}\n\
+             # TYPE llamacpp:requests_deferred gauge\n\
+             llamacpp:requests_deferred 0\n\
+             # TYPE {FLEET_CUSTOM_METRIC} gauge\n\
+             {FLEET_CUSTOM_METRIC} {running}\n"
+        )
+    }
+}
+
+/// A loopback address for pod `name` (`127.x.y.z`, from its name's hash; never `127.0.0.1`),
+/// where [`FleetMetrics`] answers for it.
+pub fn loopback_ip(name: &str) -> String {
+    let hash = vramfit_api::pod_keys::fnv1a64(name.as_bytes());
+    format!(
+        "127.{}.{}.{}",
+        (hash >> 16) % 250 + 1,
+        (hash >> 8) % 250,
+        hash % 250 + 2
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_fleet_answers_each_address_with_its_own_concurrency_at_the_load() {
+        let port = crate::free_port().unwrap();
+        let fleet = FleetMetrics::start(port, 50).await.unwrap();
+        let ip = loopback_ip("chat-r0-1");
+        assert!(ip.starts_with("127.") && ip != "127.0.0.1", "{ip}");
+        fleet.add(ip.parse().unwrap(), 8);
+        let (code, text) = crate::http_get(&format!("{ip}:{port}"), "/metrics")
+            .await
+            .unwrap();
+        assert_eq!(code, 200);
+        assert!(text.contains("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 4.0"));
+        assert!(text.contains("llamacpp:requests_processing 4\n"));
+        assert!(text.contains(&format!("{FLEET_CUSTOM_METRIC} 4\n")));
+        fleet.set_load(100);
+        let (_, text) = crate::http_get(&format!("{ip}:{port}"), "/metrics")
+            .await
+            .unwrap();
+        assert!(text.contains("llamacpp:requests_processing 8\n"), "{text}");
+        // An address nobody registered answers for one sequence.
+        let (_, text) = crate::http_get(&format!("127.9.9.9:{port}"), "/metrics")
+            .await
+            .unwrap();
+        assert!(text.contains("llamacpp:requests_processing 1\n"), "{text}");
+        assert_eq!(fleet.reads(), 3);
+    }
+}

@@ -464,6 +464,7 @@ pub async fn run(
             ns.to_string(),
             kubelet_seen.clone(),
             args.kubelet_concurrency,
+            None,
         )),
     ];
     let mut operator = start_operator(operator_bin, args, logs, "operator-1")?;

@@ -30,6 +30,7 @@
 //! because a target or goal is missed.
 #![forbid(unsafe_code)]
 
+mod autoscale;
 mod goals;
 mod groups;
 mod measure;
@@ -115,6 +116,12 @@ struct Args {
     /// the time until every replica is Ready, then a rolling update of every job.
     #[arg(long, default_value_t = 0)]
     serve_replicas: usize,
+    /// With `--serve-replicas`: the jobs autoscale (`serve.autoscaling`, R to R + 1
+    /// replicas), every replica's metrics served by the benchmark on its own loopback
+    /// address; after the roll, 60 s of steady load and a step up are measured (metrics
+    /// reads per second, the operator's CPU and memory, the decision latency).
+    #[arg(long)]
+    autoscale: bool,
     /// Batch groups of this many nodes instead of one-pod jobs (0: one-pod jobs): every node
     /// is 4×V100-16GB and every job Llama-3.1-70B in 16-bit (`gpus.maxNodes`), which the
     /// planner splits over 4 nodes (only 4 is accepted); the benchmark acts as the kubelet
@@ -143,6 +150,10 @@ fn main() -> ExitCode {
     }
     if args.jobs == 0 || args.nodes == 0 || args.clients == 0 {
         eprintln!("operator-scale: --jobs, --nodes and --clients must be at least 1");
+        return ExitCode::from(2);
+    }
+    if args.autoscale && args.serve_replicas == 0 {
+        eprintln!("operator-scale: --autoscale needs --serve-replicas");
         return ExitCode::from(2);
     }
     if args.group_nodes > 0 && args.serve_replicas > 0 {

@@ -18,11 +18,13 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use vramfit_api::InferenceJob;
 use vramfit_api::pod_keys::JOB_LABEL;
+use vramfit_e2e::replica_metrics::{FleetMetrics, loopback_ip};
 use vramfit_e2e::{
-    ChildProcess, RequestTotals, WRITE_VERBS, pod_ip, pod_serving_status, proc_cpu_seconds,
-    proc_status_kib, quantile,
+    ChildProcess, RequestTotals, WRITE_VERBS, free_port, pod_ip, pod_serving_status,
+    proc_cpu_seconds, proc_status_kib, quantile,
 };
 
+use super::autoscale;
 use super::goals::{Figure, Goal, Sizes};
 use super::measure::{last, latencies, stamp_all};
 use super::{
@@ -61,12 +63,18 @@ pub struct Figures {
     restart_reconciles: f64,
     restart_writes: RequestTotals,
     restart_hwm_kib: u64,
+    /// With `--autoscale`.
+    autoscale: Option<autoscale::Figures>,
 }
 
-/// Job `i` of the mix, served: `replicas` replicas, every runtime probed on `/health`.
-fn served_manifest(i: usize, replicas: usize) -> serde_json::Value {
+/// Job `i` of the mix, served: `replicas` replicas, every runtime probed on `/health`;
+/// autoscaled when `metrics_port` is given (the port the fleet's metrics answer on).
+fn served_manifest(i: usize, replicas: usize, metrics_port: Option<u16>) -> serde_json::Value {
     let mut manifest = job_manifest(i);
     manifest["spec"]["serve"] = json!({"replicas": replicas, "healthPath": "/health"});
+    if let Some(port) = metrics_port {
+        super::autoscale::autoscaled(&mut manifest, replicas, port);
+    }
     manifest
 }
 
@@ -152,6 +160,7 @@ pub(super) async fn kubelet(
     ns: String,
     seen: Arc<Kubelet>,
     concurrency: usize,
+    fleet: Option<FleetMetrics>,
 ) {
     let pods = watcher(
         Api::<Pod>::namespaced(clients[0].clone(), &ns),
@@ -162,7 +171,7 @@ pub(super) async fn kubelet(
     let turn = AtomicU64::new(0);
     pods.for_each_concurrent(concurrency.max(1), |pod| {
         let client = clients[turn.fetch_add(1, Ordering::Relaxed) as usize % clients.len()].clone();
-        let (ns, seen) = (ns.clone(), seen.clone());
+        let (ns, seen, fleet) = (ns.clone(), seen.clone(), fleet.clone());
         async move {
             let Ok(pod) = pod else { return };
             let name = pod.name_any();
@@ -194,7 +203,23 @@ pub(super) async fn kubelet(
                     .and_then(|c| c.image.clone())
                     .unwrap_or_default();
                 let now = k8s_openapi::jiff::Timestamp::now().to_string();
-                let status = pod_serving_status("inference", &image, &now, &pod_ip(&name), true);
+                let ip = match &fleet {
+                    // Its own loopback address, where the fleet answers with its load.
+                    Some(fleet) => {
+                        let ip = loopback_ip(&name);
+                        let planned = pod
+                            .labels()
+                            .get("vramfit.io/concurrency")
+                            .and_then(|c| c.parse().ok())
+                            .unwrap_or(1);
+                        if let Ok(address) = ip.parse() {
+                            fleet.add(address, planned);
+                        }
+                        ip
+                    }
+                    None => pod_ip(&name),
+                };
+                let status = pod_serving_status("inference", &image, &now, &ip, true);
                 if seen
                     .timed(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)))
                     .await
@@ -214,6 +239,8 @@ pub(super) async fn kubelet(
 struct Progress {
     ready: HashMap<String, Instant>,
     rolled: HashMap<String, Instant>,
+    /// Seen with more replicas than created with (the autoscaler's scale-up).
+    scaled: HashMap<String, Instant>,
 }
 
 async fn watch_jobs(client: Client, ns: String, replicas: usize, progress: Arc<Mutex<Progress>>) {
@@ -231,6 +258,16 @@ async fn watch_jobs(client: Client, ns: String, replicas: usize, progress: Arc<M
                 && lines.len() == replicas
                 && lines.iter().all(|l| l.ready && l.surge.is_none());
             let mut seen = progress.lock().unwrap_or_else(|e| e.into_inner());
+            if job
+                .spec
+                .serve
+                .as_ref()
+                .is_some_and(|s| s.replicas as usize > replicas)
+            {
+                seen.scaled
+                    .entry(job.name_any())
+                    .or_insert_with(Instant::now);
+            }
             if all_ready {
                 seen.ready
                     .entry(job.name_any())
@@ -384,6 +421,13 @@ pub async fn run(
     };
     let progress = Arc::new(Mutex::new(Progress::default()));
     let kubelet_seen = Arc::new(Kubelet::default());
+    let (fleet, metrics_port) = if args.autoscale {
+        let port = free_port()?;
+        let fleet = FleetMetrics::start(port, autoscale::STEADY_LOAD_PERCENT).await?;
+        (Some(fleet), Some(port))
+    } else {
+        (None, None)
+    };
     let watches = tokio::spawn(watch_jobs(
         client.clone(),
         ns.to_string(),
@@ -395,6 +439,7 @@ pub async fn run(
         ns.to_string(),
         kubelet_seen.clone(),
         args.kubelet_concurrency,
+        fleet.clone(),
     ));
     let mut operator = start_operator(operator_bin, args, logs, "operator-1")?;
     wait_ready(&mut operator, Duration::from_secs(120)).await?;
@@ -407,7 +452,7 @@ pub async fn run(
     let started = Instant::now();
     let created = stamp_all(clients, args.jobs, |i, client| async move {
         let jobs: Api<InferenceJob> = Api::namespaced(client, ns);
-        let job: InferenceJob = serde_json::from_value(served_manifest(i, replicas))?;
+        let job: InferenceJob = serde_json::from_value(served_manifest(i, replicas, metrics_port))?;
         jobs.create(&PostParams::default(), &job).await?;
         Ok(())
     })
@@ -494,6 +539,12 @@ pub async fn run(
     figures.hwm_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
     figures.kubelet_load = kubelet_seen.load(args.kubelet_concurrency);
 
+    if let Some(fleet) = &fleet {
+        figures.autoscale = Some(
+            autoscaled_phases(args, client, fleet, &progress, &mut operator, &kubelet_seen).await?,
+        );
+    }
+
     // Restart: every served job reconciled again, nothing written.
     eprintln!("operator-scale: 4/4 restart: kill the operator, start it again");
     let before = scrape(client).await?;
@@ -519,6 +570,38 @@ pub async fn run(
     operator.kill();
     kubelet_task.abort();
     watches.abort();
+    Ok(figures)
+}
+
+/// The autoscaling phases (steady, then a step up), after the roll.
+async fn autoscaled_phases(
+    args: &Args,
+    client: &Client,
+    fleet: &FleetMetrics,
+    progress: &Arc<Mutex<Progress>>,
+    operator: &mut ChildProcess,
+    kubelet_seen: &Kubelet,
+) -> Result<autoscale::Figures> {
+    let mut figures = autoscale::Figures {
+        jobs: args.jobs,
+        ..autoscale::Figures::default()
+    };
+    autoscale::steady(fleet, operator, client, &mut figures).await?;
+    let before = scrape(client).await?;
+    let scaled = || {
+        progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .scaled
+            .clone()
+    };
+    autoscale::step(fleet, scaled, args.jobs, operator, &mut figures).await?;
+    wait_quiet(client, operator, &before, kubelet_seen).await?;
+    figures.scale_writes = autoscale::scale_writes(&scrape(client).await?.since(&before));
+    figures.hwm_kib = operator
+        .pid()
+        .and_then(|pid| proc_status_kib(pid, "VmHWM"))
+        .unwrap_or(0);
     Ok(figures)
 }
 
@@ -761,6 +844,9 @@ impl std::fmt::Display for Figures {
             "| operator peak RSS (VmHWM) | {:.1} MiB |",
             mib(self.hwm_kib)
         )?;
+        if let Some(autoscale) = &self.autoscale {
+            write!(f, "{autoscale}")?;
+        }
         let restart = operator_writes(&self.restart_writes, 0);
         writeln!(
             f,
