@@ -185,3 +185,89 @@ async fn a_job_an_hpa_targets_is_left_to_it_and_says_so_once() {
     let job = with_status(&job, &written);
     run(&ctx, &job, &mut api, async |_| {}).await;
 }
+
+/// A pod of job `job`: ready or not, with a group rank or none, planned for `concurrency`.
+fn replica_pod(
+    job: &InferenceJob,
+    name: &str,
+    rank: Option<u32>,
+    ready: bool,
+    concurrency: u32,
+) -> Pod {
+    let mut labels = json!({
+        vramfit_api::pod_keys::JOB_LABEL: "chat",
+        vramfit_api::pod_keys::CONCURRENCY_LABEL: concurrency.to_string(),
+    });
+    if let Some(rank) = rank {
+        labels[vramfit_api::pod_keys::GROUP_RANK_LABEL] = json!(rank.to_string());
+    }
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": format!("uid-{name}"),
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "name": "chat",
+                "uid": job.metadata.uid, "controller": true,
+            }],
+        },
+        "spec": {"containers": [{"name": "inference"}]},
+        "status": {
+            "phase": "Running",
+            "podIP": format!("10.1.0.{}", name.len()),
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_groups_leader_alone_counts_and_is_read_for_its_group() {
+    let (ctx, _api, mut writers) = crate::verifier::test_context();
+    let job = served_job(2);
+    let mut other = job.clone();
+    other.metadata.uid = Some("another-job".into());
+    // Group 0: its leader Ready (read), a member Ready; group 1: its leader still starting.
+    writers.apply_pod(replica_pod(&job, "chat-r0-1-0", Some(0), true, 8));
+    writers.apply_pod(replica_pod(&job, "chat-r0-1-1", Some(1), true, 8));
+    writers.apply_pod(replica_pod(&job, "chat-r1-2-0", Some(0), false, 8));
+    writers.apply_pod(replica_pod(&job, "chat-r1-2-1", Some(1), true, 8));
+    // Another job's leader, Ready: not this job's.
+    writers.apply_pod(replica_pod(&other, "chat-r2-3-0", Some(0), true, 8));
+    ctx.scaling.record(
+        "uid-chat-r0-1-0".into(),
+        PodReading {
+            at: Instant::now(),
+            result: Ok(Reading {
+                running: 6.0,
+                waiting: 0.0,
+                kv_cache_usage: None,
+            }),
+        },
+    );
+    let now = Instant::now();
+    let observed = crate::observe::replica_load::observe(
+        &job,
+        &ctx,
+        4,
+        now,
+        std::time::Duration::from_secs(45),
+    );
+    let read: Vec<&str> = observed.ready.iter().map(|(uid, _)| uid.as_str()).collect();
+    assert_eq!(read, ["uid-chat-r0-1-0"], "only the Ready leader is read");
+    assert_eq!(
+        observed.replicas.len(),
+        2,
+        "one replica per group: {observed:?}"
+    );
+    let states: Vec<String> = observed
+        .replicas
+        .iter()
+        .map(|r| format!("{}:{:?}", r.capacity, r.state))
+        .collect();
+    assert!(
+        states.iter().any(|s| s.starts_with("8:Read")) && states.iter().any(|s| s == "8:Starting"),
+        "{states:?}"
+    );
+}
