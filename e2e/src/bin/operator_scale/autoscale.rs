@@ -31,7 +31,11 @@ const STEP_LOAD_PERCENT: u32 = 100;
 const STEADY: Duration = Duration::from_secs(60);
 
 /// `serve.autoscaling` (and the serving port) of job `manifest` with `replicas` replicas.
+/// Each job batches 4 requests, so that every replica is planned for at least 4 sequences
+/// and 50 % of it is a whole number of requests below the target (half of a one-sequence
+/// replica would read as one request: 100 %).
 pub fn autoscaled(manifest: &mut serde_json::Value, replicas: usize, port: u16) {
+    manifest["spec"]["batchSize"] = serde_json::json!(4);
     manifest["spec"]["serve"]["port"] = serde_json::json!(port);
     let mut autoscaling = serde_json::json!({
         "minReplicas": replicas,
