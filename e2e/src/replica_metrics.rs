@@ -70,14 +70,15 @@ impl ReplicaMetrics {
     }
 }
 
-/// Many simulated replicas' metrics on one port: every address of `127.0.0.0/8` (the
-/// benchmark gives each replica pod its own), each replica answering with its own planned
-/// concurrency (registered by address) times the load the benchmark sets, in the gauges of
-/// every runtime vramfit reads: vLLM's, llama-server's and [`FLEET_CUSTOM_METRIC`] (what a
-/// `transformers` or `custom` job names).
+/// Many simulated replicas' metrics on one port of every local address: each replica (the
+/// address the benchmark gives its pod, [`FleetMetrics::assign`]) answers with its own
+/// planned concurrency times the load the benchmark sets, in the gauges of every runtime
+/// vramfit reads: vLLM's, llama-server's and [`FLEET_CUSTOM_METRIC`] (what a `transformers`
+/// or `custom` job names).
 #[derive(Clone, Default)]
 pub struct FleetMetrics {
     concurrency: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, u32>>>,
+    assigned: Arc<Mutex<std::collections::HashMap<String, std::net::Ipv4Addr>>>,
     load_percent: Arc<std::sync::atomic::AtomicU32>,
     reads: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -85,9 +86,14 @@ pub struct FleetMetrics {
 /// The gauge a job of another runtime names (`serve.autoscaling.metric.name`).
 pub const FLEET_CUSTOM_METRIC: &str = "inflight_requests";
 
+/// The range the fleet's pod addresses come from: 198.18.0.0/15, set aside for benchmarks
+/// (RFC 2544). Not loopback, which an EndpointSlice refuses; it reaches this machine once
+/// routed locally: `ip route add local 198.18.0.0/15 dev lo`.
+pub const FLEET_RANGE: &str = "198.18.0.0/15";
+
 impl FleetMetrics {
-    /// Serves `GET` on every loopback address at `port`, at `load_percent` of each replica's
-    /// concurrency.
+    /// Serves `GET` on `0.0.0.0:port` (every local address), at `load_percent` of each
+    /// replica's concurrency.
     pub async fn start(port: u16, load_percent: u32) -> Result<Self> {
         let listener = TcpListener::bind(("0.0.0.0", port))
             .await
@@ -119,6 +125,36 @@ impl FleetMetrics {
             }
         });
         Ok(fleet)
+    }
+
+    /// Whether [`FLEET_RANGE`] reaches this machine (`GET` on its first address answers).
+    pub async fn check_reachable(&self, port: u16) -> Result<()> {
+        let probe = format!("{}:{port}", Self::address(0));
+        crate::http_get(&probe, "/metrics").await.with_context(|| {
+            format!(
+                "{probe} does not reach this machine: the replicas' metrics are served on {FLEET_RANGE}; route it locally first (Linux: ip route add local {FLEET_RANGE} dev lo)"
+            )
+        })?;
+        Ok(())
+    }
+
+    /// The address of pod `name` (the same on every call, another for every pod), where
+    /// the fleet answers for it with `concurrency`.
+    pub fn assign(&self, name: &str, concurrency: u32) -> std::net::Ipv4Addr {
+        let address = {
+            let mut assigned = self.assigned.lock().unwrap_or_else(|e| e.into_inner());
+            let next = assigned.len() as u32 + 1;
+            *assigned
+                .entry(name.to_string())
+                .or_insert_with(|| Self::address(next))
+        };
+        self.add(std::net::IpAddr::V4(address), concurrency);
+        address
+    }
+
+    /// The `index`th address of [`FLEET_RANGE`] (index 0 is the probe's).
+    fn address(index: u32) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 18, 0, 1)) + index)
     }
 
     /// Registers the replica serving on `ip`, planned for `concurrency` sequences.
@@ -165,18 +201,6 @@ impl FleetMetrics {
     }
 }
 
-/// A loopback address for pod `name` (`127.x.y.z`, from its name's hash; never `127.0.0.1`),
-/// where [`FleetMetrics`] answers for it.
-pub fn loopback_ip(name: &str) -> String {
-    let hash = vramfit_api::pod_keys::fnv1a64(name.as_bytes());
-    format!(
-        "127.{}.{}.{}",
-        (hash >> 16) % 250 + 1,
-        (hash >> 8) % 250,
-        hash % 250 + 2
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,10 +209,9 @@ mod tests {
     async fn the_fleet_answers_each_address_with_its_own_concurrency_at_the_load() {
         let port = crate::free_port().unwrap();
         let fleet = FleetMetrics::start(port, 50).await.unwrap();
-        let ip = loopback_ip("chat-r0-1");
-        assert!(ip.starts_with("127.") && ip != "127.0.0.1", "{ip}");
-        fleet.add(ip.parse().unwrap(), 8);
-        let (code, text) = crate::http_get(&format!("{ip}:{port}"), "/metrics")
+        // Loopback stands in for the benchmark's range, which needs a route.
+        fleet.add("127.3.4.5".parse().unwrap(), 8);
+        let (code, text) = crate::http_get(&format!("127.3.4.5:{port}"), "/metrics")
             .await
             .unwrap();
         assert_eq!(code, 200);
@@ -196,7 +219,7 @@ mod tests {
         assert!(text.contains("llamacpp:requests_processing 4\n"));
         assert!(text.contains(&format!("{FLEET_CUSTOM_METRIC} 4\n")));
         fleet.set_load(100);
-        let (_, text) = crate::http_get(&format!("{ip}:{port}"), "/metrics")
+        let (_, text) = crate::http_get(&format!("127.3.4.5:{port}"), "/metrics")
             .await
             .unwrap();
         assert!(text.contains("llamacpp:requests_processing 8\n"), "{text}");
@@ -206,5 +229,26 @@ mod tests {
             .unwrap();
         assert!(text.contains("llamacpp:requests_processing 1\n"), "{text}");
         assert_eq!(fleet.reads(), 3);
+    }
+
+    #[test]
+    fn every_pod_gets_its_own_address_in_the_range_and_keeps_it() {
+        let fleet = FleetMetrics::default();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..70_000 {
+            let address = fleet.assign(&format!("pod-{i}"), 4);
+            assert!(seen.insert(address), "{address} given twice");
+            let [a, b, ..] = address.octets();
+            assert!(
+                a == 198 && (b == 18 || b == 19),
+                "{address} is outside {FLEET_RANGE}"
+            );
+        }
+        assert_eq!(fleet.assign("pod-7", 4), fleet.assign("pod-7", 8));
+        assert_ne!(
+            fleet.assign("pod-0", 4),
+            FleetMetrics::address(0),
+            "the probe's"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! `--serve-replicas R --autoscale`: the served jobs with `serve.autoscaling` (R to R + 1
 //! replicas, 70 %), every replica's metrics answered by one [`FleetMetrics`] on its own
-//! loopback address (the benchmark's kubelet gives each pod one), at 50 % of the concurrency
-//! planned for it through creation and the roll. Then, with the operator's default read
+//! address of 198.18.0.0/15 (the benchmark's kubelet gives each pod one; the range must be
+//! routed to this machine), at 50 % of the concurrency planned for it through creation and
+//! the roll. Then, with the operator's default read
 //! period:
 //!
 //! 1. **Steady**: 60 s at 50 %: the reads per second the replicas served, the operator's

@@ -117,8 +117,9 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     serve_replicas: usize,
     /// With `--serve-replicas`: the jobs autoscale (`serve.autoscaling`, R to R + 1
-    /// replicas), every replica's metrics served by the benchmark on its own loopback
-    /// address; after the roll, 60 s of steady load and a step up are measured (metrics
+    /// replicas), every replica's metrics served by the benchmark on its own address of
+    /// 198.18.0.0/15, which must reach this machine (`ip route add local 198.18.0.0/15 dev
+    /// lo`); after the roll, 60 s of steady load and a step up are measured (metrics
     /// reads per second, the operator's CPU and memory, the decision latency).
     #[arg(long)]
     autoscale: bool,

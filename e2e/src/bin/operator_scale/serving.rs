@@ -18,7 +18,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use vramfit_api::InferenceJob;
 use vramfit_api::pod_keys::JOB_LABEL;
-use vramfit_e2e::replica_metrics::{FleetMetrics, loopback_ip};
+use vramfit_e2e::replica_metrics::FleetMetrics;
 use vramfit_e2e::{
     ChildProcess, RequestTotals, WRITE_VERBS, free_port, pod_ip, pod_serving_status,
     proc_cpu_seconds, proc_status_kib, quantile,
@@ -204,18 +204,14 @@ pub(super) async fn kubelet(
                     .unwrap_or_default();
                 let now = k8s_openapi::jiff::Timestamp::now().to_string();
                 let ip = match &fleet {
-                    // Its own loopback address, where the fleet answers with its load.
+                    // Its own address, where the fleet answers with its load.
                     Some(fleet) => {
-                        let ip = loopback_ip(&name);
                         let planned = pod
                             .labels()
                             .get("vramfit.io/concurrency")
                             .and_then(|c| c.parse().ok())
                             .unwrap_or(1);
-                        if let Ok(address) = ip.parse() {
-                            fleet.add(address, planned);
-                        }
-                        ip
+                        fleet.assign(&name, planned).to_string()
                     }
                     None => pod_ip(&name),
                 };
@@ -424,6 +420,7 @@ pub async fn run(
     let (fleet, metrics_port) = if args.autoscale {
         let port = free_port()?;
         let fleet = FleetMetrics::start(port, autoscale::STEADY_LOAD_PERCENT).await?;
+        fleet.check_reachable(port).await?;
         (Some(fleet), Some(port))
     } else {
         (None, None)
