@@ -34,6 +34,7 @@ pub mod dashboards;
 pub mod endpoints;
 pub mod gguf;
 pub mod groups;
+pub mod hpa;
 pub mod http;
 pub mod hub;
 pub mod jobs;

@@ -10,13 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use vramfit_api::InferenceJob;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::replica_metrics::ReplicaMetrics;
-use vramfit_e2e::{MANAGER, Suite, eventually, free_port, http_get, served_job};
+use vramfit_e2e::{Suite, eventually, free_port, http_get, served_job};
 
 const V100: &str = "v100-sxm2-16gb-x4";
 /// One node of one GPU: room for one replica, so the second goes to the V100 class.
@@ -180,32 +179,9 @@ pub async fn weighs_each_replica_by_its_class(s: &mut Suite) -> Result<()> {
     );
 
     // An HPA on the job: the autoscaler stands aside, and says so.
-    let hpa_api = ApiResource {
-        group: "autoscaling".into(),
-        version: "v2".into(),
-        api_version: "autoscaling/v2".into(),
-        kind: "HorizontalPodAutoscaler".into(),
-        plural: "horizontalpodautoscalers".into(),
-    };
-    let hpas: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &s.ns, &hpa_api);
+    let hpas = s.hpas();
     let hpa_name = format!("keda-hpa-{name}");
-    let hpa = json!({
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": hpa_name},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "name": name},
-            "minReplicas": up.0, "maxReplicas": up.0,
-            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}],
-        }
-    });
-    hpas.patch(
-        &hpa_name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&hpa),
-    )
-    .await
-    .context("the API server accepts the HPA")?;
+    s.apply_hpa(&hpa_name, name, up.0, up.0).await?;
     let aside = eventually(
         "the autoscaler to stand aside",
         Duration::from_secs(30),

@@ -11,13 +11,12 @@ use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use vramfit_api::InferenceJob;
 use vramfit_api::event_reasons::EventReason;
 use vramfit_e2e::{
-    CUDA_OOM_MESSAGE, MANAGER, SETTLE, Suite, cell, check_served_job, conditions_of, consistently,
+    CUDA_OOM_MESSAGE, SETTLE, Suite, cell, check_served_job, conditions_of, consistently,
     eventually, expect_eq, kubectl, node_of, parse_table, pod_ip, served_job,
 };
 
@@ -735,32 +734,8 @@ pub async fn hpa_targets_the_scale_subresource(s: &mut Suite) -> Result<()> {
         "status.selector {selector}"
     );
 
-    let hpa_api = ApiResource {
-        group: "autoscaling".into(),
-        version: "v2".into(),
-        api_version: "autoscaling/v2".into(),
-        kind: "HorizontalPodAutoscaler".into(),
-        plural: "horizontalpodautoscalers".into(),
-    };
-    let hpas: Api<DynamicObject> = Api::namespaced_with(s.client.clone(), &s.ns, &hpa_api);
-    let hpa = json!({
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "vramfit.io/v1alpha1", "kind": "InferenceJob", "name": name},
-            "minReplicas": 2,
-            "maxReplicas": 4,
-            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}],
-        }
-    });
-    hpas.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&hpa),
-    )
-    .await
-    .context("the API server accepts the HPA")?;
+    let hpas = s.hpas();
+    s.apply_hpa(name, name, 2, 4).await?;
     // kube-controller-manager's HPA controller reads the scale subresource: AbleToScale.
     let able = eventually(
         "the HPA to resolve its scaleTargetRef",
