@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | observe: the replicas, their planned concurrency and last readings | [`crate::observe::replica_load`] | no (caches) |
 //! | register the Ready replicas for the load reader's next pass | [`crate::scaling_state`] | no |
+//! | until the reader's first pass over them, keep the last status | [`crate::autoscaling::Report::kept`] | no |
 //! | decide: bounds, windows, rates, a person's change, an HPA | [`crate::autoscaling`] | no (pure) |
 //! | write `spec.serve.replicas` through the scale subresource | [`crate::writes::scale`] | yes |
 //!
@@ -63,6 +64,16 @@ pub async fn step(job: &InferenceJob, serve: &ServeSpec, ctx: &Context) -> Resul
             pods: observed.ready.clone(),
         },
     );
+    // No Ready replica read by this process yet (a new leader, or the job's first Ready
+    // replicas): the last pass's status stands until the load reader's first pass, rather
+    // than turning to MetricsUnavailable and back, two status writes per job at every
+    // restart.
+    let unread = |uid: &String| !ctx.scaling.has_reading(uid);
+    if !observed.ready.is_empty() && observed.ready.iter().map(|(uid, _)| uid).all(unread) {
+        if let Some(kept) = job.status.as_ref().and_then(Report::kept) {
+            return Ok(Step::Report(kept));
+        }
+    }
     let namespace = job.namespace().unwrap_or_default();
     let external = ctx.scaling.external(&namespace, &job.name_any());
     let previous = job.status.as_ref().and_then(|s| s.autoscaling.as_ref());

@@ -271,3 +271,40 @@ async fn a_groups_leader_alone_counts_and_is_read_for_its_group() {
         "{states:?}"
     );
 }
+
+#[tokio::test]
+async fn a_new_leader_keeps_the_last_status_until_it_has_read_the_replicas() {
+    // Two replicas at half their capacity, the most the job may have: nothing to scale.
+    let (ctx, mut api, job, _) = two_ready_replicas(1.0).await;
+    let job = autoscaled(&job, 2);
+    let mut written = Value::Null;
+    run(&ctx, &job, &mut api, async |api| {
+        written = api.status_apply(&job).await;
+        api.events("chat", &["Available"]).await;
+    })
+    .await;
+    assert_eq!(written["status"]["autoscaling"]["readReplicas"], 2);
+    let job = with_status(&job, &written);
+
+    // A new leader: its load reader has not read the replicas yet. The status stands: no
+    // write (before, MetricsUnavailable, then the reading's status back: two writes).
+    let key = format!("{NAMESPACE}/chat");
+    ctx.scaling.forget(&key, job.metadata.uid.as_deref());
+    run(&ctx, &job, &mut api, async |_| {}).await;
+
+    // Once read, the pass decides again: the same status, still nothing to write.
+    for (i, _) in [0, 1].iter().enumerate() {
+        ctx.scaling.record(
+            format!("pod-uid-{i}"),
+            PodReading {
+                at: Instant::now(),
+                result: Ok(Reading {
+                    running: 1.0,
+                    waiting: 0.0,
+                    kv_cache_usage: None,
+                }),
+            },
+        );
+    }
+    run(&ctx, &job, &mut api, async |_| {}).await;
+}

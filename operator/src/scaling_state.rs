@@ -94,6 +94,11 @@ impl ScalingState {
         lock(&self.readings).insert(pod_uid, reading);
     }
 
+    /// Whether pod `pod_uid` was read (or its read failed) by this process, however long ago.
+    pub fn has_reading(&self, pod_uid: &str) -> bool {
+        lock(&self.readings).contains_key(pod_uid)
+    }
+
     /// Drops readings of pods that no registered job lists.
     pub fn drop_unlisted(&self) {
         let listed: std::collections::HashSet<String> = lock(&self.targets)

@@ -54,6 +54,22 @@ impl Report {
     }
 }
 
+impl Report {
+    /// The report the job's status holds (`status.autoscaling` and the `Autoscaling`
+    /// condition), to keep as it is; none where it holds no complete one.
+    pub fn kept(status: &InferenceJobStatus) -> Option<Self> {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ConditionType::Autoscaling.as_str())?;
+        Some(Report {
+            status: status.autoscaling.clone()?,
+            outcome: Outcome::from_reason(&condition.reason)?,
+            message: condition.message.clone(),
+        })
+    }
+}
+
 /// A job that no longer autoscales: its autoscaling status and condition are removed.
 pub fn clear(status: &mut InferenceJobStatus) {
     status.autoscaling = None;
@@ -63,6 +79,27 @@ pub fn clear(status: &mut InferenceJobStatus) {
 }
 
 impl Outcome {
+    /// Every outcome.
+    const ALL: [Outcome; 10] = [
+        Outcome::ScaledUp,
+        Outcome::ScaledDown,
+        Outcome::WithinTarget,
+        Outcome::ReplicasStarting,
+        Outcome::Stabilizing,
+        Outcome::AtMaxReplicas,
+        Outcome::ManualChange,
+        Outcome::MetricsUnavailable,
+        Outcome::ScaledToZero,
+        Outcome::ExternalAutoscaler,
+    ];
+
+    /// The outcome whose condition reason is `reason`.
+    pub fn from_reason(reason: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|outcome| outcome.reason().as_str() == reason)
+    }
+
     /// The condition's reason.
     pub fn reason(self) -> Reason {
         match self {
