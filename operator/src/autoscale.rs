@@ -69,10 +69,11 @@ pub async fn step(job: &InferenceJob, serve: &ServeSpec, ctx: &Context) -> Resul
     // than turning to MetricsUnavailable and back, two status writes per job at every
     // restart.
     let unread = |uid: &String| !ctx.scaling.has_reading(uid);
-    if !observed.ready.is_empty() && observed.ready.iter().map(|(uid, _)| uid).all(unread) {
-        if let Some(kept) = job.status.as_ref().and_then(Report::kept) {
-            return Ok(Step::Report(kept));
-        }
+    if !observed.ready.is_empty()
+        && observed.ready.iter().map(|(uid, _)| uid).all(unread)
+        && let Some(kept) = job.status.as_ref().and_then(Report::kept)
+    {
+        return Ok(Step::Report(kept));
     }
     let namespace = job.namespace().unwrap_or_default();
     let external = ctx.scaling.external(&namespace, &job.name_any());
