@@ -20,7 +20,6 @@ use kube::Client;
 use vramfit_e2e::replica_metrics::{FLEET_CUSTOM_METRIC, FleetMetrics};
 use vramfit_e2e::{ChildProcess, RequestTotals, WRITE_VERBS, http_get, proc_cpu_seconds, quantile};
 
-use super::serving::operator_writes;
 use super::{scrape, seconds};
 
 /// Load through creation, the roll and the steady window, percent of each replica's
@@ -90,11 +89,13 @@ async fn operator_counters(operator: &ChildProcess) -> Result<OperatorCounters> 
     })
 }
 
-/// The steady window: what reading every replica costs when nothing changes.
+/// The steady window: what reading every replica costs when nothing changes. `writes` counts
+/// the operator's writes among the server's requests.
 pub async fn steady(
     fleet: &FleetMetrics,
     operator: &ChildProcess,
     client: &Client,
+    writes: impl Fn(&RequestTotals) -> u64,
     figures: &mut Figures,
 ) -> Result<()> {
     eprintln!(
@@ -120,7 +121,7 @@ pub async fn steady(
     }
     figures.steady_cpu = proc_cpu_seconds(pid).unwrap_or(0.0) - cpu;
     let delta = scrape(client).await?.since(&totals);
-    figures.steady_writes = operator_writes(&delta, 0) + scale_writes(&delta);
+    figures.steady_writes = writes(&delta) + scale_writes(&delta);
     Ok(())
 }
 

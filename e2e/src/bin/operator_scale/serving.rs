@@ -583,7 +583,8 @@ async fn autoscaled_phases(
         jobs: args.jobs,
         ..autoscale::Figures::default()
     };
-    autoscale::steady(fleet, operator, client, &mut figures).await?;
+    let writes = |delta: &RequestTotals| operator_writes(delta, 0);
+    autoscale::steady(fleet, operator, client, writes, &mut figures).await?;
     let before = scrape(client).await?;
     let scaled = || {
         progress
