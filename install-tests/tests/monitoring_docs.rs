@@ -52,6 +52,14 @@ fn operator_metrics() -> String {
         .observe_ready(BTreeMap::from([("a10g-x1".to_string(), 1)]));
     metrics.autoscaler().count_decision("WithinTarget");
     metrics.autoscaler().observe_pass(1, 0.01);
+    metrics.autoscaler().observe_job(
+        "ml/chat",
+        vramfit_operator::metrics::autoscaler::JobFigures {
+            replicas: 2,
+            desired: 3,
+            utilization_percent: Some(90),
+        },
+    );
     metrics.encode().unwrap()
 }
 
