@@ -51,7 +51,13 @@ impl Draft<'_> {
         let action = self.action();
         ServedDecision {
             status: self.status,
-            delete_pods: dedup(self.delete_pods),
+            // Only pods that are there and not being deleted: a stale status (the job cache
+            // behind this process's last write, under load) would otherwise delete a replaced
+            // pod again, a 404 each time.
+            delete_pods: dedup(self.delete_pods)
+                .into_iter()
+                .filter(|name| self.obs.owned.contains(name))
+                .collect(),
             create_pods: self.create_pods,
             volumes: self.volumes,
             apply_pods: self.apply_pods,

@@ -775,3 +775,27 @@ fn a_replica_the_scheduler_never_places_frees_its_class_at_the_schedule_deadline
         restart.message
     );
 }
+
+#[test]
+fn a_reconcile_from_a_status_behind_the_last_write_does_not_delete_the_replaced_pod_again() {
+    let mut world = rolled_two_replicas(4);
+    let first = world.step();
+    let surge = first.create_pods[0].0.name_any();
+    world.run(&surge, true);
+    let before = world.job.status.clone();
+    let next = world.step();
+    assert_eq!(
+        next.delete_pods,
+        ["chat-r0-1"],
+        "the replaced pod goes once"
+    );
+    // The job cache still holds the status before that write (under load it lags): the
+    // same surge pod is Ready, the replaced pod is gone.
+    world.job.status = before;
+    let again = world.decide();
+    assert!(
+        again.delete_pods.is_empty(),
+        "the replaced pod is not deleted again: {:?}",
+        again.delete_pods
+    );
+}
