@@ -78,19 +78,14 @@ async fn roll_keeps_the_selection(s: &Suite, name: &str, pool: &InferencePool) -
             "the roll did not finish in 120 s"
         );
         s.confirm_deletions(&job).await?;
-        let live: Vec<Pod> = s
-            .pods_of(&job)
-            .await?
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
+        // One list, so that the job's pods and the pool's are of the same moment.
+        let (live, chosen) = owned_and_selected(s, &job, pool).await?;
         for pod in live.iter().filter(|p| !old.contains(&p.name_any())) {
             if node_of(pod).is_some() && !is_ready(pod) {
                 s.set_pod_serving(pod, true).await?;
             }
         }
-        // One list, so that both sets are of the same moment.
-        let (serving, chosen) = owned_and_selected(s, &job, pool).await?;
+        let serving: BTreeSet<String> = live.iter().map(|p| p.name_any()).collect();
         ensure!(
             serving == chosen,
             "during the roll (poll {polls}): the job's pods {serving:?}, the pool selects {chosen:?}"
@@ -126,13 +121,13 @@ async fn roll_keeps_the_selection(s: &Suite, name: &str, pool: &InferencePool) -
     Ok(())
 }
 
-/// From one list of the namespace's pods not being deleted: the job's, and those the pool
-/// selects.
+/// From one list of the namespace's pods not being deleted: the job's, and the names of those
+/// the pool selects.
 async fn owned_and_selected(
     s: &Suite,
     job: &InferenceJob,
     pool: &InferencePool,
-) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
+) -> Result<(Vec<Pod>, BTreeSet<String>)> {
     let uid = job.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns);
     let live: Vec<Pod> = pods
@@ -145,7 +140,7 @@ async fn owned_and_selected(
     let owned = live
         .iter()
         .filter(|p| p.owner_references().iter().any(|o| o.uid == uid))
-        .map(|p| p.name_any())
+        .cloned()
         .collect();
     let chosen = live
         .iter()
