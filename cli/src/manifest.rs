@@ -112,12 +112,7 @@ pub fn read_job(path: &Path) -> Result<InferenceJob, CliError> {
 /// API server must take, so a checkpoint's number past a schema bound is refused as a typed
 /// one would be.
 pub fn read_job_filled(path: &Path, read: Option<&ModelSpec>) -> Result<InferenceJob, CliError> {
-    let fill = |object: &mut serde_json::Value| {
-        if let Some(read) = read {
-            fill_model(object, read);
-        }
-    };
-    let mut jobs: Vec<InferenceJob> = documents(path, "InferenceJob", &fill)?;
+    let mut jobs = read_jobs(path, read)?;
     if jobs.len() > 1 {
         return Err(CliError::Parse {
             path: path.to_path_buf(),
@@ -126,6 +121,61 @@ pub fn read_job_filled(path: &Path, read: Option<&ModelSpec>) -> Result<Inferenc
         });
     }
     Ok(jobs.remove(0))
+}
+
+/// Every InferenceJob of a manifest file, each filled from `read` as [`read_job_filled`]
+/// fills its one.
+fn read_jobs(path: &Path, read: Option<&ModelSpec>) -> Result<Vec<InferenceJob>, CliError> {
+    let fill = |object: &mut serde_json::Value| {
+        if let Some(read) = read {
+            fill_model(object, read);
+        }
+    };
+    documents(path, "InferenceJob", &fill)
+}
+
+/// The job `vramfit plan` plans, and the fine-tuning jobs beside it in its file.
+#[derive(Clone, Debug)]
+pub struct JobFile {
+    /// The job planned.
+    pub job: InferenceJob,
+    /// Fine-tuning jobs (`spec.tuning`) whose adapters the served job lists (`serve.adapters`).
+    pub tuning_jobs: Vec<InferenceJob>,
+}
+
+/// The one InferenceJob of a manifest file, or a served job with `serve.adapters` and the
+/// fine-tuning jobs that write its adapters (every other document of the file, each with
+/// `spec.tuning`), filled from `read` as [`read_job_filled`] fills one.
+pub fn read_job_file(path: &Path, read: Option<&ModelSpec>) -> Result<JobFile, CliError> {
+    let jobs = read_jobs(path, read)?;
+    let count = jobs.len();
+    let (tuning_jobs, mut others): (Vec<InferenceJob>, Vec<InferenceJob>) =
+        jobs.into_iter().partition(|j| j.spec.tuning.is_some());
+    if count == 1 {
+        let job = others.pop().or_else(|| tuning_jobs.first().cloned());
+        if let Some(job) = job {
+            return Ok(JobFile {
+                job,
+                tuning_jobs: Vec::new(),
+            });
+        }
+    }
+    let with_adapters = |j: &InferenceJob| {
+        j.spec
+            .serve
+            .as_ref()
+            .is_some_and(|s| !s.adapters.is_empty())
+    };
+    match others.pop() {
+        Some(job) if others.is_empty() && with_adapters(&job) => Ok(JobFile { job, tuning_jobs }),
+        _ => Err(CliError::Parse {
+            path: path.to_path_buf(),
+            kind: "InferenceJob",
+            message: format!(
+                "expected one InferenceJob, found {count} (beside a served job with serve.adapters, a file may hold the fine-tuning jobs that write its adapters)"
+            ),
+        }),
+    }
 }
 
 /// The built-in classes, overridden or extended by GpuNodeClass manifests.

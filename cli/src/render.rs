@@ -9,6 +9,9 @@ use vramfit_planner::{
     GpuUnit, JobInput, NodeClass, model_catalog, plan_for_class, resolve_job, workload,
 };
 
+use vramfit_api::adapters::ResolvedAdapter;
+use vramfit_planner::adapters::{Mode, from_tuning_job};
+
 use crate::args::{ClassesArgs, CrdsArgs, Format, PlanArgs};
 use crate::error::CliError;
 use crate::manifest;
@@ -78,6 +81,9 @@ struct ServeReport {
     /// `serve.autoscaling`, as written.
     #[serde(skip_serializing_if = "Option::is_none")]
     autoscaling: Option<vramfit_api::autoscaling::AutoscalingSpec>,
+    /// `serve.adapters`, each as resolved from its fine-tuning job of the file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    adapters: Vec<ResolvedAdapter>,
 }
 
 impl ServeReport {
@@ -97,6 +103,7 @@ impl ServeReport {
             replica_classes: serde_plain(&serve.replica_classes),
             listen_args: vramfit_planner::serving::listen_args(input.runtime, listen),
             autoscaling: serve.autoscaling.clone(),
+            adapters: listen.adapters.clone(),
         })
     }
 }
@@ -104,8 +111,9 @@ impl ServeReport {
 /// `vramfit plan`.
 pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
     let read = crate::model_inspect::read_model(args.model_from.as_deref(), &args.hub)?;
-    let job = manifest::read_job_filled(&args.file, read.as_ref())?;
-    let input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
+    let manifest::JobFile { job, tuning_jobs } =
+        manifest::read_job_file(&args.file, read.as_ref())?;
+    let mut input = resolve_job(&job.spec).map_err(|why| CliError::InvalidSpec {
         path: args.file.clone(),
         message: match (&job.spec.model.hugging_face, &read) {
             // The operator reads the repository; here the Hub is reached only when asked.
@@ -122,6 +130,12 @@ pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
             _ => why.to_string(),
         },
     })?;
+    let resolved =
+        resolve_adapters(&job, &tuning_jobs).map_err(|message| CliError::InvalidSpec {
+            path: args.file.clone(),
+            message,
+        })?;
+    vramfit_planner::adapters::attach(&mut input, resolved);
     let mut classes = manifest::classes(args.node_classes.as_ref())?;
     if let Some(name) = &args.class {
         classes.retain(|c| &c.name == name);
@@ -185,6 +199,39 @@ pub fn plan_command(args: &PlanArgs) -> Result<Planned, CliError> {
         output,
         runnable: report.chosen.is_some(),
     })
+}
+
+/// Each adapter of a served job's `serve.adapters` from the fine-tuning job of that name in
+/// the same file and namespace, planned from its spec (no cluster here); the first refusal's
+/// line otherwise.
+fn resolve_adapters(
+    job: &vramfit_api::InferenceJob,
+    tuning_jobs: &[vramfit_api::InferenceJob],
+) -> Result<Vec<ResolvedAdapter>, String> {
+    let namespace = |j: &vramfit_api::InferenceJob| {
+        j.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into())
+    };
+    let adapters = job.spec.serve.iter().flat_map(|s| &s.adapters);
+    adapters
+        .map(|adapter| {
+            let tuning = tuning_jobs.iter().find(|t| {
+                t.metadata.name.as_deref() == Some(adapter.tuning_job.name.as_str())
+                    && namespace(t) == namespace(job)
+            });
+            from_tuning_job(adapter, job, tuning, Mode::Planned).map_err(|refusal| {
+                if tuning.is_none() {
+                    format!(
+                        "{refusal} (vramfit plan reads the fine-tuning jobs from the same file: add it as another document)"
+                    )
+                } else {
+                    refusal.to_string()
+                }
+            })
+        })
+        .collect()
 }
 
 fn outcome(
@@ -344,6 +391,19 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
             out,
             "{replicas}. SEQS: the sequences a replica serves at once on the class (--max-num-seqs, --parallel), the unit of its load\n"
         );
+        if !serve.adapters.is_empty() {
+            let listed: Vec<String> = serve
+                .adapters
+                .iter()
+                .map(|a| format!("{} ({}, rank {})", a.name, a.source, a.rank))
+                .collect();
+            let _ = writeln!(
+                out,
+                "LoRA adapters: {}; planned from their fine-tuning jobs' specs, each mounted at {}/<name>. LORA/GPU: their share of each GPU on the class (vLLM's LoRA buffers, else their weights), part of NEED/GPU\n",
+                listed.join(", "),
+                vramfit_api::adapters::ADAPTERS_MOUNT_ROOT
+            );
+        }
     }
     let header = [
         "CLASS",
@@ -362,9 +422,16 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
         "$/H",
     ];
     let served = report.serve.is_some();
+    let with_adapters = report
+        .serve
+        .as_ref()
+        .is_some_and(|s| !s.adapters.is_empty());
     let mut header: Vec<&str> = header.to_vec();
     if served {
         header.insert(header.len() - 3, "SEQS");
+    }
+    if with_adapters {
+        header.insert(header.len() - 3, "LORA/GPU");
     }
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for c in &report.classes {
@@ -397,6 +464,10 @@ fn inference_table(input: &JobInput, report: &PlanReport) -> String {
                 if served {
                     let seqs = p.concurrency.map_or("-".into(), |n| n.to_string());
                     cells.insert(cells.len() - 3, seqs);
+                }
+                if with_adapters {
+                    let share = vramfit_planner::error::adapters_share(p.memory.adapters_mib);
+                    cells.insert(cells.len() - 3, share);
                 }
                 cells
             }

@@ -46,6 +46,11 @@ status_words! {
         /// (`AsExpected`) otherwise.
         Degraded = "Degraded",
         Autoscaling = "Autoscaling",
+        /// Served jobs with `serve.adapters`: every adapter is accepted and in
+        /// `status.adapters` (True, `AdaptersAccepted`), or one is refused (False, with the
+        /// reason): the replicas are then left as they are, serving the last accepted list.
+        /// Unset for jobs without adapters.
+        AdaptersReady = "AdaptersReady",
     }
 }
 
@@ -114,6 +119,31 @@ status_words! {
         Reconciled = "Reconciled",
         /// ModelResolved=True: the Hub repository's numbers are in `status.resolvedModel`.
         ModelRead = "ModelRead",
+        /// AdaptersReady=True: every adapter of `serve.adapters` is accepted.
+        AdaptersAccepted = "AdaptersAccepted",
+        /// AdaptersReady=False: no InferenceJob of that name in the namespace.
+        AdapterJobNotFound = "AdapterJobNotFound",
+        /// AdaptersReady=False: the job named is not a fine-tuning job.
+        AdapterNotTuning = "AdapterNotTuning",
+        /// AdaptersReady=False: the fine-tuning job trains every parameter (`full`): it writes
+        /// a model, not an adapter.
+        AdapterNotLora = "AdapterNotLora",
+        /// AdaptersReady=False: the adapter was trained on another model than the served one.
+        AdapterBaseMismatch = "AdapterBaseMismatch",
+        /// AdaptersReady=False: the fine-tuning job has not succeeded (yet).
+        AdapterJobNotSucceeded = "AdapterJobNotSucceeded",
+        /// AdaptersReady=False: the fine-tuning run reported no adapter (or a malformed one).
+        AdapterNotReported = "AdapterNotReported",
+        /// AdaptersReady=False: the run wrote no file the served runtime loads (a GGUF for
+        /// llama.cpp, `adapter_config.json` and weights for vLLM).
+        AdapterFileMissing = "AdapterFileMissing",
+        /// AdaptersReady=False: the adapter's rank is above what the runtime allows.
+        AdapterRankTooHigh = "AdapterRankTooHigh",
+        /// AdaptersReady=False: the fine-tuning job's output volume is gone with its pod
+        /// (`emptyDir`, ephemeral) or unset.
+        AdapterNoOutputVolume = "AdapterNoOutputVolume",
+        /// AdaptersReady=False: the job has a volume of the name vramfit gives an adapter's.
+        AdapterVolumeNameTaken = "AdapterVolumeNameTaken",
         /// ModelResolved=False: the operator is reading the Hub repository.
         ModelResolving = "ModelResolving",
         /// ModelResolved=False: the repository, revision or its config.json does not exist.

@@ -67,5 +67,10 @@ status_words! {
         Autoscaled = "Autoscaled",
         AutoscalerStandsAside = "AutoscalerStandsAside",
         InferencePoolUnavailable = "InferencePoolUnavailable",
+        /// Served jobs: an adapter of `serve.adapters` is refused; the replicas keep serving
+        /// the last accepted list (Warning).
+        AdapterRefused = "AdapterRefused",
+        /// Served jobs: the list of adapters was accepted; the replicas roll onto it.
+        AdaptersAccepted = "AdaptersAccepted",
     }
 }

@@ -692,6 +692,11 @@ pub struct InferenceJobStatus {
     /// replicas it wants (its `Autoscaling` condition says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<crate::autoscaling::AutoscalingStatus>,
+    /// Served jobs with `serve.adapters`: each adapter as the operator last accepted it (its
+    /// source, the path in a pod, its rank); the `AdaptersReady` condition says whether the
+    /// current list is accepted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<crate::adapters::ResolvedAdapter>,
     /// Batch jobs and groups using the node model cache: where the current attempt's weights
     /// come from (the node's cache or the pod's own fetch, and why) and how long the load
     /// took, read back from its pod (a group's: its leader's); unset without

@@ -22,6 +22,7 @@
 // kube's `printcolumn(...)` attributes repeat `type_ = …` by design; clippy reads them as duplicates.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod adapters;
 pub mod autoscaling;
 pub mod checkpoint;
 pub mod conditions;

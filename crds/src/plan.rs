@@ -146,6 +146,28 @@ pub struct Plan {
     /// across them. Absent for a plan on one node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<crate::group::GroupPlan>,
+    /// Served jobs with `serve.adapters`: the adapters' share of each GPU and the runtime's
+    /// LoRA settings on this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapters: Option<AdaptersPlan>,
+}
+
+/// The LoRA adapters of a served replica on a class.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AdaptersPlan {
+    /// Adapters the replica serves.
+    pub count: u32,
+    /// vLLM: adapters one batch runs at once (`--max-loras`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_batch: Option<u32>,
+    /// vLLM: the rank its LoRA buffers are sized for (`--max-lora-rank`), the smallest rank
+    /// vLLM allows that holds every adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rank: Option<u32>,
+    /// Memory the adapters take on each GPU (vLLM: its LoRA buffers; llama.cpp: the adapters'
+    /// weights), part of `memory.neededPerGpuMib`.
+    pub memory_mib: u64,
 }
 
 impl Plan {
@@ -182,10 +204,17 @@ pub struct MemoryEstimate {
     pub kv_cache_mib: u64,
     /// Activations and runtime overhead on each GPU.
     pub overhead_mib: u64,
+    /// Served LoRA adapters on each GPU (`plan.adapters`); 0 without.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub adapters_mib: u64,
     /// Total needed on each GPU.
     pub needed_per_gpu_mib: u64,
     /// What NVML reports per GPU.
     pub vram_per_gpu_mib: u64,
     /// Usable per GPU: VRAM less the tier's buffer, capped by the memory fraction.
     pub usable_per_gpu_mib: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }

@@ -20,6 +20,12 @@ pub const GPU_PRODUCT_LABEL: &str = "vramfit.io/gpu-product";
 pub const PLAN_ANNOTATION: &str = "vramfit.io/plan";
 /// Annotation on every pod: a hash of its spec; a spec change that keeps it needs no new pod.
 pub const SPEC_HASH_ANNOTATION: &str = "vramfit.io/spec-hash";
+/// A served pod's LoRA adapters, by name, comma-separated, in llama.cpp's id order (a
+/// request's `"lora": [{"id": i, "scale": 1.0}]` picks the i-th).
+pub const ADAPTERS_ANNOTATION: &str = "vramfit.io/adapters";
+/// A served pod's label per adapter it serves (`adapter.vramfit.io/<name>: "true"`), for an
+/// endpoint picker's selector.
+pub const ADAPTER_LABEL_PREFIX: &str = "adapter.vramfit.io/";
 /// Annotation on a group's leader created after its workers (llama.cpp): the addresses its
 /// host aliases pin, `<worker's DNS name>=<pod IP>` comma-separated (the operator's pod cache
 /// keeps annotations, not `spec.hostAliases`): a worker no longer at its address ends the

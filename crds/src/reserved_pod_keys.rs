@@ -73,6 +73,7 @@ impl ReservedKeys {
 pub const VRAMFIT_LABELS: ReservedKeys = ReservedKeys {
     patterns: &[
         KeyPattern::Prefix(crate::labels::PREFIX),
+        KeyPattern::Prefix(pod_keys::ADAPTER_LABEL_PREFIX),
         KeyPattern::Exact(pod_keys::APP_NAME_LABEL),
         KeyPattern::Exact(pod_keys::APP_INSTANCE_LABEL),
         KeyPattern::Exact(pod_keys::APP_MANAGED_BY_LABEL),

@@ -64,6 +64,18 @@ pub struct ServeSpec {
     /// picker (docs/serving.md). Needs that CRD in the cluster; vramfit builds no gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inference_pool: Option<InferencePoolRequest>,
+    /// LoRA adapters served on the job's model, each planned into every replica's memory on
+    /// its class and loaded at start (docs/serving.md). Adding or removing one rolls the
+    /// replicas onto the new list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub adapters: Vec<crate::adapters::AdapterSpec>,
+    /// vLLM: the most adapters one batch runs at once (`--max-loras`, 1 to 16; default: as
+    /// many as the job serves, up to 4). Each one reserves LoRA buffers on every GPU at the
+    /// largest rank served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16))]
+    pub max_adapters_per_batch: Option<u32>,
 }
 
 /// `serve.inferencePool`: the endpoint picker a gateway asks which replica to send a request.
@@ -109,6 +121,8 @@ impl Default for ServeSpec {
             replica_classes: ReplicaClasses::default(),
             autoscaling: None,
             inference_pool: None,
+            adapters: Vec::new(),
+            max_adapters_per_batch: None,
         }
     }
 }
@@ -218,6 +232,10 @@ pub struct ReplicaStatus {
     /// how long the load took; unset for jobs without `model.huggingFace`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<crate::model_cache::ReplicaWeights>,
+    /// The adapters the replica's pod serves (`serve.adapters` names, in llama.cpp's id order),
+    /// read back from the pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<String>,
 }
 
 /// A rolling update's new pod for a slot, until it replaces the old one.

@@ -45,6 +45,9 @@ pub struct TrainingSummary {
     /// Peak memory allocated per visible GPU, MiB.
     #[serde(default)]
     pub peak_gpu_memory_mib: Vec<u64>,
+    /// The LoRA adapter the run wrote to its output volume (methods `lora` and `qlora`).
+    #[serde(default)]
+    pub adapter: Option<crate::adapters::TrainedAdapter>,
 }
 
 impl TrainingSummary {
@@ -57,11 +60,16 @@ impl TrainingSummary {
         }
     }
 
-    /// Whether the report is well formed: finite, non-negative seconds and a finite loss.
+    /// Whether the report is well formed: finite, non-negative seconds, a finite loss, and an
+    /// adapter report (if any) that is well formed.
     pub fn is_valid(&self) -> bool {
         self.seconds.is_finite()
             && self.seconds >= 0.0
             && self.final_loss.is_none_or(f64::is_finite)
+            && self
+                .adapter
+                .as_ref()
+                .is_none_or(crate::adapters::TrainedAdapter::is_valid)
     }
 }
 
@@ -91,6 +99,7 @@ impl JobResult {
             .filter(|c| c.is_finite())
             .map(|c| round(c, 2));
         result.cost_per_item_cents = None;
+        result.adapter = summary.adapter.clone();
         result
     }
 }
@@ -154,5 +163,34 @@ mod tests {
         assert_eq!(result.steps, Some(100));
         let unpriced = JobResult::of_training(&summary, &summary.work(), 0);
         assert_eq!(unpriced.cost_per_million_tokens_cents, None);
+    }
+
+    /// The line the scripted workload writes after a LoRA run (workload/examples/scripted).
+    const TRAINED_ADAPTER: &str = r#"vramfit.io/v1 {"kind":"TrainingResult","steps":3,"tokens":6144,"seconds":0.03,"tokensPerSecond":201876.9,"finalLoss":2.307692,"peakGpuMemoryMib":[],"adapter":{"files":["adapter_config.json","adapter_model.gguf"],"rank":8,"alpha":16.0,"targetModules":["q_proj","v_proj"],"baseModel":"example/tiny-llama","bytes":66336}}"#;
+
+    #[test]
+    fn a_reported_adapter_reaches_the_result_and_a_malformed_one_refuses_the_report() {
+        let Some(WorkloadReport::TrainingResult(summary)) = parse(TRAINED_ADAPTER) else {
+            panic!("{TRAINED_ADAPTER}");
+        };
+        let result = JobResult::of_training(&summary, &summary.work(), 0);
+        let adapter = result.adapter.expect("the adapter in status.result");
+        assert_eq!(
+            (adapter.rank, adapter.file_ending(".gguf")),
+            (8, Some("adapter_model.gguf"))
+        );
+        for bad in [
+            r#""files":["../etc/passwd"],"rank":8"#,
+            r#""files":["/abs.gguf"],"rank":8"#,
+            r#""files":[],"rank":8"#,
+            r#""files":["a.gguf"],"rank":0"#,
+            r#""files":["a.gguf"],"rank":8,"alpha":-1"#,
+            r#""files":["a.gguf"],"rank":8,"targetModules":["q proj"]"#,
+        ] {
+            let line = format!(
+                r#"vramfit.io/v1 {{"kind":"TrainingResult","steps":1,"tokens":1,"seconds":1,"adapter":{{{bad}}}}}"#
+            );
+            assert_eq!(parse(&line), None, "{line}");
+        }
     }
 }

@@ -121,6 +121,9 @@ pub struct JobResult {
     /// Fine-tuning: cost of a million training tokens in US cents at the class's price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_million_tokens_cents: Option<f64>,
+    /// Fine-tuning: the adapter the run wrote to its output volume, as it reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<crate::adapters::TrainedAdapter>,
 }
 
 impl JobResult {
@@ -149,6 +152,7 @@ impl JobResult {
             tokens_per_second: None,
             final_loss: None,
             cost_per_million_tokens_cents: None,
+            adapter: None,
         }
     }
 }

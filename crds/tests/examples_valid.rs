@@ -14,29 +14,31 @@ fn examples_are_valid_inference_jobs() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        let job: InferenceJob =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let spec = &job.spec;
-        assert!(job.metadata.name.is_some(), "{}", path.display());
-        assert!(spec.gpus.min <= spec.gpus.max, "{}", path.display());
-        let m = &spec.model;
-        assert!(
-            m.preset.is_some()
-                || (m.parameters.is_some()
-                    && m.layers.is_some()
-                    && m.hidden_size.is_some()
-                    && m.attention_heads.is_some()),
-            "{}",
-            path.display()
-        );
-        if spec.runtime == Runtime::Llamacpp {
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let job: InferenceJob = serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let spec = &job.spec;
+            assert!(job.metadata.name.is_some(), "{}", path.display());
+            assert!(spec.gpus.min <= spec.gpus.max, "{}", path.display());
+            let m = &spec.model;
             assert!(
-                m.preset.is_some() || m.gguf_file_bytes.is_some(),
+                m.preset.is_some()
+                    || (m.parameters.is_some()
+                        && m.layers.is_some()
+                        && m.hidden_size.is_some()
+                        && m.attention_heads.is_some()),
                 "{}",
                 path.display()
             );
+            if spec.runtime == Runtime::Llamacpp {
+                assert!(
+                    m.preset.is_some() || m.gguf_file_bytes.is_some(),
+                    "{}",
+                    path.display()
+                );
+            }
+            count += 1;
         }
-        count += 1;
     }
     assert!(count >= 5, "expected at least five examples, found {count}");
 }

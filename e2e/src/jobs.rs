@@ -224,6 +224,30 @@ impl Suite {
         .await
     }
 
+    /// Waits until job `name` has condition `type_` with `status` (`True`, `False`).
+    pub async fn wait_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+    ) -> Result<InferenceJob> {
+        eventually(
+            &format!("job {name} to have {type_}={status}"),
+            SETTLE,
+            || async {
+                let job = self.job(name).await?;
+                let found = job.status.as_ref().is_some_and(|st| {
+                    st.conditions
+                        .iter()
+                        .any(|c| c.type_ == type_ && c.status == status)
+                });
+                ensure!(found, "conditions {:?}", conditions_of(&job));
+                Ok(job)
+            },
+        )
+        .await
+    }
+
     /// Event reasons recorded on the job (events.k8s.io/v1).
     pub async fn event_reasons(&self, job: &str) -> Result<Vec<String>> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);

@@ -129,6 +129,15 @@ pub fn container_name(pod: &Pod) -> String {
         .unwrap_or_else(|| CONTAINER.into())
 }
 
+/// The args of the pod's first container.
+pub fn args_of(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.args.clone())
+        .unwrap_or_default()
+}
+
 /// The image of the pod's first container.
 pub fn image_of(pod: &Pod) -> String {
     pod.spec

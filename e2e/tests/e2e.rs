@@ -75,6 +75,8 @@ mod pod_security;
 mod rbac;
 #[path = "scenarios/real_node.rs"]
 mod real_node;
+#[path = "scenarios/real_node_adapters.rs"]
+mod real_node_adapters;
 #[path = "scenarios/real_node_autoscaling.rs"]
 mod real_node_autoscaling;
 #[path = "scenarios/real_node_group.rs"]
@@ -91,6 +93,8 @@ mod real_node_model_cache_read_only;
 mod real_node_serving;
 #[path = "scenarios/scheduling.rs"]
 mod scheduling;
+#[path = "scenarios/served_adapters.rs"]
+mod served_adapters;
 #[path = "scenarios/serving.rs"]
 mod serving;
 #[path = "scenarios/serving_groups.rs"]
@@ -205,6 +209,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         ("tuning-plans-per-class-and-steps-down", |s| {
             Box::pin(tuning::tuning_jobs(s))
         }),
+        ("served-adapters-refused-then-served", |s| {
+            Box::pin(served_adapters::refusals_then_served(s))
+        }),
         ("compare-classes", |s| Box::pin(compare::compare_classes(s))),
         ("hub-model-is-resolved", |s| {
             Box::pin(hub_models::hub_model_is_resolved(s))
@@ -309,6 +316,9 @@ async fn run(plan: Arc<Mutex<CleanupPlan>>, filters: Vec<String>) -> (u32, u32, 
         }),
         ("real-node-served-llama-server-follows-its-load", |s| {
             Box::pin(real_node_autoscaling::follows_its_load(s))
+        }),
+        ("real-node-served-lora-adapters-from-tuning-jobs", |s| {
+            Box::pin(real_node_adapters::tuned_then_served(s))
         }),
         ("real-node-served-host-out-of-memory", |s| {
             Box::pin(real_node_serving::served_host_out_of_memory(s))

@@ -9,7 +9,8 @@
 //!
 //! A served job's autoscaler ([`crate::autoscale`]) runs before either served pipeline.
 //! Before the hand-off, for every shape: a stale copy, a finished job or one being deleted needs
-//! nothing; `model.huggingFace` numbers come from the resolver's cache. A panic in any pipeline
+//! nothing; `model.huggingFace` numbers come from the resolver's cache; a served job's
+//! `serve.adapters` from the fine-tuning jobs they name ([`crate::served_adapters`]). A panic in any pipeline
 //! is contained to its job ([`contain_panics`]), and a failed reconcile is retried with a
 //! per-job backoff ([`error_policy`]).
 use std::any::Any;
@@ -29,6 +30,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::hub_models::{self, HubStep};
 use crate::observe;
+use crate::served_adapters::AdapterStep;
 use crate::stores::cached_job::CachedJob;
 use crate::writes::status as update_status;
 
@@ -129,6 +131,21 @@ pub async fn reconcile_job(job: &InferenceJob, ctx: &Context) -> Result<Action, 
         } => return update_status::wait_for_model(job, ctx, reason, message, retry_in).await,
     };
     let job: &InferenceJob = filled.as_deref().unwrap_or(original);
+    // `serve.adapters`: each from the fine-tuning job it names (the job cache). A refused one
+    // holds the job: its replicas are left serving the list last accepted.
+    let adapted = match crate::served_adapters::prepare(job, &ctx.stores.jobs) {
+        AdapterStep::None => None,
+        AdapterStep::Ready { filled, changed } => {
+            if changed {
+                update_status::adapters_accepted(&filled, ctx).await;
+            }
+            Some(filled)
+        }
+        AdapterStep::Refused { reason, message } => {
+            return update_status::hold_for_adapters(job, ctx, reason, message).await;
+        }
+    };
+    let job: &InferenceJob = adapted.as_deref().unwrap_or(job);
     // A served job (`spec.serve`) has its own pipeline: replicas, Service, rolling updates;
     // its replicas are planned from the same filled numbers.
     if let Some(serve) = &job.spec.serve {

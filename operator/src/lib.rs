@@ -72,6 +72,7 @@ pub mod pod;
 pub mod replicas;
 pub mod scaling_state;
 pub mod served;
+pub mod served_adapters;
 pub mod serving_state;
 pub mod settings;
 pub mod stores;

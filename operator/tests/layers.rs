@@ -184,6 +184,7 @@ fn every_import_runs_down_the_layer_table() {
         "containment_tests",
         "relist_tests",
         "autoscale_tests",
+        "served_adapters_tests",
     ];
     let unplaced: Vec<&String> = modules
         .iter()

@@ -139,6 +139,19 @@ pub enum SpecError {
     /// `serve.port` is 0.
     #[error("serve.port must be between 1 and 65535")]
     ZeroPort,
+    /// `serve.adapters` on a job whose replicas may span nodes.
+    #[error(
+        "serve.adapters: adapters on replicas that span nodes are not supported yet; set gpus.maxNodes to 1"
+    )]
+    AdaptersInGroup,
+    /// `serve.adapters` on a mixture-of-experts model.
+    #[error(
+        "serve.adapters: LoRA adapters on a mixture-of-experts model ({experts} experts) are not planned: vLLM gives its experts no LoRA buffers in the supported versions and vramfit cannot size them; serve the adapters on a dense model"
+    )]
+    AdaptersOnExperts {
+        /// The model's experts per MoE layer.
+        experts: u32,
+    },
 }
 
 /// Why a `GpuNodeClass` does not define a class of its own.
@@ -223,6 +236,15 @@ pub struct PreQuantizedBelowFloor {
     pub floor: ComputeCapability,
     /// Where the floor is read.
     pub evidence: &'static str,
+}
+
+/// MiB as `184 MiB` below a GiB, else `1.2 GiB`: the adapters' share of a GPU.
+pub fn adapters_share(mib: u64) -> String {
+    if mib < 1024 {
+        format!("{mib} MiB")
+    } else {
+        gib(mib)
+    }
 }
 
 /// A runtime as its project writes it.
@@ -367,6 +389,20 @@ pub enum PlanError {
         gpus: u32,
         /// One GPU of the class (`NodeClass::describe_gpu`).
         gpu: String,
+    },
+    /// The class would hold the model, or hold it differently, without its LoRA adapters.
+    #[error(
+        "{refusal}; {} of that per GPU is for its {}",
+        adapters_share(*.adapters_mib),
+        if *.count == 1 { "LoRA adapter".to_string() } else { format!("{} LoRA adapters", .count) }
+    )]
+    AdaptersDoNotFit {
+        /// Why the model with its adapters does not fit (the sizes include the adapters').
+        refusal: Box<PlanError>,
+        /// Adapters served.
+        count: u32,
+        /// Their share of each GPU, MiB.
+        adapters_mib: u64,
     },
     /// llama.cpp's target share of VRAM leaves nothing beside its overhead.
     #[error(

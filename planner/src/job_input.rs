@@ -67,7 +67,7 @@ pub struct JobInput {
     pub priority_class: Option<String>,
     /// A fine-tuning job's section, resolved; `None` for an inference job.
     pub tuning: Option<crate::tuning::TuningInput>,
-    /// A served job's port (docs/serving.md); `None` for a batch job.
+    /// A served job's port and adapters (docs/serving.md); `None` for a batch job.
     pub serve: Option<crate::serving::ServeInput>,
 }
 
@@ -121,6 +121,11 @@ pub fn resolve_job(spec: &InferenceJobSpec) -> Result<JobInput, SpecError> {
         return Err(SpecError::CommandArgs { contradiction: why });
     }
     let serve = crate::serving::check(spec)?;
+    if let Some(experts) = model.experts
+        && spec.serve.as_ref().is_some_and(|s| !s.adapters.is_empty())
+    {
+        return Err(SpecError::AdaptersOnExperts { experts });
+    }
     if spec.batch_size == 0 {
         return Err(SpecError::ZeroBatchSize);
     }

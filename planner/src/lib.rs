@@ -20,11 +20,14 @@
 //! * [`workload`]: the pod's env and runtime flags (docs/planning.md).
 //! * [`group`]: plans that span nodes (`gpus.maxNodes`): how many nodes per class, the
 //!   runtime's split across them, and what each rank runs (docs/planning.md).
+//! * [`adapters`]: LoRA adapters on a served job: each resolved from the fine-tuning job that
+//!   wrote it, their share of each GPU, the runtime's LoRA flags (docs/planning.md).
 //! * [`tuning`]: fine-tuning plans: method, micro-batch, checkpointing, accumulation,
 //!   optimizer, the training-memory estimator and its step-downs (docs/planning.md).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 
+pub mod adapters;
 pub mod checkpoint;
 pub mod class_from_facts;
 pub mod concurrency;

@@ -553,6 +553,30 @@ pub fn preset(key: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.key.eq_ignore_ascii_case(key))
 }
 
+/// The model a GGUF preset quantizes (its Hugging Face name), for presets that are GGUF
+/// files: the one 16-bit preset of the catalog with the same numbers. `None` for a preset that
+/// is not a GGUF file, or an unknown key.
+pub fn gguf_base(key: &str) -> Option<&'static str> {
+    let gguf = preset(key)?.shape;
+    gguf.gguf_file_bytes?;
+    let same = |base: &Shape<&'static str>| {
+        base.gguf_file_bytes.is_none()
+            && base.pre_quantized.is_none()
+            && base.parameters == gguf.parameters
+            && base.layers == gguf.layers
+            && base.hidden_size == gguf.hidden_size
+            && base.attention_heads == gguf.attention_heads
+            && base.kv_heads == gguf.kv_heads
+            && base.head_dim == gguf.head_dim
+            && base.context_limit == gguf.context_limit
+            && base.vision == gguf.vision
+    };
+    let mut bases = PRESETS.iter().map(|p| p.shape).filter(|s| same(s));
+    let base = bases.next()?;
+    // Two 16-bit presets with the same numbers would make the base ambiguous.
+    bases.next().is_none().then_some(base.name)
+}
+
 /// Resolves a job's `model` (preset, explicit numbers, or both) into a [`ModelShape`].
 pub fn resolve(spec: &ModelSpec) -> Result<ModelShape, ModelError> {
     let base = match &spec.preset {
@@ -703,6 +727,30 @@ mod tests {
             err.to_string(),
             "model.kvHeads (32) cannot exceed attentionHeads (16)"
         );
+    }
+
+    #[test]
+    fn every_gguf_preset_names_the_model_it_quantizes() {
+        for p in PRESETS {
+            let base = gguf_base(p.key);
+            assert_eq!(
+                base.is_some(),
+                p.shape.gguf_file_bytes.is_some(),
+                "{}",
+                p.key
+            );
+        }
+        assert_eq!(
+            gguf_base("mistral-7b-instruct-v0.3-q4_k_m"),
+            Some("mistralai/Mistral-7B-Instruct-v0.3")
+        );
+        assert_eq!(gguf_base("qwen3-8b-q6_k"), Some("Qwen/Qwen3-8B"));
+        assert_eq!(
+            gguf_base("llama-3.1-70b-instruct-q4_k_m"),
+            Some("meta-llama/Llama-3.1-70B-Instruct")
+        );
+        assert_eq!(gguf_base("qwen3-8b"), None);
+        assert_eq!(gguf_base("nope"), None);
     }
 
     #[test]

@@ -73,8 +73,25 @@ pub(crate) fn plan_one_node(
                 .to_string(),
         );
     }
+    warnings.extend(
+        job.serve
+            .as_ref()
+            .and_then(crate::serving::ServeInput::unresolved_adapters),
+    );
+    let adapters = crate::adapters::budget::need(job, gpu_count);
+    if let Some(a) = &adapters {
+        reasons.push(crate::adapters::budget::reason(job, a));
+    }
+    // vLLM's LoRA buffers come out of the memory its KV cache would take.
     let concurrency = job.serve.as_ref().map(|_| {
-        crate::concurrency::served(job, quantization, gpu_count, memory.usable_per_gpu_mib)
+        crate::concurrency::served(
+            job,
+            quantization,
+            gpu_count,
+            memory
+                .usable_per_gpu_mib
+                .saturating_sub(memory.adapters_mib),
+        )
     });
     if let Some(n) = concurrency {
         reasons.push(crate::concurrency::reason(job, n));
@@ -102,6 +119,7 @@ pub(crate) fn plan_one_node(
         warnings,
         tuning: None,
         group: None,
+        adapters: adapters.map(|a| a.plan()),
     })
 }
 

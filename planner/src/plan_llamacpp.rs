@@ -35,6 +35,8 @@ struct Budget<'a> {
     job: &'a JobInput,
     class: &'a NodeClass,
     target_percent: u32,
+    /// Served LoRA adapters' tensors on each GPU, MiB (0 without).
+    adapters_mib: u64,
 }
 
 /// What overflows when a GGUF offload does.
@@ -48,9 +50,11 @@ impl Budget<'_> {
     }
 
     /// Per GPU, MiB, for the offloaded weights and KV cache: the usable memory less the
-    /// runtime overhead.
+    /// runtime overhead and the adapters.
     fn per_gpu_mib(&self) -> u64 {
-        self.usable_mib().saturating_sub(LLAMACPP_OVERHEAD_MIB)
+        self.usable_mib()
+            .saturating_sub(LLAMACPP_OVERHEAD_MIB)
+            .saturating_sub(self.adapters_mib)
     }
 
     /// The transformer blocks (GGUF `block_count`).
@@ -265,16 +269,42 @@ pub fn size(
     fallback: &Fallback,
     flash_attention: bool,
 ) -> Result<LlamaCppSizing, PlanError> {
+    let adapters = crate::adapters::budget::need(job, 1);
+    size_within(job, class, fallback, flash_attention).map_err(|refusal| match adapters {
+        Some(a)
+            if matches!(
+                refusal,
+                PlanError::NoOffloadBudget { .. } | PlanError::NoLayerFits { .. }
+            ) =>
+        {
+            PlanError::AdaptersDoNotFit {
+                refusal: Box::new(refusal),
+                count: a.count,
+                adapters_mib: a.per_gpu_mib,
+            }
+        }
+        _ => refusal,
+    })
+}
+
+fn size_within(
+    job: &JobInput,
+    class: &NodeClass,
+    fallback: &Fallback,
+    flash_attention: bool,
+) -> Result<LlamaCppSizing, PlanError> {
     let (lo, hi) = gpu_range(job, class, fallback)?;
     // `offload_steps` is read back from status: saturate rather than trust it.
     let target_percent = job
         .target_usage_percent
         .saturating_sub(OFFLOAD_STEP_PERCENT.saturating_mul(fallback.offload_steps))
         .max(OFFLOAD_STEP_PERCENT);
+    let adapters_mib = crate::adapters::budget::per_gpu_mib(job, 1);
     let budget = Budget {
         job,
         class,
         target_percent,
+        adapters_mib,
     };
     if budget.per_gpu_mib() == 0 {
         return Err(PlanError::NoOffloadBudget {
@@ -400,10 +430,12 @@ pub fn size(
             weights_mib,
             kv_cache_mib,
             overhead_mib: LLAMACPP_OVERHEAD_MIB,
+            adapters_mib,
             // MiB of u64 byte counts: below 2^44 each, so the sum never saturates.
             needed_per_gpu_mib: weights_mib
                 .saturating_add(kv_cache_mib)
-                .saturating_add(LLAMACPP_OVERHEAD_MIB),
+                .saturating_add(LLAMACPP_OVERHEAD_MIB)
+                .saturating_add(adapters_mib),
             vram_per_gpu_mib: class.memory_mib,
             usable_per_gpu_mib: budget.usable_mib(),
         },

@@ -4,6 +4,7 @@
 use vramfit_api::labels::MAX_GPUS_PER_NODE;
 use vramfit_api::{Dtype, Fallback, MemoryEstimate, Preference, Quantization, Runtime};
 
+use crate::adapters;
 use crate::error::{NoEightBitUnderVllm, PlanError, SizeOverflow};
 use crate::job_input::JobInput;
 use crate::memory::{self, TransformerNeed};
@@ -80,8 +81,13 @@ pub fn size(
     let usable = usable_per_gpu_mib(job, class);
     let need =
         |q, n| memory::transformer_need(&job.model, q, job.tokens(), job.prefill_tokens(), n);
+    // Served LoRA adapters: vLLM's buffers (sized by its tensor parallel) or their weights,
+    // on each GPU beside the model.
+    let adapters = |n| adapters::budget::per_gpu_mib(job, n);
     // A size past 64 bits does not fit anywhere.
-    let fits = |q, n| need(q, n).is_ok_and(|need| need.per_gpu_mib() <= usable);
+    let fits = |q, n| {
+        need(q, n).is_ok_and(|need| need.per_gpu_mib().saturating_add(adapters(n)) <= usable)
+    };
 
     let counts: Vec<u32> = (lo..=hi).filter(|&n| splits_evenly(job, n)).collect();
     let candidates: Vec<(Quantization, u32)> = match job.preference {
@@ -95,12 +101,22 @@ pub fn size(
             .collect(),
     };
     let Some(&(quantization, gpu_count)) = candidates.iter().find(|&&(q, n)| fits(q, n)) else {
-        return Err(PlanError::DoesNotFit {
-            needed_per_gpu_mib: need(most_compact, hi)?.per_gpu_mib(),
+        let refusal = PlanError::DoesNotFit {
+            needed_per_gpu_mib: need(most_compact, hi)?
+                .per_gpu_mib()
+                .saturating_add(adapters(hi)),
             usable_per_gpu_mib: usable,
             quantization: most_compact,
             gpus: hi,
             gpu: class.describe_gpu(),
+        };
+        return Err(match adapters::budget::need(job, hi) {
+            Some(a) => PlanError::AdaptersDoNotFit {
+                refusal: Box::new(refusal),
+                count: a.count,
+                adapters_mib: a.per_gpu_mib,
+            },
+            None => refusal,
         });
     };
 
@@ -112,15 +128,24 @@ pub fn size(
         dtype,
         quantization,
         gpu_count,
-        &need,
+        &|q, n| need(q, n).map(|need| need.per_gpu_mib().saturating_add(adapters(n))),
     ));
     reasons.push(gpu_count_reason(job, fallback, gpu_count, lo));
+    let adapters_mib = adapters(gpu_count);
     reasons.push(format!(
-        "memory: {} per GPU needed (weights {}, KV cache {}, overhead {}), {} usable of {} ({})",
-        gib(chosen.per_gpu_mib()),
+        "memory: {} per GPU needed (weights {}, KV cache {}, overhead {}{}), {} usable of {} ({})",
+        gib(chosen.per_gpu_mib().saturating_add(adapters_mib)),
         gib(chosen.weights_mib),
         gib(chosen.kv_cache_mib),
         gib(chosen.overhead_mib),
+        if adapters_mib > 0 {
+            format!(
+                ", LoRA adapters {}",
+                crate::error::adapters_share(adapters_mib)
+            )
+        } else {
+            String::new()
+        },
         gib(usable),
         gib(class.memory_mib),
         crate::plan_common::kept_free(class, usable)
@@ -128,7 +153,7 @@ pub fn size(
     Ok(TransformerSizing {
         gpu_count,
         quantization,
-        memory: estimate(chosen, class, usable),
+        memory: estimate(chosen, adapters_mib, class, usable),
         reasons,
     })
 }
@@ -169,14 +194,10 @@ fn quantization_reason(
     dtype: Dtype,
     chosen: Quantization,
     gpus: u32,
-    need: &dyn Fn(Quantization, u32) -> Result<TransformerNeed, SizeOverflow>,
+    need_mib: &dyn Fn(Quantization, u32) -> Result<u64, SizeOverflow>,
 ) -> String {
-    let needed = |q, n| {
-        need(q, n).map_or_else(
-            |e| format!("over 16 EiB ({})", e.what),
-            |need| gib(need.per_gpu_mib()),
-        )
-    };
+    // Per GPU, with the adapters' share: what decides the level.
+    let needed = |q, n| need_mib(q, n).map_or_else(|e| format!("over 16 EiB ({})", e.what), gib);
     let usable = gib(usable_per_gpu_mib(job, class));
     let model = class.describe_gpu();
     if let (Quantization::None, Some(pre)) = (chosen, job.model.pre_quantized) {
@@ -251,12 +272,18 @@ fn gpu_count_reason(job: &JobInput, fallback: &Fallback, gpus: u32, lo: u32) -> 
     format!("{gpus} {plural}: fewest that fit")
 }
 
-fn estimate(need: TransformerNeed, class: &NodeClass, usable_per_gpu_mib: u64) -> MemoryEstimate {
+fn estimate(
+    need: TransformerNeed,
+    adapters_mib: u64,
+    class: &NodeClass,
+    usable_per_gpu_mib: u64,
+) -> MemoryEstimate {
     MemoryEstimate {
         weights_mib: need.weights_mib,
         kv_cache_mib: need.kv_cache_mib,
         overhead_mib: need.overhead_mib,
-        needed_per_gpu_mib: need.per_gpu_mib(),
+        adapters_mib,
+        needed_per_gpu_mib: need.per_gpu_mib().saturating_add(adapters_mib),
         vram_per_gpu_mib: class.memory_mib,
         usable_per_gpu_mib,
     }

@@ -48,6 +48,7 @@ pub fn plan(
             weights_mib: m.weights_mib,
             kv_cache_mib: 0,
             overhead_mib: m.needed_mib.saturating_sub(m.weights_mib),
+            adapters_mib: 0,
             needed_per_gpu_mib: m.needed_mib,
             vram_per_gpu_mib: class.memory_mib,
             usable_per_gpu_mib: m.usable_mib,
@@ -60,5 +61,6 @@ pub fn plan(
         warnings,
         tuning: Some(sized.plan),
         group: None,
+        adapters: None,
     })
 }

@@ -47,6 +47,11 @@ pub enum Values {
     Endpoint,
     /// A switch: the flag alone, no value after it.
     Switch,
+    /// One or more `name=path` words after the flag (argparse `nargs='+'`): a served LoRA
+    /// adapter's name and its folder in the pod.
+    NamedPaths,
+    /// An absolute path in the pod; the flag is repeated, once per path.
+    RepeatedPath,
 }
 
 impl Values {
@@ -70,7 +75,14 @@ impl Values {
                 .is_some_and(|i| i.parse::<u32>().is_ok()),
             Values::Endpoint => is_endpoint(value),
             Values::Switch => value.is_empty(),
+            Values::NamedPaths => !value.is_empty() && value.split(' ').all(is_named_path),
+            Values::RepeatedPath => is_pod_path(value),
         }
+    }
+
+    /// Whether the flag may come more than once.
+    pub fn repeats(&self) -> bool {
+        matches!(self, Values::RepeatedPath)
     }
 
     /// How the values read in a table.
@@ -85,8 +97,35 @@ impl Values {
             Values::Indexed(word) => format!("{word}0, {word}1, …"),
             Values::Endpoint => "host:port".to_string(),
             Values::Switch => "(a switch, no value)".to_string(),
+            Values::NamedPaths => "name=path name=path …, one word each".to_string(),
+            Values::RepeatedPath => "a path; the flag once per path".to_string(),
         }
     }
+}
+
+/// An absolute path without spaces, commas, `=` or `..` parts (joined from an adapter's
+/// name and the file its run reported).
+fn is_pod_path(value: &str) -> bool {
+    value.starts_with('/')
+        && !value
+            .chars()
+            .any(|c| c.is_whitespace() || c == ',' || c == '=' || c.is_control())
+        && value
+            .split('/')
+            .skip(1)
+            .all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
+/// `name=path` as vLLM's `--lora-modules` reads the old format: one `=`, no `,` (else it
+/// parses the word as JSON), a name of lower-case letters, digits and `-`.
+fn is_named_path(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, path)| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && is_pod_path(path)
+    })
 }
 
 /// `host:port`, the host a DNS name or an address.
@@ -387,6 +426,63 @@ pub const FLAGS: &[FlagContract] = &[
         introduced: vllm("0.4.3 (`--worker-use-ray` before)", 403),
         evidence: "`vllm/engine/arg_utils.py` `--distributed-executor-backend` (0.10.2 line 639, 0.11.0 line 650); `vllm/config/parallel.py`: Ray is also the default where the world size exceeds the node's GPUs (0.10.2 lines 375-406); no `--nnodes`/`--node-rank`/`--master-addr` in either version",
     },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--enable-lora",
+        values: Values::Switch,
+        always: false,
+        from_plan: "served jobs with `serve.adapters`",
+        introduced: vllm("0.10.2 or earlier (read at 0.10.2 and 0.11.0)", 1002),
+        evidence: "`vllm/engine/arg_utils.py` argument group LoRAConfig, `--enable-lora` (`BooleanOptionalAction`, default off; 0.10.2 lines 799-802, 0.11.0 lines 830-833): the LoRA config is built only when it is on",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--max-loras",
+        values: Values::Count(1),
+        always: false,
+        from_plan: "`adapters.maxPerBatch`: `serve.maxAdaptersPerBatch`, else the adapters served up to 4",
+        introduced: vllm("0.10.2 or earlier (read at 0.10.2 and 0.11.0)", 1002),
+        evidence: "`vllm/config/lora.py` `max_loras: int = 1` (lines 35-36; at least 1, lines 114-115), the same file in 0.10.2 and 0.11.0; flags from `get_kwargs(LoRAConfig)` in `arg_utils.py`",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--max-lora-rank",
+        values: Values::OneOf(&["8", "16", "32", "64", "128", "256", "320", "512"]),
+        always: false,
+        from_plan: "`adapters.maxRank`: the smallest rank vLLM takes that holds every adapter's",
+        introduced: vllm("0.10.2 or earlier (read at 0.10.2 and 0.11.0)", 1002),
+        evidence: "`vllm/config/lora.py` `max_lora_rank: int = 16` (line 33); `__post_init__` takes only `possible_max_ranks = (8, 16, 32, 64, 128, 256, 320, 512)` (lines 102-109)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--max-cpu-loras",
+        values: Values::Count(1),
+        always: false,
+        from_plan: "every adapter served (at least `--max-loras`, which vLLM requires)",
+        introduced: vllm("0.10.2 or earlier (read at 0.10.2 and 0.11.0)", 1002),
+        evidence: "`vllm/config/lora.py` `max_cpu_loras: Optional[int] = None` (lines 42-44), `None` means `max_loras`, fewer is refused (lines 116-121)",
+    },
+    FlagContract {
+        runtime: Runtime::Vllm,
+        flag: "--lora-modules",
+        values: Values::NamedPaths,
+        always: false,
+        from_plan: "`serve.adapters` in order: `name=/vramfit/adapters/<name>`, the name a request's `model` field asks for",
+        introduced: vllm("0.10.2 or earlier (read at 0.10.2 and 0.11.0)", 1002),
+        evidence: "`vllm/entrypoints/openai/cli_args.py` `LoRAParserAction` (lines 33-66: a word with `=` and no `,` is `name=path`, else JSON) and `FrontendArgs.lora_modules`, `nargs='+'` (lines 95-99; parser set up at 0.10.2 lines 201-204, 0.11.0 lines 205-208)",
+    },
+    FlagContract {
+        runtime: Runtime::Llamacpp,
+        flag: "--lora",
+        values: Values::RepeatedPath,
+        always: false,
+        from_plan: "`serve.adapters` in order, one `--lora` each: `/vramfit/adapters/<name>/<its .gguf file>` (the adapter's id is its index); never `--lora-scaled`, whose syntax changed at b7448",
+        introduced: Version {
+            label: "b6327 or earlier (read at b6327 and b10470)",
+            order: 202508,
+        },
+        evidence: "`common/arg.cpp` `--lora FNAME`, repeated for several adapters (b6327 lines 2562-2569; b10470 lines 2909-2918, which also split a comma-separated list: paths here have no comma)",
+    },
 ];
 
 /// The flag table of one runtime, as Markdown (docs/runtime-contracts.md holds it verbatim).
@@ -415,19 +511,31 @@ pub fn contract(runtime: Runtime, flag: &str) -> Option<&'static FlagContract> {
         .find(|f| f.runtime == runtime && f.flag == flag)
 }
 
-/// `args` read as the table reads them: each flag with the value after it, or alone where it
-/// is a switch; `Err` names the first argument that is not a flag of `runtime`'s table.
-pub fn flags_in(runtime: Runtime, args: &[String]) -> Result<Vec<(&str, &str)>, String> {
+/// `args` read as the table reads them: each flag with the value after it, alone where it
+/// is a switch, or with every word up to the next flag where it takes several (its value
+/// then those words joined by a space); `Err` names the first argument that is not a flag of
+/// `runtime`'s table.
+pub fn flags_in(runtime: Runtime, args: &[String]) -> Result<Vec<(&str, String)>, String> {
     let mut flags = Vec::new();
-    let mut rest = args.iter();
+    let mut rest = args.iter().peekable();
     while let Some(name) = rest.next() {
         let c = contract(runtime, name)
             .ok_or_else(|| format!("{name} is not in the {runtime:?} flag table"))?;
         let value = match c.values {
-            Values::Switch => "",
+            Values::Switch => String::new(),
+            Values::NamedPaths => {
+                let mut words = Vec::new();
+                while let Some(word) = rest.next_if(|w| !w.starts_with('-')) {
+                    words.push(word.as_str());
+                }
+                if words.is_empty() {
+                    return Err(format!("{name} without its values"));
+                }
+                words.join(" ")
+            }
             _ => rest
                 .next()
-                .map(String::as_str)
+                .cloned()
                 .ok_or_else(|| format!("{name} without its value"))?,
         };
         flags.push((name.as_str(), value));

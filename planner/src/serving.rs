@@ -12,10 +12,53 @@ use crate::user_args::{first_refusal, spells};
 pub const LISTEN_HOST: &str = "0.0.0.0";
 
 /// What the planner needs of a served job.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServeInput {
     /// The port the server listens on.
     pub port: u16,
+    /// The LoRA adapters it serves, as resolved (`crate::adapters::attach`); empty until
+    /// then, and for a job without `serve.adapters`.
+    pub adapters: Vec<vramfit_api::adapters::ResolvedAdapter>,
+    /// `serve.maxAdaptersPerBatch` (vLLM's `--max-loras`).
+    pub max_adapters_per_batch: Option<u32>,
+    /// The adapters `serve.adapters` lists: a plan whose [`ServeInput::adapters`] are not
+    /// those says so in a warning.
+    pub listed_adapters: Vec<String>,
+}
+
+impl ServeInput {
+    /// A served job's input on `port`, with no adapters.
+    pub fn on_port(port: u16) -> Self {
+        Self {
+            port,
+            adapters: Vec::new(),
+            max_adapters_per_batch: None,
+            listed_adapters: Vec::new(),
+        }
+    }
+
+    /// Why the adapters planned are not the ones `serve.adapters` lists, if they are not
+    /// (the caller did not resolve them with `crate::adapters::attach`).
+    pub fn unresolved_adapters(&self) -> Option<String> {
+        let planned: Vec<&str> = self.adapters.iter().map(|a| a.name.as_str()).collect();
+        (planned != self.listed_adapters).then(|| {
+            format!(
+                "serve.adapters lists {} but the plan holds {}: adapters not resolved are not planned",
+                words(self.listed_adapters.iter().map(String::as_str)),
+                words(planned.into_iter())
+            )
+        })
+    }
+}
+
+/// `a, b` or `none`.
+fn words<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// vLLM's listening flags (`vllm/entrypoints/openai/cli_args.py` `FrontendArgs`: `host`,
@@ -65,6 +108,15 @@ pub fn check(spec: &InferenceJobSpec) -> Result<Option<ServeInput>, SpecError> {
     if let Some(why) = first_refusal(&spec.command, &spec.args, refuse) {
         return Err(SpecError::CommandArgs { contradiction: why });
     }
+    if !serve.adapters.is_empty() {
+        if spec.gpus.max_nodes > 1 {
+            return Err(SpecError::AdaptersInGroup);
+        }
+        let lora = |word: &str| crate::adapters::flags::refuse_user_flag(spec.runtime, word);
+        if let Some(why) = first_refusal(&spec.command, &spec.args, lora) {
+            return Err(SpecError::CommandArgs { contradiction: why });
+        }
+    }
     if spec.runtime == Runtime::Llamacpp {
         let env = spec.pod.iter().flat_map(|pod| &pod.env);
         if let Some(var) = env
@@ -77,7 +129,12 @@ pub fn check(spec: &InferenceJobSpec) -> Result<Option<ServeInput>, SpecError> {
             });
         }
     }
-    Ok(Some(ServeInput { port: serve.port }))
+    Ok(Some(ServeInput {
+        port: serve.port,
+        adapters: Vec::new(),
+        max_adapters_per_batch: serve.max_adapters_per_batch,
+        listed_adapters: serve.adapters.iter().map(|a| a.name.clone()).collect(),
+    }))
 }
 
 /// The runtime's name when it has no health route of its own.
@@ -129,7 +186,7 @@ mod tests {
         let served = spec(
             "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, serve: {port: 9000}}",
         );
-        assert_eq!(check(&served), Ok(Some(ServeInput { port: 9000 })));
+        assert_eq!(check(&served), Ok(Some(ServeInput::on_port(9000))));
         for word in [
             "--port",
             "--port=8000",
@@ -192,7 +249,7 @@ mod tests {
                 health_path: Some("/healthz".into()),
                 ..ServeSpec::default()
             });
-            assert_eq!(check(&named), Ok(Some(ServeInput { port: 8000 })));
+            assert_eq!(check(&named), Ok(Some(ServeInput::on_port(8000))));
             // No flag of theirs is read: a --port in their args is theirs to use.
             named.args = vec!["--port".into(), "8000".into()];
             assert!(check(&named).is_ok());
@@ -210,7 +267,7 @@ mod tests {
 
     #[test]
     fn listening_flags_are_vllm_and_llamacpp_spellings() {
-        let serve = ServeInput { port: 8080 };
+        let serve = ServeInput::on_port(8080);
         assert_eq!(
             listen_args(Runtime::Vllm, &serve),
             ["--host", "0.0.0.0", "--port", "8080"]

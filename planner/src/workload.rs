@@ -55,6 +55,10 @@ pub fn plan_env(job: &JobInput, plan: &Plan) -> Vec<(String, String)> {
         // Where a served workload listens (vLLM and llama.cpp also get it as flags).
         env.push(("VRAMFIT_PORT", serve.port.to_string()));
     }
+    if let Some(adapters) = crate::adapters::flags::env_value(job) {
+        // Every runtime: where each adapter is mounted (vLLM and llama.cpp also get flags).
+        env.push((crate::adapters::flags::ADAPTERS_ENV, adapters));
+    }
     if matches!(job.runtime, Runtime::Vllm | Runtime::Llamacpp) {
         // The same flags as one shell-quoted string, for a `command` that is a shell script.
         env.push((
@@ -179,6 +183,9 @@ pub fn runtime_args(job: &JobInput, plan: &Plan) -> Vec<String> {
         }
         Runtime::Transformers | Runtime::Custom => {}
     }
+    // Served LoRA adapters: before the listening flags, so that `--lora-modules`' words end
+    // at the next flag.
+    args.extend(crate::adapters::flags::runtime_args(job, plan));
     if let Some(serve) = &job.serve {
         args.extend(crate::serving::listen_args(job.runtime, serve));
     }

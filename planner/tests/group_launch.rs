@@ -76,7 +76,7 @@ fn check_leader(runtime: Runtime, job: &JobInput, p: &Plan, leader: &RankLaunch)
     for (name, value) in flags {
         let c = runtime_contract::contract(runtime, name)
             .unwrap_or_else(|| panic!("{name} is not in the {runtime:?} flag table"));
-        assert!(c.values.accepts(value), "{name} {value}");
+        assert!(c.values.accepts(&value), "{name} {value}");
         assert!(!seen.contains(&name), "{name} twice");
         seen.push(name);
     }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{class, job};
+use vramfit_api::adapters::ResolvedAdapter;
 use vramfit_api::labels::ComputeCapability;
 use vramfit_api::{Fallback, Runtime};
 use vramfit_planner::runtime_contract::{self, FLAGS, PINS, Values};
@@ -99,7 +100,48 @@ fn jobs(runtime: Runtime) -> Vec<JobInput> {
             "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, serve: {replicas: 3}}",
         ],
     };
-    specs.iter().map(|s| job(s)).collect()
+    let mut jobs: Vec<JobInput> = specs.iter().map(|s| job(s)).collect();
+    // A served job with two LoRA adapters: the adapters' flags, one of them repeated.
+    let (spec, file) = match runtime {
+        Runtime::Llamacpp => (
+            "{model: {preset: mistral-7b-instruct-v0.3-q4_k_m}, runtime: llamacpp, image: x, serve: {}}",
+            "/adapter_model.gguf",
+        ),
+        _ => (
+            "{model: {preset: mistral-7b-instruct-v0.3}, runtime: vllm, image: x, serve: {}}",
+            "",
+        ),
+    };
+    let mut listed = common::spec(spec);
+    if let Some(serve) = listed.serve.as_mut() {
+        serve.adapters = ["sql", "chat"]
+            .iter()
+            .map(|name| vramfit_api::adapters::AdapterSpec {
+                name: name.to_string(),
+                tuning_job: vramfit_api::adapters::TuningJobRef {
+                    name: format!("{name}-tune"),
+                },
+            })
+            .collect();
+    }
+    let mut served = vramfit_planner::resolve_job(&listed).expect("valid");
+    vramfit_planner::adapters::attach(
+        &mut served,
+        ["sql", "chat"]
+            .iter()
+            .map(|name| ResolvedAdapter {
+                name: name.to_string(),
+                source: format!("tuningJob/{name}"),
+                path: format!("/vramfit/adapters/{name}{file}"),
+                rank: 24,
+                alpha: None,
+                target_modules: Vec::new(),
+                bytes: None,
+            })
+            .collect(),
+    );
+    jobs.push(served);
+    jobs
 }
 
 /// Checks one argument list: flag/value pairs, each flag in the table once with a value it
@@ -112,19 +154,22 @@ fn check(runtime: Runtime, args: &[String], context: &str) {
         let c = runtime_contract::contract(runtime, name)
             .unwrap_or_else(|| panic!("{context}: {name} is not in the flag table"));
         assert!(
-            c.values.accepts(value),
+            c.values.accepts(&value),
             "{context}: {name} {value} is not one of {:?}",
             c.values
         );
         if let Values::JsonObject(keys) = c.values {
-            let object: serde_yaml::Mapping = serde_yaml::from_str(value)
+            let object: serde_yaml::Mapping = serde_yaml::from_str(&value)
                 .unwrap_or_else(|e| panic!("{context}: {name} {value}: {e}"));
             for key in object.keys() {
                 let key = key.as_str().expect("string keys");
                 assert!(keys.contains(&key), "{context}: {name} key {key}");
             }
         }
-        assert!(!seen.contains(&name), "{context}: {name} twice");
+        assert!(
+            !seen.contains(&name) || c.values.repeats(),
+            "{context}: {name} twice"
+        );
         seen.push(name);
     }
     for f in FLAGS.iter().filter(|f| f.runtime == runtime && f.always) {

@@ -389,6 +389,7 @@ mod tests {
                 tokens_per_second: None,
                 final_loss: None,
                 cost_per_million_tokens_cents: None,
+                adapter: None,
             }),
             ..Default::default()
         };
@@ -430,6 +431,7 @@ mod tests {
                 tokens_per_second: None,
                 final_loss: None,
                 cost_per_million_tokens_cents: None,
+                adapter: None,
             }),
             plan: Some(plan.clone()),
             ..Default::default()

@@ -71,6 +71,26 @@ async fn check_examples(s: &Suite, names: &[String]) -> Result<(u32, Vec<String>
     let mut placed = 0;
     let mut problems = vec![];
     for name in names {
+        if s.job(name)
+            .await?
+            .spec
+            .serve
+            .is_some_and(|sv| !sv.adapters.is_empty())
+        {
+            // A served example naming a fine-tune of its file: held until that run succeeds,
+            // which no simulated node does; it says why and has no pod.
+            let job = s.wait_condition(name, "AdaptersReady", "False").await?;
+            s.wait_events(name, &[EventReason::AdapterRefused]).await?;
+            ensure!(
+                s.pods_of(&job).await?.is_empty(),
+                "held job {name} has pods"
+            );
+            println!(
+                "     {name}: held for its adapters: {:?}",
+                conditions_of(&job)
+            );
+            continue;
+        }
         let job = s
             .wait_phase(
                 name,

@@ -344,12 +344,7 @@ async fn check_running_group(
         aliases,
         [(worker_ip.clone(), vec![worker_address.clone()])].into(),
     )?;
-    let args = leader
-        .spec
-        .as_ref()
-        .and_then(|sp| sp.containers.first())
-        .and_then(|c| c.args.clone())
-        .unwrap_or_default();
+    let args = vramfit_e2e::args_of(&leader);
     let rpc = args
         .iter()
         .position(|a| a == "--rpc")

@@ -231,12 +231,7 @@ pub async fn served_llama_server(s: &mut Suite) -> Result<()> {
     let job = wait_ready(s, name, 2).await?;
     let pods = s.pods_of(&job).await?;
     for pod in &pods {
-        let args = pod
-            .spec
-            .as_ref()
-            .and_then(|sp| sp.containers.first())
-            .and_then(|c| c.args.clone())
-            .unwrap_or_default();
+        let args = vramfit_e2e::args_of(pod);
         println!(
             "     {} runs llama-server {}",
             pod.name_any(),

@@ -689,37 +689,39 @@ fn every_example_is_placed_or_says_why() {
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
     {
         let text = std::fs::read_to_string(path).unwrap();
-        let mut job: InferenceJob =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        job.metadata.uid = Some(fixtures::uid(&job.metadata.name.clone().unwrap()));
-        job.metadata.generation = Some(1);
-        let d = world.decide(&job);
-        let name = path.display();
-        match d.status.phase {
-            Some(Phase::Scheduled) => {
-                placed += 1;
-                let pod = d
-                    .apply_pod
-                    .as_ref()
-                    .unwrap_or_else(|| panic!("{name}: no pod"));
-                let plan = d.status.plan.as_ref().unwrap();
-                assert_eq!(
-                    env(pod, "VRAMFIT_NODE_CLASS").as_deref(),
-                    Some(plan.node_class.as_str()),
-                    "{name}"
-                );
-                if job.spec.dtype == vramfit_api::DtypeRequest::Bfloat16 {
-                    assert!(
-                        !plan.node_class.starts_with("v100"),
-                        "{name}: bf16 pinned on a V100"
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let mut job: InferenceJob = serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            job.metadata.uid = Some(fixtures::uid(&job.metadata.name.clone().unwrap()));
+            job.metadata.generation = Some(1);
+            let d = world.decide(&job);
+            let name = path.display();
+            match d.status.phase {
+                Some(Phase::Scheduled) => {
+                    placed += 1;
+                    let pod = d
+                        .apply_pod
+                        .as_ref()
+                        .unwrap_or_else(|| panic!("{name}: no pod"));
+                    let plan = d.status.plan.as_ref().unwrap();
+                    assert_eq!(
+                        env(pod, "VRAMFIT_NODE_CLASS").as_deref(),
+                        Some(plan.node_class.as_str()),
+                        "{name}"
                     );
+                    if job.spec.dtype == vramfit_api::DtypeRequest::Bfloat16 {
+                        assert!(
+                            !plan.node_class.starts_with("v100"),
+                            "{name}: bf16 pinned on a V100"
+                        );
+                    }
                 }
+                Some(Phase::Unschedulable) => {
+                    assert!(d.apply_pod.is_none(), "{name}");
+                    assert!(!d.status.rejected_classes.is_empty(), "{name}: says why");
+                }
+                other => panic!("{name}: {other:?} {:#?}", d.status.conditions),
             }
-            Some(Phase::Unschedulable) => {
-                assert!(d.apply_pod.is_none(), "{name}");
-                assert!(!d.status.rejected_classes.is_empty(), "{name}: says why");
-            }
-            other => panic!("{name}: {other:?} {:#?}", d.status.conditions),
         }
     }
     assert!(placed > 0, "no example was placed");

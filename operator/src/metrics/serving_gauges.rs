@@ -150,6 +150,7 @@ mod tests {
                     surge: None,
                     members: Vec::new(),
                     weights: None,
+                    adapters: Vec::new(),
                 })
                 .collect(),
             ..Default::default()

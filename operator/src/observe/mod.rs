@@ -65,7 +65,11 @@ pub fn snapshot<'a>(job: &'a InferenceJob, ctx: &'a Context) -> Result<Snapshot<
         job,
         ctx,
         namespace,
-        input: resolve_job(&job.spec),
+        input: resolve_job(&job.spec).map(|mut input| {
+            // `serve.adapters`: planned with the list accepted for this reconcile.
+            crate::served_adapters::attach(&mut input, job);
+            input
+        }),
         inventory: ctx.inventory(),
         settled: RefCell::new(Vec::new()),
     })

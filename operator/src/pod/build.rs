@@ -23,6 +23,7 @@ use vramfit_api::pod_keys::{
 };
 
 use crate::tolerations::{gpu_toleration, pod_tolerations};
+use adapter_volumes::{adapter_keys, adapter_mounts};
 use pod_security::{container_security_context, pod_security_context};
 use tuning_volumes::tuning_mounts;
 
@@ -84,8 +85,13 @@ pub fn desired_pod(
         labels.insert(GPU_PRODUCT_LABEL.to_string(), label_value(&class.product));
     }
 
+    // A served replica's adapters: what an endpoint picker routes an adapter's requests by.
+    let (adapter_labels, adapter_annotation) = adapter_keys(input);
+    labels.extend(adapter_labels);
+
     let spec = pod_spec(job, input, plan, class, &template);
     let mut annotations = template.annotations.clone();
+    annotations.extend(adapter_annotation);
     annotations.insert(
         PLAN_ANNOTATION.to_string(),
         serde_json::to_string(plan).map_err(BuildError::Serialize)?,
@@ -170,6 +176,7 @@ fn pod_spec(
                 .iter()
                 .cloned()
                 .chain(tuning_mounts(input))
+                .chain(adapter_mounts(input))
                 .collect(),
         ),
         termination_message_policy: Some(termination_message_policy(template).to_string()),
@@ -327,6 +334,7 @@ pub fn metadata_matches(observed: &Pod, desired: &Pod) -> bool {
         )
 }
 
+pub mod adapter_volumes;
 pub mod pod_security;
 pub mod tuning_volumes;
 

@@ -3,7 +3,6 @@
 //! volumes, replicas that wait for a node to download their model, and each replica's
 //! `weights` status.
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use vramfit_api::pod_keys::replica_pod_name;
 use vramfit_api::{Plan, ReplicaStatus};
 use vramfit_planner::NodeClass;
@@ -12,7 +11,6 @@ use super::decide::Draft;
 use crate::model_cache::group_placement::{GroupAsk, decide_pods};
 use crate::model_cache::placement::{CacheAsk, CachePlacement, wait_started};
 use crate::model_cache::{WAIT_REQUEUE, WAITING_REASON, mount, weights};
-use crate::pod::PodSeen;
 
 /// A replica that waits for its model: the class chosen and the line's message.
 #[derive(Clone, Debug)]
@@ -107,22 +105,12 @@ impl<'a> Draft<'a> {
         }
         let mut waiting = 0u32;
         for index in 0..self.lines.len() {
-            let name = self.lines[index].pod_name.clone();
             if self.lines[index].reason.as_deref() == Some(WAITING_REASON) {
                 waiting += 1;
                 self.lines[index].weights = None;
                 continue;
             }
-            let created = self
-                .create_pods
-                .iter()
-                .find(|(p, _)| p.name_any() == name)
-                .map(|(p, _)| p.clone());
-            let pod = created.or_else(|| match (self.obs.pods)(&name) {
-                PodSeen::Observed(pod) => Some((*pod).clone()),
-                _ => None,
-            });
-            if let Some(pod) = pod {
+            if let Some(pod) = self.line_pod(index) {
                 self.lines[index].weights = Some(weights::of_pod(&pod));
             }
         }

@@ -192,6 +192,7 @@ pub fn next_served(obs: &ServedObserved<'_>) -> Result<ServedDecision, BuildErro
     }
     draft.tidy();
     draft.cache_status();
+    draft.adapter_lines();
     Ok(draft.finish())
 }
 

@@ -5,6 +5,7 @@
 //! Service ([`service`]), the PodDisruptionBudget ([`pdb`]); status and conditions
 //! ([`summary`]). [`decide`] runs them in order. Used by served jobs of one pod per replica
 //! ([`crate::served`]) and of a group per replica ([`crate::group`]).
+pub mod adapter_lines;
 pub mod cache_hook;
 pub mod decide;
 pub mod failure;

@@ -114,6 +114,7 @@ impl Draft<'_> {
                 surge: None,
                 members: Vec::new(),
                 weights: None,
+                adapters: Vec::new(),
             });
         }
         self.lines.sort_by_key(|l| l.slot);

@@ -102,6 +102,8 @@ pub async fn write_objects_and_status(
             &now,
         );
     }
+    // `serve.adapters`: the list accepted and `AdaptersReady`, or neither once there is none.
+    crate::served_adapters::record(&mut decision.status, job, &Time(Timestamp::now()));
     // `serve.autoscaling`: the autoscaler's pass, or nothing of it once it is off.
     match scaling {
         Some(report) => {

@@ -106,6 +106,45 @@ pub async fn wait_for_model(
     Ok(retry_in.map_or_else(Action::await_change, Action::requeue))
 }
 
+/// A served job held for a refused adapter (`serve.adapters`): `AdaptersReady=False` with the
+/// reason (written, with a Warning event, only when it changed), no pod touched, and a look
+/// again after [`crate::served_adapters::RECHECK`].
+pub async fn hold_for_adapters(
+    job: &InferenceJob,
+    ctx: &Context,
+    reason: Reason,
+    message: String,
+) -> Result<Action, Error> {
+    let now = Time(Timestamp::now());
+    let status = crate::served_adapters::hold(job, reason, message.clone(), &now);
+    if job.status.as_ref() != Some(&status) {
+        let namespace = job.namespace().unwrap_or_default();
+        patch_status(ctx, &namespace, &job.name_any(), &status).await?;
+        let was = job
+            .status
+            .as_ref()
+            .and_then(|s| conditions::get(&s.conditions, ConditionType::AdaptersReady))
+            .map(|c| (c.status.clone(), c.message.clone()));
+        if was != Some(("False".to_string(), message.clone())) {
+            let event = JobEvent::warning(EventReason::AdapterRefused, message);
+            ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
+        }
+    }
+    Ok(Action::requeue(crate::served_adapters::RECHECK))
+}
+
+/// The event of a served job whose adapters were accepted, or changed: the replicas roll onto
+/// them.
+pub async fn adapters_accepted(job: &InferenceJob, ctx: &Context) {
+    let accepted = job.status.as_ref().map_or(&[][..], |s| &s.adapters[..]);
+    let note = format!(
+        "{}; replicas roll onto them",
+        crate::served_adapters::accepted_message(accepted)
+    );
+    let event = JobEvent::normal(EventReason::AdaptersAccepted, note);
+    ctx.recorder.publish(&job.object_ref(&()), &[event]).await;
+}
+
 /// Tells the user why the attempt's pod was not written, when the reason is theirs to act on:
 /// the API server refused it for good, or its name is taken by a pod the job does not own.
 pub async fn report_pod_not_written(job: &InferenceJob, ctx: &Context, error: &ApplyError) {

@@ -17,6 +17,20 @@ Env:
 The answers are written, one JSON line each, to --output (default
 $HOME/.cache/vramfit-scripted/answers.jsonl: the image's HOME must be writable for the UID
 the pod runs as).
+
+Fine-tuning: with VRAMFIT_TUNING_METHOD in the env (a tuning job's plan, read whole with
+TrainingPlan.from_env), it "trains" instead: --items optimizer steps of --seconds-per-item
+each, then, for a lora or qlora plan with VRAMFIT_OUTPUT_DIR, writes an adapter at the root
+of that folder: a PEFT-shaped adapter_config.json (r = VRAMFIT_LORA_RANK, lora_alpha =
+VRAMFIT_LORA_ALPHA, target_modules from VRAMFIT_LORA_TARGET_MODULES, base_model_name_or_path
+= VRAMFIT_MODEL) and adapter_model.gguf, a LoRA adapter in llama.cpp's GGUF layout with
+random weights (lora_gguf.py), and ends with a TrainingResult line that reports it.
+  SCRIPTED_LORA_SHAPE      BLOCKS,EMBEDDING of the llama base model the GGUF adapts
+                           (default 2,256: the tiny llama of examples/llama-server).
+  SCRIPTED_LORA_SEED       integer seed of the adapter's weights (default 1): another seed,
+                           another adapter.
+  SCRIPTED_ADAPTER_SKIP_GGUF  1: write no GGUF (and remove one an earlier run left).
+SCRIPTED_OOM_WHEN applies to a tuning run too.
 """
 
 from __future__ import annotations
@@ -29,8 +43,23 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from vramfit_workload import OutputSampler, Plan, PlanError, fail_on_garbage, run_canary, write_result
+from vramfit_workload import (
+    OutputSampler,
+    Plan,
+    PlanError,
+    TrainingPlan,
+    adapter_report,
+    fail_on_garbage,
+    run_canary,
+    write_result,
+    write_training_result,
+)
 from vramfit_workload.termination import write
+from vramfit_workload.training import lora_kwargs
+
+import lora_gguf
+
+DEFAULT_LORA_SHAPE = "2,256"
 
 
 class OutOfMemoryError(RuntimeError):
@@ -64,26 +93,98 @@ def default_output(environ: Mapping[str, str]) -> Path:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=20, help="prompts to answer")
+    parser.add_argument("--items", type=int, default=20, help="prompts to answer (training steps)")
     parser.add_argument("--output", type=Path, help="JSON lines to write")
     parser.add_argument("--seconds-per-item", type=float, default=0.05)
     parser.add_argument("--check-every", type=int, default=5, help="check every Nth answer")
     return parser.parse_args(argv)
 
 
+def write_adapter(t: TrainingPlan, output_dir: Path, environ: Mapping[str, str]) -> None:
+    """A PEFT-shaped adapter_config.json and, unless SCRIPTED_ADAPTER_SKIP_GGUF=1, the GGUF
+    adapter for the llama of SCRIPTED_LORA_SHAPE, at the root of `output_dir`."""
+    shape = lora_gguf.LlamaShape.parse(environ.get("SCRIPTED_LORA_SHAPE") or DEFAULT_LORA_SHAPE)
+    seed_text = (environ.get("SCRIPTED_LORA_SEED") or "1").strip()
+    try:
+        seed = int(seed_text)
+    except ValueError:
+        raise ValueError(f"SCRIPTED_LORA_SEED={seed_text!r} is not an integer") from None
+    kwargs = lora_kwargs(t) or {}
+    config = {
+        "peft_type": "LORA",
+        "task_type": kwargs.get("task_type"),
+        "base_model_name_or_path": t.plan.model,
+        "r": t.lora_rank,
+        "lora_alpha": t.lora_alpha,
+        "lora_dropout": t.lora_dropout,
+        "target_modules": kwargs.get("target_modules"),
+        "bias": kwargs.get("bias"),
+        "inference_mode": True,
+    }
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    gguf = output_dir / "adapter_model.gguf"
+    if environ.get("SCRIPTED_ADAPTER_SKIP_GGUF") == "1":
+        gguf.unlink(missing_ok=True)
+        return
+    size = lora_gguf.write_adapter(
+        gguf, shape, t.lora_rank or 0, float(t.lora_alpha or 0), t.lora_target_modules, seed
+    )
+    print(f"scripted: LoRA adapter r={t.lora_rank} in {gguf}, {size} bytes", file=sys.stderr)
+
+
+def out_of_memory_if_asked(plan: Plan, environ: Mapping[str, str]) -> None:
+    """Ends as a CUDA out-of-memory error would when SCRIPTED_OOM_WHEN matches the env."""
+    if matches(environ.get("SCRIPTED_OOM_WHEN", ""), environ):
+        raise OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate 2.00 GiB (scripted: {plan.gpu_count} GPU(s), "
+            f"{plan.usable_memory_mib} MiB usable each)"
+        )
+
+
+def train(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """The fine-tuning mode: steps, an adapter for lora and qlora, the TrainingResult."""
+    t = TrainingPlan.from_env(environ)
+    plan = t.plan
+    print(
+        f"scripted: {t.method} of {plan.model} on {plan.node_class}: {plan.gpu_count} GPU(s), "
+        f"{plan.dtype}, micro-batch {t.micro_batch} x {t.gradient_accumulation}",
+        file=sys.stderr,
+    )
+    out_of_memory_if_asked(plan, environ)
+    start = time.monotonic()
+    for _ in range(args.items):
+        time.sleep(args.seconds_per_item)
+    seconds = time.monotonic() - start
+    adapter = None
+    if t.method != "full" and t.output_dir:
+        output_dir = Path(t.output_dir)
+        write_adapter(t, output_dir, environ)
+        adapter = adapter_report(output_dir)
+    write_training_result(
+        steps=args.items,
+        tokens=args.items * t.effective_batch * t.sequence_length,
+        seconds=seconds,
+        final_loss=round(3.0 / (1 + 0.1 * args.items), 6),
+        peak_gpu_memory=[],
+        environ=environ,
+        adapter=adapter,
+    )
+    print(f"scripted: {args.items} training steps", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ) -> None:
     args = parse_args(argv)
+    if environ.get("VRAMFIT_TUNING_METHOD"):
+        train(args, environ)
+        return
     plan = Plan.from_env(environ)
     print(
         f"scripted: {plan.model} on {plan.node_class}: {plan.gpu_count} GPU(s), {plan.dtype}, "
         f"quantization {plan.quantization}, flash attention {plan.flash_attention}",
         file=sys.stderr,
     )
-    if matches(environ.get("SCRIPTED_OOM_WHEN", ""), environ):
-        raise OutOfMemoryError(
-            f"CUDA out of memory. Tried to allocate 2.00 GiB (scripted: {plan.gpu_count} GPU(s), "
-            f"{plan.usable_memory_mib} MiB usable each)"
-        )
+    out_of_memory_if_asked(plan, environ)
     garbage = matches(environ.get("SCRIPTED_GARBAGE_WHEN", ""), environ)
     fail_on_garbage(run_canary(lambda prompt: answer(prompt, 0, garbage), environ=environ), plan, environ)
 

@@ -3,7 +3,8 @@
 The plan comes from the env (`TrainingPlan.from_env`): QLoRA, LoRA or a full fine-tune, the
 micro-batch, accumulation, checkpointing, optimizer, dtype and TF32 of the class it landed on.
 The loss is watched for NaN or infinity, and the pod's termination message says how it ended
-(docs/workload-contract.md): `LossCheckFailed`, a CUDA out-of-memory line, or `TrainingResult`.
+(docs/workload-contract.md): `LossCheckFailed`, a CUDA out-of-memory line, or `TrainingResult`,
+which for LoRA and QLoRA reports the adapter saved at the root of the output folder.
 
     python -m trainer                       # data: $VRAMFIT_DATA_DIR/train.jsonl
     torchrun --nproc-per-node=gpu -m trainer  # plans on more than one GPU (DDP or FSDP)
@@ -14,12 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer
 
-from vramfit_workload import TrainingPlan, loss_watch, lora_config, training_arguments, write_training_result
+from vramfit_workload import (
+    AdapterReport,
+    TrainingPlan,
+    adapter_report,
+    loss_watch,
+    lora_config,
+    training_arguments,
+    write_training_result,
+)
 from vramfit_workload.termination import write
 from vramfit_workload.training import from_pretrained_kwargs
 
@@ -102,7 +112,23 @@ def main(argv: list[str] | None = None) -> None:
             tokens=int(trainer.state.num_input_tokens_seen),
             seconds=seconds,
             final_loss=watch.last_loss,
+            adapter=reported_adapter(plan, trainer.args.output_dir),
         )
+
+
+def reported_adapter(plan: TrainingPlan, output_dir: str) -> AdapterReport | None:
+    """The adapter a LoRA or QLoRA run saved (PEFT's adapter_config.json and
+    adapter_model.safetensors at the root of the output folder, plus a GGUF conversion if one
+    is there), for the TrainingResult line; None for a full fine-tune. A report that cannot
+    be made is a warning, not a failure: the trained weights are saved, and a served job that
+    names this run as its adapter's source says the adapter was not reported."""
+    if plan.method == "full":
+        return None
+    try:
+        return adapter_report(output_dir)
+    except (OSError, ValueError) as error:
+        print(f"vramfit: no adapter report: {error}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The workload side of vramfit: read the plan from the env, load a model with it, check
 what the model answers, and report the outcome in the pod's termination message; for
-fine-tuning, the training arguments of the plan, a watch on the loss and the run's report."""
+fine-tuning, the training arguments of the plan, a watch on the loss and the run's report,
+with the LoRA adapter it wrote."""
 
+from .adapter import AdapterReport, adapter_report
 from .loading import (
     PlanMismatch,
     apply_memory_fraction,
@@ -24,6 +26,8 @@ from .training import (
 )
 
 __all__ = [
+    "AdapterReport",
+    "adapter_report",
     "CheckResult",
     "LossDiverged",
     "TrainingPlan",

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .adapter import AdapterReport
 from .output_check import GARBAGE_ABOVE, CheckResult
 from .plan import Plan
 
@@ -27,10 +28,15 @@ DEFAULT_PATH = "/dev/termination-log"
 EXIT_GARBAGE = 3
 
 
+class MessageTooLong(ValueError):
+    """The message cannot be made to fit in MAX_BYTES."""
+
+
 def encode(message: Mapping[str, Any], optional: Sequence[str] = ()) -> str:
     """The message as one line within MAX_BYTES. Fields named in `optional` give way when
     it is too long: a list loses its last items, then the field goes; a JSON object is
-    never cut. Raises ValueError for NaN or infinite numbers."""
+    never cut. Raises ValueError for NaN or infinite numbers, MessageTooLong when it cannot
+    fit."""
     message = dict(message)
     while True:
         line = PREFIX + json.dumps(message, separators=(",", ":"), allow_nan=False)
@@ -38,7 +44,7 @@ def encode(message: Mapping[str, Any], optional: Sequence[str] = ()) -> str:
             return line
         present = [key for key in optional if key in message]
         if not present:
-            raise ValueError(f"termination message over {MAX_BYTES} bytes: {line[:80]}...")
+            raise MessageTooLong(f"termination message over {MAX_BYTES} bytes: {line[:80]}...")
         key = present[-1]
         if isinstance(message[key], list) and message[key]:
             message[key] = message[key][:-1]
@@ -160,9 +166,15 @@ def training_result_message(
     seconds: float,
     final_loss: float | None = None,
     peak_gpu_memory_mib: Sequence[int] = (),
+    adapter: AdapterReport | Mapping[str, Any] | None = None,
 ) -> str:
     """The TrainingResult line: optimizer steps, training tokens, seconds, tokens per second,
-    the last loss and the peak memory per GPU."""
+    the last loss, the peak memory per GPU and the LoRA adapter written (an AdapterReport, or
+    its wire form with camelCase keys; ValueError when the operator would refuse it). When
+    the line is too long the peak memory loses entries first; when that is not enough the
+    adapter's `targetModules` go (whole: a shorter list would claim fewer modules), then its
+    `baseModel`, and as much of the peak memory as then fits stays. The adapter's files,
+    rank, alpha and bytes always stay (MessageTooLong when they alone do not fit)."""
     if steps < 0 or tokens < 0:
         raise ValueError(f"steps and tokens must be >= 0, not {steps} and {tokens}")
     seconds = _finite(seconds, "seconds")
@@ -178,7 +190,17 @@ def training_result_message(
     if final_loss is not None:
         message["finalLoss"] = round(_finite(final_loss, "final_loss"), 6)
     message["peakGpuMemoryMib"] = [int(mib) for mib in peak_gpu_memory_mib]
-    return encode(message, optional=("peakGpuMemoryMib",))
+    if adapter is None:
+        return encode(message, optional=("peakGpuMemoryMib",))
+    if not isinstance(adapter, AdapterReport):
+        adapter = AdapterReport.from_json(adapter)
+    report = adapter.to_json()
+    for giving_way in ("targetModules", "baseModel"):
+        try:
+            return encode(message | {"adapter": report}, optional=("peakGpuMemoryMib",))
+        except MessageTooLong:
+            report.pop(giving_way, None)
+    return encode(message | {"adapter": report}, optional=("peakGpuMemoryMib",))
 
 
 def write_training_result(
@@ -188,7 +210,10 @@ def write_training_result(
     final_loss: float | None = None,
     peak_gpu_memory: Sequence[int] | None = None,
     environ: Mapping[str, str] = os.environ,
+    adapter: AdapterReport | Mapping[str, Any] | None = None,
 ) -> str:
-    """Write the TrainingResult message (peak memory measured when not given); the path."""
+    """Write the TrainingResult message (peak memory measured when not given), with the
+    adapter a LoRA or QLoRA run wrote (`adapter_report(output_dir)`); the path."""
     peaks = peak_gpu_memory_mib() if peak_gpu_memory is None else peak_gpu_memory
-    return write(training_result_message(steps, tokens, seconds, final_loss, peaks), environ)
+    line = training_result_message(steps, tokens, seconds, final_loss, peaks, adapter)
+    return write(line, environ)

@@ -148,8 +148,19 @@ def test_the_example_trainer_fine_tunes_a_tiny_model_with_the_planned_arguments(
     if method == "lora":
         assert "adapter_config.json" in saved, saved
         assert json.loads((out / "adapter_config.json").read_text())["r"] == 4
+        # The adapter PEFT saved, as the TrainingResult reports it for a served job.
+        adapter = report["adapter"]
+        assert adapter["files"] == ["adapter_config.json", "adapter_model.safetensors"]
+        assert adapter["rank"] == 4 and adapter["alpha"] == 8.0
+        # all-linear, as PEFT resolved it, by the modules' names.
+        assert adapter["targetModules"] == [
+            "down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"
+        ]
+        assert adapter["baseModel"] == str(model_dir)
+        assert adapter["bytes"] == (out / "adapter_model.safetensors").stat().st_size
     else:
         assert "config.json" in saved, saved
+        assert "adapter" not in report
 
 
 def test_the_training_arguments_build_as_planned_with_cpu_overrides(model_dir, recwarn):
