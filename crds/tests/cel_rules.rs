@@ -64,9 +64,12 @@ fn every_example_passes_the_rules() {
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
             continue; // examples/node-classes/ holds GpuNodeClass manifests
         }
-        let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        if let Err(errors) = validate(&schema, &object, None) {
-            panic!("{}: {errors}", path.display());
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let object = <Value as serde::Deserialize>::deserialize(document).unwrap();
+            if let Err(errors) = validate(&schema, &object, None) {
+                panic!("{}: {errors}", path.display());
+            }
         }
     }
 }
