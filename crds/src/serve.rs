@@ -71,8 +71,8 @@ pub struct ServeSpec {
     #[schemars(length(max = 16))]
     pub adapters: Vec<crate::adapters::AdapterSpec>,
     /// vLLM: the most adapters one batch runs at once (`--max-loras`, 1 to 16; default: as
-    /// many as the job serves, up to 4). Each one reserves LoRA buffers on every GPU at the
-    /// largest rank served.
+    /// many as the job serves, up to 4; never more than it serves). Each one reserves LoRA
+    /// buffers on every GPU at the largest rank served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 16))]
     pub max_adapters_per_batch: Option<u32>,
